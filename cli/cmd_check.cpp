@@ -1,0 +1,141 @@
+// lathe check: validate a model, hardware or plan spec and summarize it.
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "frontend/specs.h"
+#include "ir/assert.h"
+
+namespace lathe::cli {
+
+namespace {
+struct CheckArgs {
+  std::string file;
+  std::string format = "text";
+};
+
+int summarize_model(const ModelSpec& m, const std::string& src, const std::string& format) {
+  double wbytes = double(m.param_count()) * dtype_bits(m.dtype) / 8.0;
+  double kv = m.kv_bytes_per_token(dtype_bits(m.dtype));
+  double f1 = m.flops_per_token(1), fmax = m.flops_per_token(m.max_context);
+  if (format == "json") {
+    nlohmann::json j = {{"kind", "model"},
+                        {"name", m.name},
+                        {"source", src},
+                        {"params", m.param_count()},
+                        {"active_params", m.active_param_count()},
+                        {"weight_bytes", wbytes},
+                        {"kv_bytes_per_token", kv},
+                        {"flops_per_token", f1},
+                        {"flops_per_token_at_max_context", fmax}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "model " << m.name << " (" << src << "): OK\n";
+  std::cout << "  architecture      " << m.arch << (m.is_moe() ? " (MoE)" : " (dense)") << ", " << m.layers
+            << " layers, hidden " << m.hidden << ", heads " << m.heads << " (kv " << m.kv_heads << ") x "
+            << m.head_dim << ", vocab " << m.vocab << ", context " << m.max_context << "\n";
+  if (m.is_moe())
+    std::cout << "  experts           " << m.moe->experts << " x ffn " << m.moe->expert_ffn << ", top-" << m.moe->top_k
+              << " per token\n";
+  else
+    std::cout << "  ffn               " << m.ffn << "\n";
+  std::cout << "  parameters        " << with_commas(m.param_count()) << " (" << human_count(double(m.param_count()))
+            << ")\n";
+  if (m.is_moe())
+    std::cout << "  active per token  " << with_commas(m.active_param_count()) << " ("
+              << human_count(double(m.active_param_count())) << ")\n";
+  std::cout << "  weights           " << human_bytes(wbytes) << " at " << dtype_name(m.dtype) << "\n";
+  std::cout << "  KV per token      " << with_commas(int64_t(kv)) << " bytes at " << dtype_name(m.dtype)
+            << " (2 x layers x kv_heads x head_dim x " << dtype_bits(m.dtype) / 8 << " B)\n";
+  std::cout << "  FLOPs per token   " << human_flops(f1) << " at context 1, " << human_flops(fmax)
+            << " at context " << m.max_context << " (2 x matmul params + 4 x context x head_dim x heads x layers)\n";
+  return 0;
+}
+
+int summarize_target(const Target& t, const std::string& src, const std::string& format) {
+  DType mat = t.peak_bf16 > 0 ? DType::bf16 : (t.peak_fp16 > 0 ? DType::f16 : DType::f32);
+  double ridge = t.matrix_peak_flops(mat) / t.bandwidth_bytes_per_s();
+  if (format == "json") {
+    nlohmann::json j = {{"kind", "hardware"}, {"name", t.name}, {"source", src}, {"ridge_flops_per_byte", ridge}};
+    for (const TargetField& f : target_fields()) j["fields"][std::string(f.key)] = get_field(t, f);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "hardware " << t.name << " (" << src << "): OK\n";
+  std::cout << "  " << t.description << "\n";
+  std::cout << "  kind              " << (t.is_gpu() ? "gpu" : "cpu");
+  if (t.is_gpu()) std::cout << ", sm_" << t.compute_capability;
+  std::cout << ", " << t.sm_count << (t.is_gpu() ? " SMs" : " cores") << " at " << t.clock_mhz << " MHz\n";
+  std::cout << "  memory            " << t.memory_gb << " GB at " << t.hbm_bandwidth_gbs << " GB/s\n";
+  std::cout << "  peaks (TFLOP/s)   fp32 " << t.peak_fp32 << ", tf32 " << t.peak_tf32 << ", fp16 " << t.peak_fp16
+            << ", bf16 " << t.peak_bf16 << ", fp8 " << t.peak_fp8 << ", int8 " << t.peak_int8 << "\n";
+  std::cout << "  ridge point       " << fmt_double(ridge, 1) << " FLOP/byte (" << dtype_name(mat)
+            << "): kernels below it are memory-bound\n";
+  std::cout << "  efficiency        gemm " << t.eff.gemm << ", attention " << t.eff.attention << ", memory "
+            << t.eff.memory << ", elementwise " << t.eff.elementwise << "\n";
+  return 0;
+}
+
+int summarize_plan(const PlanSpec& p, const std::string& src, const std::string& format) {
+  if (p.model) load_model(*p.model);  // throws when unknown
+  if (p.hardware) load_target(*p.hardware);
+  const PlanOptions& o = p.options;
+  std::string weights = o.weights ? format_name(*o.weights) : "model dtype";
+  std::string kv = o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "activation dtype";
+  std::string layout = o.kv_layout ? kv_layout_name(*o.kv_layout) : "auto";
+  if (format == "json") {
+    nlohmann::json j = {{"kind", "plan"},
+                        {"source", src},
+                        {"model", p.model.value_or("")},
+                        {"hardware", p.hardware.value_or("")},
+                        {"batch", p.workload.batch},
+                        {"prompt", p.workload.prompt},
+                        {"gen", p.workload.gen},
+                        {"weights", weights},
+                        {"kv", kv},
+                        {"kv_layout", layout},
+                        {"tp", o.tp}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "plan (" << src << "): OK\n";
+  if (p.model) std::cout << "  model             " << *p.model << "\n";
+  if (p.hardware) std::cout << "  hardware          " << *p.hardware << "\n";
+  std::cout << "  workload          batch " << p.workload.batch << ", prompt " << p.workload.prompt << ", gen "
+            << p.workload.gen << "\n";
+  std::cout << "  weights " << weights << ", KV " << kv << " in " << layout << ", tp " << o.tp << "\n";
+  for (const auto& [k, v] : o.pass_enabled) std::cout << "  pass " << k << ": " << (v ? "on" : "off") << "\n";
+  return 0;
+}
+
+int run_check(const CheckArgs& a) {
+  // A built-in name first, then a file.
+  for (const BuiltinSpec& b : builtin_specs("models"))
+    if (b.name == a.file) return summarize_model(parse_model_toml(b.text, b.path), "built-in " + b.path, a.format);
+  for (const BuiltinSpec& b : builtin_specs("hardware"))
+    if (b.name == a.file) return summarize_target(parse_target_toml(b.text, b.path), "built-in " + b.path, a.format);
+  std::error_code ec;
+  if (!std::filesystem::exists(a.file, ec))
+    throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
+  std::string text = read_file(a.file);
+  switch (detect_spec_kind(text, a.file)) {
+    case SpecKind::model: return summarize_model(parse_model_toml(text, a.file), a.file, a.format);
+    case SpecKind::hardware: return summarize_target(parse_target_toml(text, a.file), a.file, a.format);
+    case SpecKind::plan: return summarize_plan(parse_plan_toml(text, a.file), a.file, a.format);
+    default:
+      throw Error(a.file + ":1:1: not a model, hardware or plan spec (expected a [model], [hardware] or [plan] table)");
+  }
+}
+}  // namespace
+
+void register_check(CLI::App& app, Registry& r) {
+  auto args = std::make_shared<CheckArgs>();
+  CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware or plan spec and summarize it");
+  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware name")->required();
+  cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([&r, args] { r.action = [args] { return run_check(*args); }; });
+}
+
+}  // namespace lathe::cli

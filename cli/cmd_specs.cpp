@@ -1,0 +1,78 @@
+// lathe specs: the built-in model and hardware library, one line each.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "frontend/specs.h"
+
+namespace lathe::cli {
+
+namespace {
+struct SpecsArgs {
+  std::string format = "text";
+};
+
+int run_specs(const SpecsArgs& a) {
+  nlohmann::json j;
+  Table models({"model", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "context", "dtype",
+                "description"});
+  for (const BuiltinSpec& b : builtin_specs("models")) {
+    ModelSpec m = parse_model_toml(b.text, b.path);
+    std::string ffn = m.is_moe() ? std::to_string(m.moe->experts) + "x" + std::to_string(m.moe->expert_ffn) +
+                                       " top" + std::to_string(m.moe->top_k)
+                                 : std::to_string(m.ffn);
+    models.add({m.name, human_count(double(m.param_count())), human_count(double(m.active_param_count())),
+                std::to_string(m.layers), std::to_string(m.hidden),
+                std::to_string(m.heads) + "/" + std::to_string(m.kv_heads), ffn, std::to_string(m.vocab),
+                std::to_string(m.max_context), std::string(dtype_name(m.dtype)), m.description});
+    j["models"].push_back({{"name", m.name},
+                           {"params", m.param_count()},
+                           {"active_params", m.active_param_count()},
+                           {"layers", m.layers},
+                           {"hidden", m.hidden},
+                           {"heads", m.heads},
+                           {"kv_heads", m.kv_heads},
+                           {"head_dim", m.head_dim},
+                           {"ffn", m.is_moe() ? m.moe->expert_ffn : m.ffn},
+                           {"experts", m.is_moe() ? m.moe->experts : 0},
+                           {"top_k", m.is_moe() ? m.moe->top_k : 0},
+                           {"vocab", m.vocab},
+                           {"max_context", m.max_context},
+                           {"dtype", std::string(dtype_name(m.dtype))},
+                           {"description", m.description}});
+  }
+  Table hw({"hardware", "kind", "memory", "bandwidth", "bf16/fp16", "fp8", "int8", "fp32", "SMs/cores",
+            "description"});
+  for (const BuiltinSpec& b : builtin_specs("hardware")) {
+    Target t = parse_target_toml(b.text, b.path);
+    auto tf = [](double v) { return v > 0 ? fmt_double(v, 1) + " TF" : std::string("-"); };
+    hw.add({t.name, t.is_gpu() ? "gpu" : "cpu", fmt_double(t.memory_gb, 0) + " GB",
+            fmt_double(t.hbm_bandwidth_gbs, 0) + " GB/s", tf(std::max(t.peak_bf16, t.peak_fp16)), tf(t.peak_fp8),
+            tf(t.peak_int8), tf(t.peak_fp32), fmt_double(t.sm_count, 0), t.description});
+    j["hardware"].push_back({{"name", t.name},
+                             {"kind", t.is_gpu() ? "gpu" : "cpu"},
+                             {"memory_gb", t.memory_gb},
+                             {"hbm_bandwidth_gbs", t.hbm_bandwidth_gbs},
+                             {"peak_tflops", {{"fp32", t.peak_fp32}, {"tf32", t.peak_tf32}, {"fp16", t.peak_fp16},
+                                              {"bf16", t.peak_bf16}, {"fp8", t.peak_fp8}, {"int8", t.peak_int8}}},
+                             {"description", t.description}});
+  }
+  if (a.format == "json") {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Models (" << models.size() << ")\n" << models.text("  ") << "\n";
+  std::cout << "Hardware (" << hw.size() << ")\n" << hw.text("  ");
+  std::cout << "\nUse a name wherever a MODEL or HW argument is taken, or give a path to your own TOML file.\n";
+  return 0;
+}
+}  // namespace
+
+void register_specs(CLI::App& app, Registry& r) {
+  auto args = std::make_shared<SpecsArgs>();
+  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models and hardware targets");
+  cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([&r, args] { r.action = [args] { return run_specs(*args); }; });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,215 @@
+#include "cli/common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "frontend/specs.h"
+#include "ir/assert.h"
+
+namespace lathe::cli {
+
+std::string fmt_double(double v, int precision) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+  return buf;
+}
+
+std::string human_count(double n) {
+  const char* units[] = {"", " k", " M", " B", " T"};
+  int u = 0;
+  while (std::fabs(n) >= 1000.0 && u < 4) {
+    n /= 1000.0;
+    ++u;
+  }
+  return fmt_double(n, u == 0 ? 0 : (std::fabs(n) < 10 ? 2 : 1)) + units[u];
+}
+
+std::string human_flops(double flops) {
+  const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  int u = 0;
+  while (std::fabs(flops) >= 1000.0 && u < 5) {
+    flops /= 1000.0;
+    ++u;
+  }
+  return fmt_double(flops, u == 0 ? 0 : 2) + " " + units[u];
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1000.0 && u < 4) {
+    bytes /= 1000.0;
+    ++u;
+  }
+  return fmt_double(bytes, u == 0 ? 0 : 2) + " " + units[u];
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0) out += ',';
+    out += *it;
+    ++n;
+  }
+  if (v < 0) out += '-';
+  return {out.rbegin(), out.rend()};
+}
+
+std::string Table::text(const std::string& indent) const {
+  std::vector<size_t> w(headers_.size(), 0);
+  for (size_t c = 0; c < headers_.size(); ++c) w[c] = headers_[c].size();
+  for (const auto& r : rows_)
+    for (size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  auto numeric = [](const std::string& s) {
+    return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' || s[0] == '.') &&
+           s.find_first_of("abcdfghijklnopqrtuvwyzA") == std::string::npos;
+  };
+  auto line = [&](const std::vector<std::string>& r, bool header) {
+    std::string out = indent;
+    for (size_t c = 0; c < w.size(); ++c) {
+      std::string cell = c < r.size() ? r[c] : "";
+      std::string pad(w[c] - std::min(w[c], cell.size()), ' ');
+      bool right = !header && c > 0 && numeric(cell);
+      out += right ? pad + cell : cell + pad;
+      if (c + 1 < w.size()) out += "  ";
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(headers_, true);
+  std::string rule = indent;
+  for (size_t c = 0; c < w.size(); ++c) rule += std::string(w[c], '-') + (c + 1 < w.size() ? "  " : "");
+  out += rule + "\n";
+  for (const auto& r : rows_) out += line(r, false);
+  return out;
+}
+
+std::string Table::csv() const {
+  auto cell = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string o = "\"";
+    for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+  };
+  std::string out;
+  auto line = [&](const std::vector<std::string>& r) {
+    for (size_t c = 0; c < r.size(); ++c) out += (c ? "," : "") + cell(r[c]);
+    out += "\n";
+  };
+  line(headers_);
+  for (const auto& r : rows_) line(r);
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
+    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+    f.write(content.data(), std::streamsize(content.size()));
+    f.flush();
+    if (!f) {
+      fs::remove(tmp, ec);
+      throw Error(path + ": write failed");
+    }
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(path + ": cannot rename into place");
+  }
+}
+
+void PlanFlags::add_to(CLI::App* cmd, bool with_passes) {
+  cmd->add_option("--weights", weights, std::string("weight format: ") + std::string(kWeightFormatSpellings));
+  cmd->add_option("--kv", kv, std::string("KV-cache dtype: ") + std::string(kKvDtypeSpellings));
+  cmd->add_option("--kv-layout", kv_layout, "KV layout: auto, LHTD, LTHD, TLHD, paged:N");
+  cmd->add_option("--act", act, "activation dtype: f32, f16, bf16 (default: f32 on CPUs, model dtype on GPUs)");
+  cmd->add_option("--tp", tp, "tensor-parallel degree")->check(CLI::Range(int64_t(1), int64_t(1024)));
+  cmd->add_option("--plan", plan_file, "plan TOML file (flags given here override it)");
+  if (!with_passes) return;
+  passes_opt = cmd->add_option("--passes", passes,
+                  "pass pipeline, comma separated (default: all; 'none' or '' runs no optimization pass)");
+  cmd->add_option("--no-pass", disable, "switch one pass off (repeatable)");
+  cmd->add_flag("--no-fusion", no_fusion, "switch every fusion pass off");
+}
+
+PlanOptions PlanFlags::resolve(PlanOptions o) const {
+  std::string why;
+  if (!weights.empty()) {
+    auto f = parse_weight_format(weights, &why);
+    if (!f) throw Error("--weights: " + why);
+    o.weights = f;
+  }
+  if (!kv.empty()) {
+    auto d = parse_kv_dtype(kv, &why);
+    if (!d) throw Error("--kv: " + why);
+    o.kv_dtype = d;
+  }
+  if (!kv_layout.empty() && kv_layout != "auto") {
+    auto l = parse_kv_layout(kv_layout, &why);
+    if (!l) throw Error("--kv-layout: " + why);
+    o.kv_layout = l;
+  } else if (kv_layout == "auto") {
+    o.kv_layout.reset();
+  }
+  if (!act.empty()) {
+    auto d = parse_dtype(act);
+    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+      throw Error("--act: expected f32, f16 or bf16, got '" + act + "'");
+    o.act_dtype = d;
+  }
+  if (tp != 1) o.tp = tp;
+  auto known = known_pass_names();
+  auto check_pass = [&](const std::string& p, const char* flag) {
+    if (std::find(known.begin(), known.end(), p) == known.end()) {
+      std::string all;
+      for (auto k : known) all += (all.empty() ? "" : ", ") + std::string(k);
+      throw Error(std::string(flag) + ": unknown pass '" + p + "'; passes: " + all);
+    }
+  };
+  if (passes_opt && passes_opt->count() > 0) {
+    std::string list = passes;
+    if (list.empty() || list == "none") {
+      o.passes = "none";
+    } else if (list != "default") {
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        std::string p = list.substr(start, comma - start);
+        if (!p.empty()) check_pass(p, "--passes");
+        start = comma + 1;
+      }
+      o.passes = list;
+    }
+  }
+  for (const std::string& p : disable) {
+    check_pass(p, "--no-pass");
+    o.pass_enabled[p] = false;
+  }
+  if (no_fusion)
+    for (auto k : known)
+      if (k.starts_with("fuse-") || k == "flash-attention") o.pass_enabled[std::string(k)] = false;
+  return o;
+}
+
+PlanSpec PlanFlags::plan_spec() const {
+  PlanSpec spec;
+  if (!plan_file.empty()) spec = load_plan(plan_file);
+  spec.options = resolve(spec.options);
+  return spec;
+}
+
+}  // namespace lathe::cli

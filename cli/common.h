@@ -1,0 +1,71 @@
+// Shared pieces of the `lathe` commands: registration, output tables, number
+// formatting, atomic file writes and the plan-option flags several commands take.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/model.h"
+#include "ir/plan_options.h"
+#include "ir/target.h"
+#include "frontend/specs.h"
+
+namespace lathe::cli {
+
+// The command CLI11 selected; main runs it inside the error guard.
+struct Registry {
+  std::function<int()> action;
+};
+
+void register_specs(CLI::App& app, Registry& r);
+void register_check(CLI::App& app, Registry& r);
+void register_graph(CLI::App& app, Registry& r);
+
+// "8.03 B", "512.0 M", "12.3 k".
+std::string human_count(double n);
+// "15.03 GFLOP", "1.20 TFLOP".
+std::string human_flops(double flops);
+// "16.06 GB" (decimal units, as datasheets use).
+std::string human_bytes(double bytes);
+std::string fmt_double(double v, int precision);
+std::string with_commas(int64_t v);
+
+// A text table with right-aligned numeric columns; also CSV.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string text(const std::string& indent = "") const;
+  std::string csv() const;
+  size_t size() const { return rows_.size(); }
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Writes `content` to `path` through a temporary file and a rename, so a failure
+// never leaves a partial file. Throws lathe::Error.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Plan-option flags shared by graph, simulate, compile, run...
+struct PlanFlags {
+  std::string weights, kv, kv_layout, act, passes;
+  int64_t tp = 1;
+  std::vector<std::string> disable;  // --no-pass NAME
+  bool no_fusion = false;
+  std::string plan_file;
+  CLI::Option* passes_opt = nullptr;
+
+  void add_to(CLI::App* cmd, bool with_passes = true);
+  // Applies the flags on top of `base`.
+  PlanOptions resolve(PlanOptions base = {}) const;
+  // The plan file (when given) with the flags applied to its options.
+  PlanSpec plan_spec() const;
+};
+
+}  // namespace lathe::cli

@@ -1,0 +1,344 @@
+#include "frontend/specs.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "frontend/embedded_specs.h"
+#include "frontend/toml_doc.h"
+#include "ir/assert.h"
+
+namespace lathe {
+
+namespace {
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+constexpr double kHuge = 1e12;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+// Reads the single top-level table `want` ([model], [hardware], [plan]) and rejects
+// any other top-level key.
+const TomlValue& top_table(const TomlValue& root, std::string_view want, const std::string& source) {
+  TableReader top(root, "", source);
+  const TomlValue* t = top.get_table(want);
+  if (!t) {
+    std::string have;
+    for (const std::string& k : root.keys) have += (have.empty() ? "" : ", ") + k;
+    throw Error(source + ":1:1: expected a [" + std::string(want) + "] table" +
+                (have.empty() ? std::string(" (the file is empty)") : " (found: " + have + ")"));
+  }
+  top.finish();
+  return *t;
+}
+}  // namespace
+
+std::string_view spec_kind_name(SpecKind k) {
+  switch (k) {
+    case SpecKind::model: return "model";
+    case SpecKind::hardware: return "hardware";
+    case SpecKind::plan: return "plan";
+    case SpecKind::sweep: return "sweep";
+    case SpecKind::scenario: return "scenario";
+    case SpecKind::unknown: return "unknown";
+  }
+  return "?";
+}
+
+void validate_model(const ModelSpec& m, const std::string& where) {
+  auto bad = [&](const std::string& why) { throw Error(where + ": " + why); };
+  if (m.heads % m.kv_heads != 0)
+    bad("kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" + std::to_string(m.heads) + ")");
+  if (m.head_dim % 2 != 0) bad("head_dim must be even for RoPE (got " + std::to_string(m.head_dim) + ")");
+  if (m.is_moe()) {
+    if (m.moe->top_k > m.moe->experts)
+      bad("moe.top_k (" + std::to_string(m.moe->top_k) + ") exceeds moe.experts (" +
+          std::to_string(m.moe->experts) + ")");
+  } else if (m.ffn <= 0) {
+    bad("ffn must be given for a dense model");
+  }
+}
+
+ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
+  std::string source(source_sv);
+  TomlValue root = parse_toml(text, source);
+  const TomlValue& t = top_table(root, "model", source);
+  TableReader r(t, "model", source);
+  ModelSpec m;
+  m.name = r.require_string("name");
+  if (m.name.empty()) r.fail_table("name must not be empty");
+  m.description = r.get_string("description").value_or("");
+  m.arch = r.get_string("arch").value_or("llama");
+  if (m.arch != "llama" && m.arch != "mistral" && m.arch != "mixtral" && m.arch != "qwen2")
+    r.fail_at(*t.get("arch"), "arch", "unsupported architecture '" + m.arch + "' (expected llama, mistral, mixtral or qwen2)");
+  m.hidden = r.require_int("hidden", 1, kMaxDim);
+  m.layers = r.require_int("layers", 1, 100000);
+  m.heads = r.require_int("heads", 1, 1 << 20);
+  m.kv_heads = r.get_int("kv_heads", 1, 1 << 20).value_or(m.heads);
+  if (auto hd = r.get_int("head_dim", 1, 1 << 20)) {
+    m.head_dim = *hd;
+  } else {
+    if (m.hidden % m.heads != 0)
+      r.fail_at(*t.get("heads"), "heads",
+                "heads (" + std::to_string(m.heads) + ") must divide hidden (" + std::to_string(m.hidden) +
+                    ") when head_dim is not given");
+    m.head_dim = m.hidden / m.heads;
+  }
+  // Location of a key for messages: the key itself, or its table when absent.
+  auto at = [&](const char* key) -> const TomlValue& { return t.get(key) ? *t.get(key) : t; };
+  if (m.heads % m.kv_heads != 0)
+    r.fail_at(at("kv_heads"), "kv_heads",
+              "kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" + std::to_string(m.heads) + ")");
+  if (m.head_dim % 2 != 0)
+    r.fail_at(at("head_dim"), "head_dim",
+              "must be even (RoPE rotates pairs); got " + std::to_string(m.head_dim) +
+                  (t.get("head_dim") ? "" : " = hidden / heads"));
+  m.ffn = r.get_int("ffn", 1, kMaxDim).value_or(0);
+  m.vocab = r.require_int("vocab", 1, kMaxDim);
+  m.max_context = r.get_int("max_context", 1, kMaxDim).value_or(4096);
+  m.norm_eps = r.get_double("norm_eps", 1e-12, 0.1).value_or(1e-5);
+  m.rope_theta = r.get_double("rope_theta", 1.0, 1e12).value_or(10000.0);
+  m.tie_embeddings = r.get_bool("tie_embeddings").value_or(false);
+  if (auto d = r.get_string("dtype")) {
+    auto dt = parse_dtype(*d);
+    if (!dt || (*dt != DType::f32 && *dt != DType::f16 && *dt != DType::bf16))
+      r.fail_at(*t.get("dtype"), "dtype", "expected f32, f16 or bf16, got \"" + *d + "\"");
+    m.dtype = *dt;
+  }
+  if (const TomlValue* moe = r.get_table("moe")) {
+    TableReader mr(*moe, "model.moe", source);
+    MoeSpec s;
+    s.experts = mr.require_int("experts", 1, 1 << 16);
+    s.top_k = mr.require_int("top_k", 1, 1 << 16);
+    s.expert_ffn = mr.get_int("expert_ffn", 1, kMaxDim).value_or(m.ffn);
+    if (s.expert_ffn <= 0) mr.fail_table("expert_ffn is required when ffn is not given");
+    if (s.top_k > s.experts)
+      mr.fail_at(*moe->get("top_k"), "top_k",
+                 "top_k (" + std::to_string(s.top_k) + ") exceeds experts (" + std::to_string(s.experts) + ")");
+    mr.finish();
+    m.moe = s;
+  } else if (m.ffn <= 0) {
+    r.fail_table("missing required key 'ffn' (an integer) for a dense model");
+  }
+  r.finish();
+  return m;
+}
+
+Target parse_target_toml(std::string_view text, std::string_view source_sv) {
+  std::string source(source_sv);
+  TomlValue root = parse_toml(text, source);
+  const TomlValue& t = top_table(root, "hardware", source);
+  TableReader r(t, "hardware", source);
+  Target tg;
+  tg.name = r.require_string("name");
+  if (tg.name.empty()) r.fail_table("name must not be empty");
+  tg.description = r.get_string("description").value_or("");
+  std::string kind = r.require_string("kind");
+  if (kind == "gpu") tg.kind = TargetKind::gpu;
+  else if (kind == "cpu") tg.kind = TargetKind::cpu;
+  else r.fail_at(*t.get("kind"), "kind", "expected \"gpu\" or \"cpu\", got \"" + kind + "\"");
+  if (const TomlValue* cc = t.get("compute_capability")) {
+    r.allow("compute_capability");
+    double v = 0;
+    if (cc->kind == TomlValue::Kind::string) {
+      try {
+        size_t used = 0;
+        v = std::stod(cc->str, &used);
+        if (used != cc->str.size()) v = -1;
+      } catch (...) {
+        v = -1;
+      }
+    } else if (cc->kind == TomlValue::Kind::floating) {
+      v = cc->floating;
+    } else if (cc->kind == TomlValue::Kind::integer) {
+      v = cc->integer >= 10 ? double(cc->integer) / 10.0 : double(cc->integer);
+    }
+    if (!(v >= 1.0 && v < 20.0)) r.fail_at(*cc, "compute_capability", "expected a version such as \"8.0\" or \"9.0\"");
+    tg.compute_capability = int(v * 10.0 + 0.5);
+  } else if (tg.is_gpu()) {
+    r.fail_table("missing required key 'compute_capability' for a GPU (e.g. \"8.0\")");
+  }
+  TableReader* peak = nullptr;
+  TableReader* eff = nullptr;
+  std::optional<TableReader> peak_r, eff_r;
+  if (const TomlValue* p = r.get_table("peak_tflops")) peak = &peak_r.emplace(*p, "hardware.peak_tflops", source);
+  if (const TomlValue* e = r.get_table("efficiency")) eff = &eff_r.emplace(*e, "hardware.efficiency", source);
+  for (const TargetField& f : target_fields()) {
+    std::string_view key = f.key;
+    TableReader* reader = &r;
+    if (key.starts_with("peak_tflops.")) {
+      reader = peak;
+      key.remove_prefix(12);
+    } else if (key.starts_with("efficiency.")) {
+      reader = eff;
+      key.remove_prefix(11);
+    }
+    if (!reader) continue;
+    double lo = f.eff_member ? 1e-3 : 0.0, hi = f.eff_member ? 1.5 : kHuge;
+    if (auto v = reader->get_double(key, lo, hi)) set_field(tg, f, *v);
+  }
+  if (!peak) r.fail_table("missing required table [hardware.peak_tflops]");
+  if (tg.hbm_bandwidth_gbs <= 0) r.fail_table("missing or zero 'hbm_bandwidth_gbs' (memory bandwidth, GB/s)");
+  if (tg.memory_gb <= 0) r.fail_table("missing or zero 'memory_gb' (memory capacity, GB)");
+  if (tg.sm_count <= 0) r.fail_table("missing or zero 'sm_count' (SMs or cores)");
+  if (tg.peak_fp32 <= 0) peak->fail_table("missing or zero 'fp32' peak");
+  if (tg.is_gpu() && tg.peak_fp16 <= 0 && tg.peak_bf16 <= 0) peak->fail_table("a GPU needs an fp16 or bf16 peak");
+  peak->finish();
+  if (eff) eff->finish();
+  r.finish();
+  return tg;
+}
+
+PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
+  std::string source(source_sv);
+  TomlValue root = parse_toml(text, source);
+  const TomlValue& t = top_table(root, "plan", source);
+  TableReader r(t, "plan", source);
+  PlanSpec p;
+  p.model = r.get_string("model");
+  p.hardware = r.get_string("hardware");
+  std::string why;
+  if (auto w = r.get_string("weights")) {
+    auto f = parse_weight_format(*w, &why);
+    if (!f) r.fail_at(*t.get("weights"), "weights", why);
+    p.options.weights = f;
+  }
+  if (auto k = r.get_string("kv")) {
+    auto d = parse_kv_dtype(*k, &why);
+    if (!d) r.fail_at(*t.get("kv"), "kv", why);
+    p.options.kv_dtype = d;
+  }
+  if (auto l = r.get_string("kv_layout")) {
+    if (*l != "auto") {
+      auto lay = parse_kv_layout(*l, &why);
+      if (!lay) r.fail_at(*t.get("kv_layout"), "kv_layout", why);
+      p.options.kv_layout = lay;
+    }
+  }
+  if (auto a = r.get_string("act")) {
+    auto d = parse_dtype(*a);
+    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+      r.fail_at(*t.get("act"), "act", "expected f32, f16 or bf16, got \"" + *a + "\"");
+    p.options.act_dtype = d;
+  }
+  if (auto tp = r.get_int("tp", 1, 1024)) p.options.tp = *tp;
+  if (auto a = r.get_string("attention")) {
+    if (*a == "naive") p.options.pass_enabled["flash-attention"] = false;
+    else if (*a != "flash") r.fail_at(*t.get("attention"), "attention", "expected \"flash\" or \"naive\", got \"" + *a + "\"");
+  }
+  if (auto ps = r.get_string("pipeline")) p.options.passes = *ps;
+  if (const TomlValue* w = r.get_table("workload")) {
+    TableReader wr(*w, "plan.workload", source);
+    p.workload.batch = wr.get_int("batch", 1, 1 << 20).value_or(p.workload.batch);
+    p.workload.prompt = wr.get_int("prompt", 1, 1 << 24).value_or(p.workload.prompt);
+    p.workload.gen = wr.get_int("gen", 0, 1 << 24).value_or(p.workload.gen);
+    wr.finish();
+  }
+  if (const TomlValue* ps = r.get_table("passes")) {
+    std::vector<std::string> names;
+    for (std::string_view n : known_pass_names()) names.emplace_back(n);
+    for (size_t i = 0; i < ps->keys.size(); ++i) {
+      const std::string& k = ps->keys[i];
+      const TomlValue& v = ps->values[i];
+      if (std::find(names.begin(), names.end(), k) == names.end()) {
+        std::string hint = closest_match(k, names);
+        throw Error(source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column) + ": plan.passes." + k +
+                    ": unknown pass" + (hint.empty() ? "; passes: " + join(names) : " (did you mean '" + hint + "'?)"));
+      }
+      if (v.kind != TomlValue::Kind::boolean)
+        throw Error(source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column) + ": plan.passes." + k +
+                    ": expected a boolean, got " + std::string(v.kind_name()));
+      p.options.pass_enabled[k] = v.boolean;
+    }
+  }
+  r.finish();
+  return p;
+}
+
+SpecKind detect_spec_kind(std::string_view text, std::string_view source) {
+  TomlValue root = parse_toml(text, source);
+  for (const std::string& k : root.keys) {
+    if (k == "model") return SpecKind::model;
+    if (k == "hardware") return SpecKind::hardware;
+    if (k == "plan") return SpecKind::plan;
+    if (k == "sweep") return SpecKind::sweep;
+    if (k == "scenario") return SpecKind::scenario;
+  }
+  return SpecKind::unknown;
+}
+
+std::vector<BuiltinSpec> builtin_specs(std::string_view folder) {
+  std::vector<BuiltinSpec> out;
+  std::string prefix = std::string(folder) + "/";
+  for (const EmbeddedSpec& e : embedded_specs()) {
+    std::string_view path = e.path;
+    if (!path.starts_with(prefix) || !path.ends_with(".toml")) continue;
+    std::string_view name = path.substr(prefix.size(), path.size() - prefix.size() - 5);
+    if (name.find('/') != std::string_view::npos) continue;
+    out.push_back({std::string(name), std::string(path), std::string(e.text)});
+  }
+  return out;
+}
+
+std::vector<std::string> builtin_names(std::string_view folder) {
+  std::vector<std::string> out;
+  for (const BuiltinSpec& b : builtin_specs(folder)) out.push_back(b.name);
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error(path + ": read error");
+  return ss.str();
+}
+
+bool looks_like_path(std::string_view arg) {
+  return arg.find('/') != std::string_view::npos || arg.ends_with(".toml") || arg.ends_with(".gguf") ||
+         arg.ends_with(".json") || arg.starts_with(".");
+}
+
+namespace {
+template <typename T, typename Parse>
+T load_named(std::string_view name_or_path, std::string_view folder, std::string_view what, Parse parse) {
+  std::string arg(name_or_path);
+  for (const BuiltinSpec& b : builtin_specs(folder))
+    if (b.name == arg) return parse(b.text, "<built-in>/" + b.path);
+  std::error_code ec;
+  if (looks_like_path(arg) || std::filesystem::exists(arg, ec)) {
+    if (!std::filesystem::exists(arg, ec)) throw Error(arg + ": no such file");
+    return parse(read_file(arg), arg);
+  }
+  std::vector<std::string> names = builtin_names(folder);
+  std::string hint = closest_match(arg, names);
+  throw Error("unknown " + std::string(what) + " '" + arg + "'" +
+              (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; built-in " + std::string(what) +
+              "s: " + join(names) + "; or give a path to a TOML file");
+}
+}  // namespace
+
+ModelSpec load_model(std::string_view name_or_path) {
+  return load_named<ModelSpec>(name_or_path, "models", "model",
+                               [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
+}
+
+Target load_target(std::string_view name_or_path) {
+  return load_named<Target>(name_or_path, "hardware", "hardware target",
+                            [](const std::string& text, const std::string& src) { return parse_target_toml(text, src); });
+}
+
+PlanSpec load_plan(std::string_view path) {
+  return load_named<PlanSpec>(path, "plans", "plan",
+                              [](const std::string& text, const std::string& src) { return parse_plan_toml(text, src); });
+}
+
+}  // namespace lathe

@@ -1,0 +1,57 @@
+// Spec files: TOML -> ModelSpec / Target / PlanSpec, the embedded library of built-in
+// specs, and name-or-path resolution ("llama-3-8b" or "my-model.toml").
+//
+// Every user error throws lathe::Error with "file:line:col: key.path: why" so the CLI
+// can print it and exit 2.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/model.h"
+#include "ir/plan_options.h"
+#include "ir/target.h"
+
+namespace lathe {
+
+enum class SpecKind { model, hardware, plan, sweep, scenario, unknown };
+std::string_view spec_kind_name(SpecKind k);
+
+// A plan file: optional model/hardware references, a workload and plan options.
+struct PlanSpec {
+  std::optional<std::string> model;
+  std::optional<std::string> hardware;
+  Workload workload;
+  PlanOptions options;
+};
+
+ModelSpec parse_model_toml(std::string_view text, std::string_view source);
+Target parse_target_toml(std::string_view text, std::string_view source);
+PlanSpec parse_plan_toml(std::string_view text, std::string_view source);
+// The kind of spec a TOML text holds, judged by its top-level table.
+SpecKind detect_spec_kind(std::string_view text, std::string_view source);
+
+// Checks the model's internal consistency (heads vs kv_heads, MoE sizes...). Throws
+// lathe::Error prefixed with `where`.
+void validate_model(const ModelSpec& m, const std::string& where);
+
+struct BuiltinSpec {
+  std::string name;  // "llama-3-8b"
+  std::string path;  // "models/llama-3-8b.toml" inside the embedded library
+  std::string text;
+};
+std::vector<BuiltinSpec> builtin_specs(std::string_view folder);  // "models", "hardware", ...
+std::vector<std::string> builtin_names(std::string_view folder);
+
+// Reads a file into a string; throws lathe::Error naming the path when unreadable.
+std::string read_file(const std::string& path);
+bool looks_like_path(std::string_view arg);
+
+// Resolves a built-in name or a TOML path. Unknown names list the built-ins.
+ModelSpec load_model(std::string_view name_or_path);
+Target load_target(std::string_view name_or_path);
+PlanSpec load_plan(std::string_view path);
+
+}  // namespace lathe

@@ -1,0 +1,31 @@
+// libFuzzer target over the spec frontend and the IR text parser: any input must
+// either parse or raise lathe::Error; crashes, hangs and sanitizer reports are bugs.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "frontend/specs.h"
+#include "ir/assert.h"
+#include "ir/text.h"
+#include "ir/verifier.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  // The first byte picks the parser so one corpus covers all of them.
+  std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  try {
+    switch (data[0] % 5) {
+      case 0: lathe::parse_model_toml(text, "fuzz.toml"); break;
+      case 1: lathe::parse_target_toml(text, "fuzz.toml"); break;
+      case 2: lathe::parse_plan_toml(text, "fuzz.toml"); break;
+      case 3: lathe::detect_spec_kind(text, "fuzz.toml"); break;
+      case 4: {
+        lathe::Graph g = lathe::parse_graph(text, "fuzz.ir");
+        lathe::verify(g);
+        break;
+      }
+    }
+  } catch (const lathe::Error&) {
+  }
+  return 0;
+}

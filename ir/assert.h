@@ -1,0 +1,25 @@
+// Internal invariant checks and the user-error exception.
+//
+// LATHE_ASSERT is for bugs in lathe: it prints file, line and message and aborts.
+// lathe::Error is for bad input from users (specs, CLI arguments, weight files, plans):
+// the CLI prints its message and exits with code 2.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace lathe {
+
+[[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+}  // namespace lathe
+
+#define LATHE_ASSERT(cond, msg)                                          \
+  do {                                                                   \
+    if (!(cond)) ::lathe::assert_fail(#cond, __FILE__, __LINE__, (msg)); \
+  } while (0)

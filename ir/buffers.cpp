@@ -1,0 +1,46 @@
+#include "ir/buffers.h"
+
+#include <algorithm>
+
+namespace lathe {
+
+Bindings graph_bindings(const Graph& g) {
+  return Bindings{g.attrs.i("B", 1), g.attrs.i("S", 1), g.attrs.i("T", 1)};
+}
+
+void set_graph_bindings(Graph& g, const Bindings& b) {
+  g.attrs.set("B", b.B);
+  g.attrs.set("S", b.S);
+  g.attrs.set("T", b.T);
+}
+
+double value_bytes(const Value& v, const Bindings& b) {
+  double n = double(num_elements(v.shape, b));
+  if (v.kind == ValueKind::activation || v.kind == ValueKind::input)
+    return n * dtype_bits(v.dtype) / 8.0;
+  double cols = v.shape.empty() ? 1.0 : double(v.shape.back().eval(b));
+  double rows = cols > 0 ? n / cols : 0.0;
+  return v.format.bytes(rows, cols);
+}
+
+std::vector<LiveRange> live_ranges(const Graph& g, const std::vector<NodeId>& order) {
+  std::vector<LiveRange> r(g.value_capacity());
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Node& n = g.node(order[pos]);
+    for (ValueId v : n.outputs)
+      if (g.value(v).kind == ValueKind::activation) r[size_t(v)] = {int(pos), int(pos)};
+  }
+  std::vector<bool> used(g.value_capacity(), false);
+  for (size_t pos = 0; pos < order.size(); ++pos)
+    for (ValueId v : g.node(order[pos]).inputs) {
+      if (r[size_t(v)].first < 0) continue;
+      r[size_t(v)].last = std::max(r[size_t(v)].last, int(pos));
+      used[size_t(v)] = true;
+    }
+  int end = int(order.size()) - 1;
+  for (size_t v = 0; v < r.size(); ++v)
+    if (r[v].first >= 0 && !used[v]) r[v].last = end;
+  return r;
+}
+
+}  // namespace lathe

@@ -1,0 +1,29 @@
+// Sizes and lifetimes of buffers, shared by the memory planner, the verifier, the
+// simulator and the runtimes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace lathe {
+
+// The concrete bindings a graph was planned for (graph attrs B, S, T; default 1).
+Bindings graph_bindings(const Graph& g);
+void set_graph_bindings(Graph& g, const Bindings& b);
+
+// Bytes of a value at the given bindings: activations at their dtype, weights and
+// state in their storage format with scales (rows = all dims but the last).
+double value_bytes(const Value& v, const Bindings& b);
+
+// Live range of each activation value over positions in `order` (inclusive);
+// first = -1 for values that are not activations or not alive. Values nobody reads
+// (graph outputs: logits, sampled tokens) stay live to the end.
+struct LiveRange {
+  int first = -1;
+  int last = -1;
+};
+std::vector<LiveRange> live_ranges(const Graph& g, const std::vector<NodeId>& order);
+
+}  // namespace lathe

@@ -1,0 +1,52 @@
+#include "ir/model.h"
+
+namespace lathe {
+
+int64_t ModelSpec::attention_params_per_layer() const {
+  int64_t norm = hidden;
+  int64_t qo = 2 * hidden * q_dim();
+  int64_t kv = 2 * hidden * kv_dim();
+  return norm + qo + kv;
+}
+
+int64_t ModelSpec::ffn_params_per_layer() const {
+  int64_t norm = hidden;
+  if (!is_moe()) return norm + 3 * hidden * ffn;
+  int64_t router = hidden * moe->experts;
+  return norm + router + moe->experts * 3 * hidden * moe->expert_ffn;
+}
+
+int64_t ModelSpec::active_ffn_params_per_layer() const {
+  int64_t norm = hidden;
+  if (!is_moe()) return norm + 3 * hidden * ffn;
+  int64_t router = hidden * moe->experts;
+  return norm + router + moe->top_k * 3 * hidden * moe->expert_ffn;
+}
+
+int64_t ModelSpec::param_count() const {
+  return embedding_params() + lm_head_params() + hidden /* final norm */ +
+         layers * (attention_params_per_layer() + ffn_params_per_layer());
+}
+
+int64_t ModelSpec::active_param_count() const {
+  return embedding_params() + lm_head_params() + hidden +
+         layers * (attention_params_per_layer() + active_ffn_params_per_layer());
+}
+
+int64_t ModelSpec::matmul_params_per_token() const {
+  int64_t attn = 2 * hidden * q_dim() + 2 * hidden * kv_dim();
+  int64_t ffn_mm = is_moe() ? hidden * moe->experts + moe->top_k * 3 * hidden * moe->expert_ffn
+                            : 3 * hidden * ffn;
+  return layers * (attn + ffn_mm) + vocab * hidden;
+}
+
+double ModelSpec::kv_bytes_per_token(double bits_per_element) const {
+  return 2.0 * double(layers) * double(kv_dim()) * bits_per_element / 8.0;
+}
+
+double ModelSpec::flops_per_token(int64_t context) const {
+  double attn = 2.0 * 2.0 * double(context) * double(head_dim) * double(heads) * double(layers);
+  return 2.0 * double(matmul_params_per_token()) + attn;
+}
+
+}  // namespace lathe

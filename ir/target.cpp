@@ -1,0 +1,129 @@
+#include "ir/target.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace lathe {
+
+double Target::matrix_peak_flops(DType t) const {
+  double tf = 0;
+  switch (t) {
+    case DType::f32: tf = is_gpu() ? (peak_tf32 > 0 ? peak_tf32 : peak_fp32) : peak_fp32; break;
+    case DType::f16: tf = peak_fp16; break;
+    case DType::bf16: tf = peak_bf16; break;
+    case DType::fp8_e4m3: tf = peak_fp8; break;
+    case DType::int8: tf = peak_int8; break;
+    // int4 weights are dequantized to the activation dtype before the MMA.
+    case DType::int4: tf = peak_fp16; break;
+    case DType::i32: tf = peak_fp32; break;
+  }
+  if (tf <= 0 && !is_gpu()) tf = peak_fp32;  // CPUs convert to f32 and use FMA
+  return tf * 1e12;
+}
+
+bool Target::supports(DType t) const {
+  if (t == DType::fp8_e4m3) return is_gpu() ? (compute_capability >= 89 && peak_fp8 > 0) : false;
+  if (t == DType::bf16 && is_gpu()) return compute_capability >= 80;
+  return true;
+}
+
+double Target::link_bytes_per_s() const {
+  double gbs = nvlink_gbs > 0 ? nvlink_gbs : pcie_gbs;
+  return gbs * 1e9;
+}
+
+namespace {
+#define TF(key, member, unit, help) TargetField{key, &Target::member, nullptr, unit, help}
+#define EF(key, member, help) TargetField{key, nullptr, &Efficiency::member, "fraction", help}
+const TargetField kTargetFields[] = {
+    TF("sm_count", sm_count, "count", "streaming multiprocessors (GPU) or cores (CPU)"),
+    TF("clock_mhz", clock_mhz, "MHz", "boost clock"),
+    TF("peak_tflops.fp32", peak_fp32, "TFLOP/s", "dense FP32 (CUDA cores / CPU FMA)"),
+    TF("peak_tflops.tf32", peak_tf32, "TFLOP/s", "dense TF32 tensor cores"),
+    TF("peak_tflops.fp16", peak_fp16, "TFLOP/s", "dense FP16 tensor cores, FP32 accumulate"),
+    TF("peak_tflops.bf16", peak_bf16, "TFLOP/s", "dense BF16 tensor cores, FP32 accumulate"),
+    TF("peak_tflops.fp8", peak_fp8, "TFLOP/s", "dense FP8 tensor cores (0 = unsupported)"),
+    TF("peak_tflops.int8", peak_int8, "TOP/s", "dense INT8 tensor cores"),
+    TF("memory_gb", memory_gb, "GB", "device memory capacity"),
+    TF("hbm_bandwidth_gbs", hbm_bandwidth_gbs, "GB/s", "peak memory bandwidth"),
+    TF("l2_mb", l2_mb, "MB", "last-level cache"),
+    TF("smem_per_sm_kb", smem_per_sm_kb, "KB", "shared memory per SM"),
+    TF("launch_overhead_us", launch_overhead_us, "us", "per-kernel launch overhead"),
+    TF("nvlink_gbs", nvlink_gbs, "GB/s", "NVLink bandwidth per GPU (0 = none)"),
+    TF("pcie_gbs", pcie_gbs, "GB/s", "PCIe bandwidth"),
+    TF("interconnect_latency_us", interconnect_latency_us, "us", "latency per collective step"),
+    TF("price_per_hour", price_per_hour, "USD/h", "price of one device-hour"),
+    TF("unified_memory", unified_memory, "0/1", "CPU and accelerator share memory"),
+    TF("gemm_tile_m", gemm_tile_m, "rows", "GEMM tile rows for wave quantization"),
+    TF("gemm_tile_n", gemm_tile_n, "cols", "GEMM tile columns for wave quantization"),
+    EF("efficiency.gemm", gemm, "large GEMMs, of matrix peak"),
+    EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),
+    EF("efficiency.memory", memory, "streaming kernels, of memory bandwidth"),
+    EF("efficiency.elementwise", elementwise, "norms/RoPE/elementwise, of memory bandwidth"),
+    EF("efficiency.dequant", dequant, "speed of dequantizing GEMV inner loops (1 = free)"),
+    EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
+};
+#undef TF
+#undef EF
+}  // namespace
+
+std::span<const TargetField> target_fields() { return kTargetFields; }
+
+const TargetField* find_target_field(std::string_view key) {
+  for (const TargetField& f : kTargetFields)
+    if (f.key == key) return &f;
+  // Accept the short spelling of a peak or efficiency ("bf16", "gemm") when unique.
+  const TargetField* found = nullptr;
+  for (const TargetField& f : kTargetFields) {
+    auto dot = f.key.rfind('.');
+    if (dot != std::string_view::npos && f.key.substr(dot + 1) == key) {
+      if (found) return nullptr;
+      found = &f;
+    }
+  }
+  return found;
+}
+
+double get_field(const Target& t, const TargetField& f) {
+  return f.member ? t.*(f.member) : t.eff.*(f.eff_member);
+}
+
+void set_field(Target& t, const TargetField& f, double v) {
+  if (f.member)
+    t.*(f.member) = v;
+  else
+    t.eff.*(f.eff_member) = v;
+}
+
+std::string target_field_list() {
+  std::string s;
+  for (const TargetField& f : kTargetFields) {
+    if (!s.empty()) s += ", ";
+    s += f.key;
+  }
+  return s;
+}
+
+std::string apply_override(Target& t, std::string_view assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string_view::npos)
+    return "override '" + std::string(assignment) + "' must be key=value (e.g. hbm_bandwidth_gbs=6000)";
+  std::string_view key = assignment.substr(0, eq), val = assignment.substr(eq + 1);
+  const TargetField* f = find_target_field(key);
+  if (!f)
+    return "unknown hardware key '" + std::string(key) + "'; valid keys: " + target_field_list();
+  bool multiply = !val.empty() && (val[0] == 'x' || val[0] == '*');
+  if (multiply) val.remove_prefix(1);
+  double v = 0;
+  auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+  if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(v))
+    return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
+  if (multiply) v *= get_field(t, *f);
+  if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
+  if (f->eff_member && (v <= 0 || v > 1.5))
+    return "override '" + std::string(assignment) + "': efficiencies lie in (0, 1.5]";
+  set_field(t, *f, v);
+  return "";
+}
+
+}  // namespace lathe

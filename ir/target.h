@@ -1,0 +1,82 @@
+// Target: a machine the simulator costs kernels on and codegen emits for.
+//
+// Every numeric field is reachable by a dotted key ("hbm_bandwidth_gbs",
+// "peak_tflops.bf16", "efficiency.gemm") through target_fields(), which the TOML
+// reader, `--set key=value` and sweeps all share, so a new field is one table row.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ir/dtype.h"
+
+namespace lathe {
+
+enum class TargetKind : uint8_t { gpu, cpu };
+
+// Fractions of peak that real kernels reach. They are the calibratable part of the
+// model: defaults come from the hardware spec and `lathe calibrate` fits them.
+struct Efficiency {
+  double gemm = 0.75;         // large dense GEMM, fraction of the dtype's matrix peak
+  double attention = 0.55;    // flash attention in prefill, fraction of matrix peak
+  double memory = 0.85;       // streaming kernels (GEMV, decode attention), of bandwidth
+  double elementwise = 0.70;  // norms, RoPE, small elementwise kernels, of bandwidth
+  double dequant = 1.0;       // relative speed of a dequantizing GEMV's inner loop
+  double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
+};
+
+struct Target {
+  std::string name;
+  std::string description;
+  TargetKind kind = TargetKind::gpu;
+  int compute_capability = 0;  // 80 for sm_80; 0 for CPUs
+  double sm_count = 0;         // SMs (GPU) or cores (CPU)
+  double clock_mhz = 0;
+  // Dense (non-sparse) peak throughput in TFLOP/s (TOP/s for int8); 0 = unsupported.
+  double peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0,
+         peak_int8 = 0;
+  double memory_gb = 0;          // device memory capacity (GB = 1e9 bytes)
+  double hbm_bandwidth_gbs = 0;  // peak memory bandwidth, GB/s
+  double l2_mb = 0;
+  double smem_per_sm_kb = 0;
+  double launch_overhead_us = 0;  // per kernel, host launch to start
+  double nvlink_gbs = 0;          // per-GPU bidirectional interconnect bandwidth, 0 = none
+  double pcie_gbs = 0;
+  double interconnect_latency_us = 5;  // per collective step
+  double price_per_hour = 0;           // USD per device-hour, for cost objectives
+  double unified_memory = 0;           // 1 when CPU and GPU share the memory (Jetson)
+  double gemm_tile_m = 128, gemm_tile_n = 128;  // tile shape for wave quantization
+  Efficiency eff;
+
+  bool is_gpu() const { return kind == TargetKind::gpu; }
+  // Matrix peak in FLOP/s for an operand dtype (0 when the target lacks it).
+  double matrix_peak_flops(DType t) const;
+  double bandwidth_bytes_per_s() const { return hbm_bandwidth_gbs * 1e9; }
+  double capacity_bytes() const { return memory_gb * 1e9; }
+  // Whether the target can run a weight or KV format (fp8 needs sm_89+; int8/int4 are
+  // dequantized in registers and run everywhere).
+  bool supports(DType t) const;
+  // Interconnect bandwidth for collectives between devices (NVLink, else PCIe), B/s.
+  double link_bytes_per_s() const;
+};
+
+struct TargetField {
+  std::string_view key;  // dotted TOML path under [hardware]
+  double Target::*member;
+  double Efficiency::*eff_member;  // set instead of member for efficiency.*
+  std::string_view unit;
+  std::string_view help;
+};
+
+std::span<const TargetField> target_fields();
+const TargetField* find_target_field(std::string_view key);
+double get_field(const Target& t, const TargetField& f);
+void set_field(Target& t, const TargetField& f, double v);
+// Applies "key=value" or "key=x1.5" (multiply). Returns an error message or "".
+std::string apply_override(Target& t, std::string_view assignment);
+// Comma-separated list of valid --set keys, for error messages.
+std::string target_field_list();
+
+}  // namespace lathe

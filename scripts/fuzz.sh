@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer target with clang + ASan/UBSan and runs it for SECONDS
+# (default 60) over a seed corpus made from the built-in specs and their IR.
+# Usage: scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+B=build-fuzz
+if [ ! -f $B/build.ninja ]; then
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_BENCH=OFF \
+    -DLATHE_WITH_JIT=OFF -DLATHE_WITH_CUDA=OFF
+fi
+cmake --build $B --target spec_fuzzer lathe
+corpus=$B/corpus; mkdir -p $corpus
+i=0
+for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml; do
+  [ -f "$f" ] || continue
+  for sel in 0 1 2 3; do { printf "\\x0$sel"; cat "$f"; } >"$corpus/seed-$i-$sel"; done
+  i=$((i + 1))
+done
+{ printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"
+{ printf '\x04'; $B/cli/lathe graph tiny-moe --phase prefill; } >"$corpus/seed-ir-moe"
+$B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=8192 -timeout=5 -print_final_stats=1

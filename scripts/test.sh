@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command 2: set up, build, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cd "${LATHE_BUILD_DIR:-build}"
+ctest --output-on-failure -j "$(nproc)" "$@"

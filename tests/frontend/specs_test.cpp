@@ -1,0 +1,154 @@
+#include "frontend/specs.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "ir/assert.h"
+
+namespace lathe {
+namespace {
+
+// The error a model spec gives, or "" when it parses.
+std::string model_error(const std::string& body) {
+  try {
+    parse_model_toml(body, "m.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kGood =
+    "[model]\nname = \"m\"\nhidden = 256\nlayers = 2\nheads = 4\nkv_heads = 2\nffn = 512\nvocab = 100\n";
+
+TEST(Specs, GoodModelParses) {
+  EXPECT_EQ(model_error(kGood), "");
+  ModelSpec m = parse_model_toml(kGood, "m.toml");
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.kv_heads, 2);
+}
+
+TEST(Specs, EveryErrorNamesFileLineColumnAndKey) {
+  struct Case {
+    std::string body, want;
+  };
+  std::vector<Case> cases = {
+      // unknown key with a did-you-mean
+      {std::string(kGood) + "rope_thetaa = 1.0\n", "model.rope_thetaa: unknown key (did you mean 'rope_theta'?)"},
+      // wrong type
+      {std::string(kGood) + "norm_eps = \"small\"\n", "model.norm_eps: expected a number, got a string"},
+      // out of range
+      {"[model]\nname = \"m\"\nhidden = 256\nlayers = -3\nheads = 4\nffn = 5\nvocab = 5\n", "model.layers: expected an integer in [1,"},
+      // heads not dividing hidden
+      {"[model]\nname = \"m\"\nhidden = 250\nlayers = 2\nheads = 4\nffn = 5\nvocab = 5\n", "heads (4) must divide hidden (250)"},
+      // kv_heads not dividing heads
+      {"[model]\nname = \"m\"\nhidden = 256\nlayers = 2\nheads = 4\nkv_heads = 3\nffn = 5\nvocab = 5\n", "kv_heads (3) must divide heads (4)"},
+      // top_k > experts
+      {"[model]\nname = \"m\"\nhidden = 256\nlayers = 2\nheads = 4\nvocab = 5\n[model.moe]\nexperts = 2\ntop_k = 3\nexpert_ffn = 8\n", "top_k (3) exceeds experts (2)"},
+      // TOML syntax error
+      {"[model\nname = 1\n", "TOML syntax error"},
+      // wrong top-level table
+      {"[modle]\nname = \"m\"\n", "expected a [model] table"},
+  };
+  std::regex located(R"(^m\.toml:\d+:\d+: )");
+  for (const Case& c : cases) {
+    std::string e = model_error(c.body);
+    EXPECT_NE(e.find(c.want), std::string::npos) << "want '" << c.want << "' in: " << e;
+    EXPECT_TRUE(std::regex_search(e, located)) << e;
+  }
+}
+
+TEST(Specs, MissingRequiredKey) {
+  std::string e = model_error("[model]\nname = \"m\"\nlayers = 2\nheads = 4\nffn = 5\nvocab = 5\n");
+  EXPECT_NE(e.find("missing required key 'hidden'"), std::string::npos) << e;
+  // A misspelling of the missing key is pointed at.
+  e = model_error("[model]\nname = \"m\"\nhiden = 2\nlayers = 2\nheads = 4\nffn = 5\nvocab = 5\n");
+  EXPECT_NE(e.find("m.toml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'hidden'"), std::string::npos) << e;
+}
+
+TEST(Specs, ErrorLineIsTheOffendingLine) {
+  std::string e = model_error("[model]\nname = \"m\"\nhidden = 4096\nlayers = -3\nheads = 7\n");
+  EXPECT_EQ(e.rfind("m.toml:4:", 0), 0u) << e;
+}
+
+TEST(Specs, HardwareErrors) {
+  auto err = [](const std::string& body) {
+    try {
+      parse_target_toml(body, "h.toml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string base = "[hardware]\nname = \"g\"\nkind = \"gpu\"\ncompute_capability = \"8.0\"\nsm_count = 10\n"
+                     "memory_gb = 16\nhbm_bandwidth_gbs = 500\n[hardware.peak_tflops]\nfp32 = 10\nbf16 = 100\n";
+  EXPECT_EQ(err(base), "");
+  EXPECT_NE(err(base + "bf61 = 3\n").find("hardware.peak_tflops.bf61: unknown key (did you mean 'bf16'?)"),
+            std::string::npos);
+  EXPECT_NE(err("[hardware]\nname = \"g\"\nkind = \"tpu\"\n").find("expected \"gpu\" or \"cpu\""), std::string::npos);
+  std::string no_bw = base;
+  no_bw.replace(no_bw.find("hbm_bandwidth_gbs = 500"), 23, "hbm_bandwidth_gbs = -1");
+  EXPECT_NE(err(no_bw).find("hbm_bandwidth_gbs: expected a number in [0,"), std::string::npos) << err(no_bw);
+  EXPECT_NE(err(base + "[hardware.efficiency]\ngemm = 3\n").find("efficiency.gemm"), std::string::npos);
+}
+
+TEST(Specs, PlanFiles) {
+  PlanSpec p = parse_plan_toml(
+      "[plan]\nmodel = \"llama-3-8b\"\nweights = \"int4:g64\"\nkv = \"int8\"\nkv_layout = \"paged:32\"\n"
+      "[plan.workload]\nbatch = 4\nprompt = 100\ngen = 7\n[plan.passes]\nfuse-qkv = false\n",
+      "p.toml");
+  EXPECT_EQ(p.options.weights->group, 64);
+  EXPECT_EQ(*p.options.kv_dtype, DType::int8);
+  EXPECT_EQ(p.options.kv_layout->block, 32);
+  EXPECT_EQ(p.workload.batch, 4);
+  EXPECT_FALSE(p.options.pass_on("fuse-qkv"));
+  EXPECT_TRUE(p.options.pass_on("fuse-gate-up"));
+  try {
+    parse_plan_toml("[plan]\n[plan.passes]\nfuse-qvk = false\n", "p.toml");
+    FAIL() << "unknown pass accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'fuse-qkv'"), std::string::npos) << e.what();
+  }
+  try {
+    parse_plan_toml("[plan]\nweights = \"int4:g100\"\n", "p.toml");
+    FAIL() << "bad format accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.toml:2:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Specs, BuiltinLibraryIsCompleteAndValid) {
+  for (const char* m : {"llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b", "tiny", "small"})
+    EXPECT_NO_THROW(load_model(m)) << m;
+  for (const char* h : {"a100-40g", "a100-80g", "h100-sxm", "h200", "l4", "rtx-4090", "jetson-agx-orin-64g", "cpu-host"})
+    EXPECT_NO_THROW(load_target(h)) << h;
+  EXPECT_TRUE(load_model("mixtral-8x7b").is_moe());
+}
+
+TEST(Specs, UnknownNameListsBuiltins) {
+  try {
+    load_model("llama-3-9b");
+    FAIL();
+  } catch (const Error& e) {
+    std::string s = e.what();
+    EXPECT_NE(s.find("did you mean 'llama-3-8b'"), std::string::npos) << s;
+    EXPECT_NE(s.find("mixtral-8x7b"), std::string::npos) << s;
+  }
+  EXPECT_THROW(load_target("no/such/file.toml"), Error);
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+// Found by scripts/fuzz.sh: an odd head_dim derived from hidden / heads used to
+// dereference the absent head_dim key.
+TEST(Specs, OddDerivedHeadDimIsAnErrorNotACrash) {
+  std::string e = model_error("[model]\nname = \"m\"\nhidden = 124\nlayers = 3\nheads = 4\nffn = 8\nvocab = 8\n");
+  EXPECT_NE(e.find("must be even"), std::string::npos) << e;
+}
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,34 @@
+#include "ir/target.h"
+
+#include <gtest/gtest.h>
+
+#include "frontend/specs.h"
+
+namespace lathe {
+namespace {
+
+TEST(Target, OverridesByKey) {
+  Target t = load_target("a100-80g");
+  EXPECT_EQ(apply_override(t, "hbm_bandwidth_gbs=6000"), "");
+  EXPECT_DOUBLE_EQ(t.hbm_bandwidth_gbs, 6000);
+  EXPECT_EQ(apply_override(t, "hbm_bandwidth_gbs=x1.5"), "");
+  EXPECT_DOUBLE_EQ(t.hbm_bandwidth_gbs, 9000);
+  EXPECT_EQ(apply_override(t, "peak_tflops.bf16=500"), "");
+  EXPECT_DOUBLE_EQ(t.peak_bf16, 500);
+  EXPECT_EQ(apply_override(t, "efficiency.gemm=0.5"), "");
+  EXPECT_DOUBLE_EQ(t.eff.gemm, 0.5);
+  EXPECT_NE(apply_override(t, "bandwidth=1").find("valid keys"), std::string::npos);
+  EXPECT_NE(apply_override(t, "hbm_bandwidth_gbs=fast").find("not a number"), std::string::npos);
+  EXPECT_NE(apply_override(t, "hbm_bandwidth_gbs"), "");
+  EXPECT_NE(apply_override(t, "efficiency.gemm=7"), "");
+}
+
+TEST(Target, Fp8SupportFollowsArchitecture) {
+  EXPECT_FALSE(load_target("a100-80g").supports(DType::fp8_e4m3));
+  EXPECT_TRUE(load_target("h100-sxm").supports(DType::fp8_e4m3));
+  EXPECT_TRUE(load_target("l4").supports(DType::fp8_e4m3));
+  EXPECT_FALSE(load_target("cpu-host").supports(DType::fp8_e4m3));
+}
+
+}  // namespace
+}  // namespace lathe

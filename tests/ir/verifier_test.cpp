@@ -1,0 +1,92 @@
+#include "ir/verifier.h"
+
+#include <gtest/gtest.h>
+
+#include "frontend/builder.h"
+#include "frontend/specs.h"
+#include "ir/buffers.h"
+
+namespace lathe {
+namespace {
+
+Graph tiny_graph(Phase p = Phase::decode) {
+  BuildOptions o;
+  o.phase = p;
+  o.workload = {1, 8, 4};
+  return build_graph(load_model("tiny"), o);
+}
+
+bool mentions(const std::vector<std::string>& errs, const std::string& what) {
+  for (const auto& e : errs)
+    if (e.find(what) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Verifier, AcceptsBuiltGraphs) {
+  for (const std::string& m : {"tiny", "tiny-moe", "llama-3-8b", "mixtral-8x7b"})
+    for (Phase p : {Phase::prefill, Phase::decode}) {
+      BuildOptions o;
+      o.phase = p;
+      auto errs = verify(build_graph(load_model(m), o));
+      EXPECT_TRUE(errs.empty()) << m << ": " << (errs.empty() ? "" : errs[0]);
+    }
+}
+
+TEST(Verifier, CatchesShapeMismatch) {
+  Graph g = tiny_graph();
+  ValueId w = g.find_value("layers.0.wq");
+  g.value_mut(w).shape = {Dim::c(128), Dim::c(100)};  // wrong reduction dim
+  EXPECT_TRUE(mentions(verify(g), "reduction dim"));
+}
+
+TEST(Verifier, CatchesWrongOutputType) {
+  Graph g = tiny_graph();
+  ValueId v = g.find_value("l0.q");
+  g.value_mut(v).dtype = DType::bf16;
+  EXPECT_TRUE(mentions(verify(g), "inference gives"));
+}
+
+TEST(Verifier, CatchesDanglingInput) {
+  Graph g = tiny_graph();
+  g.remove_node(g.find_node("l0.wq"));
+  EXPECT_TRUE(mentions(verify(g), "no producer"));
+}
+
+TEST(Verifier, CatchesCycle) {
+  Graph g = tiny_graph();
+  // Feed the layer's output back into its first norm.
+  NodeId norm = g.find_node("l0.attn_norm");
+  std::vector<ValueId> in = g.node(norm).inputs;
+  in[0] = g.find_value("x1");
+  g.set_inputs(norm, in);
+  EXPECT_TRUE(mentions(verify(g), "cycle"));
+}
+
+TEST(Verifier, CatchesOverlappingLiveBuffers) {
+  Graph g = tiny_graph();
+  // Every activation at offset 0: values live at the same time collide.
+  for (size_t v = 0; v < g.value_capacity(); ++v)
+    if (g.value(ValueId(v)).kind == ValueKind::activation) g.value_mut(ValueId(v)).offset = 0;
+  g.attrs.set("arena_bytes", int64_t(1) << 30);
+  EXPECT_TRUE(mentions(verify(g), "overlap"));
+  // And a buffer past the arena end.
+  g.attrs.set("arena_bytes", int64_t(16));
+  EXPECT_TRUE(mentions(verify(g), "past the arena"));
+}
+
+TEST(Verifier, AcceptsDisjointBuffers) {
+  Graph g = tiny_graph();
+  int64_t off = 0;
+  Bindings b = graph_bindings(g);
+  for (size_t v = 0; v < g.value_capacity(); ++v)
+    if (g.value(ValueId(v)).kind == ValueKind::activation && g.value(ValueId(v)).alive) {
+      g.value_mut(ValueId(v)).offset = off;
+      off += int64_t(value_bytes(g.value(ValueId(v)), b));
+    }
+  g.attrs.set("arena_bytes", off);
+  auto errs = verify(g);
+  EXPECT_TRUE(errs.empty()) << (errs.empty() ? "" : errs[0]);
+}
+
+}  // namespace
+}  // namespace lathe
