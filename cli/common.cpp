@@ -131,6 +131,51 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
+void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target(dir);
+  if (fs::exists(target, ec)) {
+    if (!fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
+    bool empty = fs::is_empty(target, ec);
+    if (!empty && !fs::exists(target / "plan.json", ec))
+      throw Error(dir + ": exists and is not a lathe plan directory (no plan.json); refusing to replace it");
+  }
+  fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::exists(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
+  fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    for (const auto& [rel, content] : files) {
+      fs::path p = tmp / rel;
+      fs::create_directories(p.parent_path());
+      std::ofstream f(p, std::ios::binary | std::ios::trunc);
+      f.write(content.data(), std::streamsize(content.size()));
+      if (!f) throw Error(p.string() + ": write failed");
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw Error(dir + ": " + e.what());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  fs::path old = parent / (target.filename().string() + ".old." + std::to_string(::getpid()));
+  if (fs::exists(target, ec)) fs::rename(target, old, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    throw Error(dir + ": cannot replace the existing directory");
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    if (fs::exists(old)) fs::rename(old, target, ec);
+    fs::remove_all(tmp, ec);
+    throw Error(dir + ": cannot move the new plan into place");
+  }
+  fs::remove_all(old, ec);
+}
+
 void PlanFlags::add_to(CLI::App* cmd, bool with_passes) {
   cmd->add_option("--weights", weights, std::string("weight format: ") + std::string(kWeightFormatSpellings));
   cmd->add_option("--kv", kv, std::string("KV-cache dtype: ") + std::string(kKvDtypeSpellings));

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct Registry {
 void register_specs(CLI::App& app, Registry& r);
 void register_check(CLI::App& app, Registry& r);
 void register_graph(CLI::App& app, Registry& r);
+void register_simulate(CLI::App& app, Registry& r);  // simulate, whatif
+void register_compile(CLI::App& app, Registry& r);
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);
@@ -51,6 +54,11 @@ class Table {
 // Writes `content` to `path` through a temporary file and a rename, so a failure
 // never leaves a partial file. Throws lathe::Error.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Writes a directory of files atomically: everything goes into a temporary sibling
+// directory that then replaces `dir`. An existing `dir` must be empty or hold a
+// lathe plan (plan.json); anything else is refused. Throws lathe::Error.
+void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files);
 
 // Plan-option flags shared by graph, simulate, compile, run...
 struct PlanFlags {

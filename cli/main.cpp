@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   lathe::cli::register_specs(app, reg);
   lathe::cli::register_check(app, reg);
   lathe::cli::register_graph(app, reg);
+  lathe::cli::register_simulate(app, reg);
+  lathe::cli::register_compile(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -77,6 +77,7 @@ struct Builder {
     rq.set("heads", heads);
     rq.set("head_dim", m.head_dim);
     rq.set("theta", m.rope_theta);
+    rq.set("layer", l);
     Attrs rk = rq;
     rk.set("heads", kv_heads);
     ValueId qr = op(OpKind::rope, L + "rope_q", {q}, rq, L + "q_rot");
@@ -170,6 +171,8 @@ struct Builder {
     g.attrs.set("act_dtype", std::string(dtype_name(o.act)));
     g.attrs.set("kv_dtype", std::string(dtype_name(o.act)));
     g.attrs.set("kv_layout", std::string("LHTD"));
+    g.attrs.set("prompt", o.workload.prompt);
+    g.attrs.set("final_context", o.workload.final_context());
     if (m.is_moe()) {
       g.attrs.set("experts", m.moe->experts);
       g.attrs.set("top_k", m.moe->top_k);

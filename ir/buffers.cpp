@@ -23,12 +23,19 @@ double value_bytes(const Value& v, const Bindings& b) {
   return v.format.bytes(rows, cols);
 }
 
+bool is_state_view(const Graph& g, ValueId v) {
+  NodeId p = g.value(v).producer;
+  if (p == kNone) return false;
+  const Node& n = g.node(p);
+  return (n.kind == OpKind::kv_write || n.kind == OpKind::rope_kvwrite) && n.outputs.back() == v;
+}
+
 std::vector<LiveRange> live_ranges(const Graph& g, const std::vector<NodeId>& order) {
   std::vector<LiveRange> r(g.value_capacity());
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const Node& n = g.node(order[pos]);
     for (ValueId v : n.outputs)
-      if (g.value(v).kind == ValueKind::activation) r[size_t(v)] = {int(pos), int(pos)};
+      if (g.value(v).kind == ValueKind::activation && !is_state_view(g, v)) r[size_t(v)] = {int(pos), int(pos)};
   }
   std::vector<bool> used(g.value_capacity(), false);
   for (size_t pos = 0; pos < order.size(); ++pos)

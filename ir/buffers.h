@@ -17,8 +17,12 @@ void set_graph_bindings(Graph& g, const Bindings& b);
 // state in their storage format with scales (rows = all dims but the last).
 double value_bytes(const Value& v, const Bindings& b);
 
+// True for the cache view a kv_write / rope_kvwrite outputs: it aliases the KV state
+// and owns no memory of its own.
+bool is_state_view(const Graph& g, ValueId v);
+
 // Live range of each activation value over positions in `order` (inclusive);
-// first = -1 for values that are not activations or not alive. Values nobody reads
+// first = -1 for values that are not activations (or are state views) or not alive. Values nobody reads
 // (graph outputs: logits, sampled tokens) stay live to the end.
 struct LiveRange {
   int first = -1;

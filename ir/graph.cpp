@@ -152,6 +152,45 @@ void Graph::set_outputs(NodeId id, std::vector<ValueId> outputs) {
         rewire_inputs(NodeId(u));
 }
 
+NodeId Graph::replace_nodes(const std::vector<NodeId>& olds, Node fused) {
+  LATHE_ASSERT(!olds.empty(), "replace_nodes needs at least one node");
+  NodeId slot = *std::min_element(olds.begin(), olds.end());
+  std::vector<ValueId> old_outputs;
+  std::vector<NodeId> old_users;  // nodes fed by the old nodes: their edges get rebuilt
+  for (NodeId id : olds) {
+    Node& n = nodes_[size_t(id)];
+    LATHE_ASSERT(n.alive, "replacing a dead node " + n.name);
+    for (auto [e, end] = boost::out_edges(size_t(id), impl_->adj); e != end; ++e)
+      old_users.push_back(NodeId(boost::target(*e, impl_->adj)));
+    boost::clear_vertex(size_t(id), impl_->adj);
+    n.alive = false;
+    for (ValueId v : n.outputs) {
+      values_[size_t(v)].producer = kNone;
+      old_outputs.push_back(v);
+    }
+  }
+  fused.id = slot;
+  fused.alive = true;
+  if (fused.name.empty()) fused.name = nodes_[size_t(slot)].name;
+  LATHE_ASSERT(find_node(fused.name) == kNone, "duplicate node name '" + fused.name + "'");
+  for (ValueId v : fused.outputs) {
+    LATHE_ASSERT(values_[size_t(v)].producer == kNone, "fused output already produced: " + values_[size_t(v)].name);
+    values_[size_t(v)].producer = slot;
+    values_[size_t(v)].alive = true;
+  }
+  for (ValueId v : old_outputs)
+    if (values_[size_t(v)].producer == kNone) values_[size_t(v)].alive = false;
+  node_index_[fused.name] = slot;
+  nodes_[size_t(slot)] = std::move(fused);
+  rewire_inputs(slot);
+  // Users of the fused outputs get their in-edges from the new producer.
+  std::sort(old_users.begin(), old_users.end());
+  old_users.erase(std::unique(old_users.begin(), old_users.end()), old_users.end());
+  for (NodeId u : old_users)
+    if (nodes_[size_t(u)].alive && u != slot) rewire_inputs(u);
+  return slot;
+}
+
 void Graph::remove_dead_values() {
   std::vector<int> uses(values_.size(), 0);
   for (const Node& n : nodes_)

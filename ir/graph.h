@@ -93,6 +93,10 @@ class Graph {
   // Makes `id` the producer of `outputs` (values must exist and have no producer or
   // be produced by `id` already).
   void set_outputs(NodeId id, std::vector<ValueId> outputs);
+  // Fusion: removes `olds` and puts `fused` in their place, reusing the lowest id so
+  // launch order stays put. `fused.outputs` may name outputs of the old nodes (they
+  // change producer); the old nodes' other outputs die. Returns the new node's id.
+  NodeId replace_nodes(const std::vector<NodeId>& olds, Node fused);
   // Removes activation values with no producer and no users, and unused weights.
   void remove_dead_values();
   // Finds or makes a unique value/node name starting with `base`.

@@ -98,13 +98,16 @@ std::optional<GemmParts> gemm_parts(OpKind k, const Attrs& a, size_t num_inputs)
     p.first_weight = pos;
     int extra = 0;
     if (epi == "combine_residual") extra = 2;
+    else if (epi == "combine") extra = 1;
     else if (epi != "none" && epi != "silu_mul") return std::nullopt;
     p.num_weights = int(num_inputs) - pos - extra;
     if (p.num_weights < 1) return std::nullopt;
     if (epi == "silu_mul" && p.num_weights != 2) return std::nullopt;
-    if (extra) {
+    if (extra == 2) {
       p.gates = int(num_inputs) - 2;
       p.residual = int(num_inputs) - 1;
+    } else if (extra == 1) {
+      p.gates = int(num_inputs) - 1;
     }
     return p;
   }
@@ -222,10 +225,10 @@ std::vector<TypeShape> infer_outputs(const Graph& g, const Node& n, std::string*
       if (epi == "silu_mul") {
         c.same_dim(ns[0], ns[1], "gate and up widths");
         out.push_back({x.dtype, with_last(base, ns[0])});
-      } else if (epi == "combine_residual") {
-        if (p->num_weights != 1) c.fail("combine_residual takes one weight");
+      } else if (epi == "combine_residual" || epi == "combine") {
+        if (p->num_weights != 1) c.fail(epi + " takes one weight");
         Shape merged = {base[0], base[1], ns[0]};
-        if (!(c.in(size_t(p->residual)).shape == merged)) c.fail("residual shape mismatch");
+        if (p->residual >= 0 && !(c.in(size_t(p->residual)).shape == merged)) c.fail("residual shape mismatch");
         out.push_back({x.dtype, merged});
       } else {
         for (const Dim& d : ns) out.push_back({x.dtype, with_last(base, d)});

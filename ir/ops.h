@@ -7,7 +7,8 @@
 //   prologue = gather              (expert_matmul: the MoE dispatch folded in)
 //   epilogue = none | silu_mul     (fuse-epilogue on a gate/up GEMM: 2 weights, 1 output)
 //            | residual            (fuse-epilogue: + residual input)
-//            | combine_residual    (expert_matmul: weighted sum over top_k + residual)
+//            | combine             (expert_matmul: weighted sum over top_k, the MoE combine)
+//            | combine_residual    (expert_matmul: combine + residual input)
 // and several weights mean several GEMMs sharing one input read (fuse-qkv, fuse-gate-up).
 #pragma once
 

@@ -56,11 +56,12 @@ const TargetField kTargetFields[] = {
     TF("unified_memory", unified_memory, "0/1", "CPU and accelerator share memory"),
     TF("gemm_tile_m", gemm_tile_m, "rows", "GEMM tile rows for wave quantization"),
     TF("gemm_tile_n", gemm_tile_n, "cols", "GEMM tile columns for wave quantization"),
+    TF("roofline_exponent", roofline_exponent, "p", "busy = (compute^p + memory^p)^(1/p); large p = pure max"),
     EF("efficiency.gemm", gemm, "large GEMMs, of matrix peak"),
     EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),
     EF("efficiency.memory", memory, "streaming kernels, of memory bandwidth"),
     EF("efficiency.elementwise", elementwise, "norms/RoPE/elementwise, of memory bandwidth"),
-    EF("efficiency.dequant", dequant, "speed of dequantizing GEMV inner loops (1 = free)"),
+    EF("efficiency.dequant", dequant, "speed of dequantization ALU work (1 = as modelled)"),
     EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
 };
 #undef TF
@@ -120,6 +121,8 @@ std::string apply_override(Target& t, std::string_view assignment) {
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
   if (multiply) v *= get_field(t, *f);
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
+  if (f->member == &Target::roofline_exponent && (v < 1 || v > 1000))
+    return "override '" + std::string(assignment) + "': roofline_exponent lies in [1, 1000]";
   if (f->eff_member && (v <= 0 || v > 1.5))
     return "override '" + std::string(assignment) + "': efficiencies lie in (0, 1.5]";
   set_field(t, *f, v);

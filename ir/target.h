@@ -23,7 +23,7 @@ struct Efficiency {
   double attention = 0.55;    // flash attention in prefill, fraction of matrix peak
   double memory = 0.85;       // streaming kernels (GEMV, decode attention), of bandwidth
   double elementwise = 0.70;  // norms, RoPE, small elementwise kernels, of bandwidth
-  double dequant = 1.0;       // relative speed of a dequantizing GEMV's inner loop
+  double dequant = 1.0;       // relative speed of dequantization ALU work (1 = as modelled)
   double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
 };
 
@@ -48,6 +48,10 @@ struct Target {
   double price_per_hour = 0;           // USD per device-hour, for cost objectives
   double unified_memory = 0;           // 1 when CPU and GPU share the memory (Jetson)
   double gemm_tile_m = 128, gemm_tile_n = 128;  // tile shape for wave quantization
+  // Kernels overlap compute and memory imperfectly near the ridge point: busy time is
+  // (compute^p + memory^p)^(1/p). p = 2 gives 1.41 x max at the ridge; a large p is
+  // the pure roofline max.
+  double roofline_exponent = 2.0;
   Efficiency eff;
 
   bool is_gpu() const { return kind == TargetKind::gpu; }

@@ -3,6 +3,7 @@
 # Usage: cli_test.sh PATH/TO/lathe
 set -u
 LATHE=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -57,6 +58,69 @@ if command -v dot >/dev/null; then
   dot -Tsvg "$tmp/out" -o "$tmp/g.svg" 2>"$tmp/doterr" || bad "graphviz rejects our dot: $(head -3 "$tmp/doterr")"
 fi
 expect_rc 2 "$LATHE" graph llama-3-8b --prompt 100 --context 50
+
+# ---- simulate / whatif ----
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --batch 1 --prompt 2048 --gen 128
+grep -q "TPOT" "$tmp/out" || bad "simulate table lacks TPOT"
+expect_rc 0 "$LATHE" simulate mixtral-8x7b h100-sxm --batch 8 --prompt 512 --gen 256 --weights int4:g128 --kv int8 --tp 2 --format json
+python3 - "$tmp/out" <<'PY' || bad "simulate json schema"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("prefill_ms", "decode_ms", "tpot_ms", "ttft_ms", "e2e_ms", "tokens_per_s", "memory_bytes", "fits", "ops"):
+    assert k in d, k
+for k in ("weights", "kv", "activations", "total", "capacity"):
+    assert k in d["memory_bytes"], k
+assert isinstance(d["fits"], bool)
+assert len(d["ops"]) > 10
+for o in d["ops"]:
+    for k in ("name", "phase", "flops", "bytes", "time_ms", "bound"):
+        assert k in o, k
+    assert o["phase"] in ("prefill", "decode") and o["bound"] in ("compute", "memory", "launch", "network")
+assert abs(sum(o["time_ms"] for o in d["ops"] if o["phase"] == "prefill") - d["prefill_ms"]) < 1e-6 * d["prefill_ms"]
+PY
+expect_rc 0 "$LATHE" simulate llama-3-8b jetson-agx-orin-64g --weights int4:g128 --per-op --plot "$tmp/r.svg" --trace "$tmp/t.json"
+python3 -c "import xml.etree.ElementTree as E; r=E.parse('$tmp/r.svg').getroot(); assert r.tag.endswith('svg'); assert len(r.findall('.//{http://www.w3.org/2000/svg}circle')) > 3" || bad "roofline svg does not parse"
+python3 -c "import json; d=json.load(open('$tmp/t.json')); ev=[e for e in d['traceEvents'] if e['ph']=='X']; assert len(ev) > 100 and all('flops' in e['args'] for e in ev)" || bad "trace json"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --format csv
+head -1 "$tmp/out" | grep -q "^phase,name,kernel" || bad "csv header"
+printf '[hardware]\nname = "mygpu"\nkind = "gpu"\ncompute_capability = "9.0"\nsm_count = 100\nmemory_gb = 96\nhbm_bandwidth_gbs = 4000\n[hardware.peak_tflops]\nfp32 = 50\nbf16 = 800\n' >"$tmp/gpu.toml"
+expect_rc 0 "$LATHE" simulate "$SRC/specs/models/llama-3-8b.toml" "$tmp/gpu.toml" --set hbm_bandwidth_gbs=6000 --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['hardware'].endswith('hbm_bandwidth_gbs=6000')" || bad "--set not applied"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --ideal
+expect_rc 2 "$LATHE" simulate llama-3-8b no-such-gpu
+grep -q "a100-80g" "$tmp/err" || bad "unknown hardware does not list built-ins"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set bandwidth=3
+grep -q "valid keys" "$tmp/err" || bad "bad --set key does not list valid keys"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 0
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
+expect_rc 2 "$LATHE" simulate llama-3-70b a100-40g
+grep -q "largest batch" "$tmp/err" || bad "OOM message lacks the largest batch"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --weights fp8
+grep -q "sm_89" "$tmp/err" || bad "fp8 on A100 error"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --weights int5
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --kv-layout XYZ
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm,h200,l4 --batch 1,16 --prompt 2048 --gen 128
+grep -q "(x" "$tmp/out" || bad "whatif has no ratios"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g,a100-80g+hbm_bandwidth_gbs=x2" --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d[1]['tpot_ms'] < d[0]['tpot_ms']" || bad "whatif override"
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --batch 1,x
+
+# ---- compile ----
+expect_rc 0 "$LATHE" compile llama-3-8b a100-80g -o "$tmp/plan" --report
+for p in fuse-qkv fuse-gate-up fuse-norm-matmul fuse-epilogue fuse-rope-kvwrite flash-attention kv-layout quantize-weights quantize-kv memory-plan; do
+  grep -q -- "$p" "$tmp/plan/report.md" || bad "report lacks $p"
+done
+for f in plan.json prefill.ir decode.ir report.md; do [ -f "$tmp/plan/$f" ] || bad "plan lacks $f"; done
+expect_rc 0 "$LATHE" compile mixtral-8x7b h100-sxm -o "$tmp/plan" --passes fuse-qkv,memory-plan --print-ir-after fuse-qkv --dump-dir "$tmp/dump"
+grep -q "IR after fuse-qkv (decode)" "$tmp/out" || bad "--print-ir-after"
+ls "$tmp/dump" | grep -q "01_fuse-qkv.decode.ir" || bad "--dump-dir"
+expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/plan" --no-pass fuse-qkv --print-ir-after-change
+grep -q "IR after fuse-gate-up" "$tmp/out" || bad "--print-ir-after-change"
+grep -q "IR after quantize-weights" "$tmp/out" && bad "--print-ir-after-change printed an unchanged pass"
+mkdir -p "$tmp/notplan"; echo x >"$tmp/notplan/keep"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/notplan"
+[ -f "$tmp/notplan/keep" ] || bad "compile clobbered a non-plan directory"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/plan" --passes fuse-qkv,bogus
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

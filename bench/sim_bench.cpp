@@ -1,0 +1,63 @@
+// Simulator speed: one full scenario (Llama-3-70B, prefill 2048 + decode 512, per-op
+// rows) on lowered graphs, and the build + lowering that precedes it.
+// Run: build/bench/sim_bench (figures go to docs/performance.md).
+#include <benchmark/benchmark.h>
+
+#include "frontend/builder.h"
+#include "frontend/specs.h"
+#include "passes/pipeline.h"
+#include "simulator/simulate.h"
+
+namespace lathe {
+namespace {
+
+struct Scenario {
+  ModelSpec model = load_model("llama-3-70b");
+  Target target = load_target("h100-sxm");
+  Workload w{1, 2048, 512};
+  PlanOptions o;
+  Lowered lowered;
+  Scenario() {
+    o.tp = 4;
+    LowerHooks h;
+    h.record = false;
+    lowered = lower(build_graph(model, build_options(model, target, o, w, Phase::prefill)),
+                    build_graph(model, build_options(model, target, o, w, Phase::decode)), o, target, w, h);
+  }
+};
+
+void BM_Simulate70B_PerOp(benchmark::State& state) {
+  static Scenario s;
+  SimOptions so;
+  so.per_op = true;
+  for (auto _ : state) benchmark::DoNotOptimize(simulate(s.lowered.prefill, s.lowered.decode, s.target, s.w, so));
+  state.SetLabel("llama-3-70b tp4 on h100-sxm, prefill 2048 + decode 512, per-op rows");
+}
+BENCHMARK(BM_Simulate70B_PerOp)->Unit(benchmark::kMicrosecond);
+
+void BM_Simulate70B_Summary(benchmark::State& state) {
+  static Scenario s;
+  SimOptions so;
+  so.per_op = false;
+  for (auto _ : state) benchmark::DoNotOptimize(simulate(s.lowered.prefill, s.lowered.decode, s.target, s.w, so));
+}
+BENCHMARK(BM_Simulate70B_Summary)->Unit(benchmark::kMicrosecond);
+
+void BM_BuildAndLower70B(benchmark::State& state) {
+  ModelSpec m = load_model("llama-3-70b");
+  Target t = load_target("h100-sxm");
+  Workload w{1, 2048, 512};
+  PlanOptions o;
+  o.tp = 4;
+  LowerHooks h;
+  h.record = false;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(lower(build_graph(m, build_options(m, t, o, w, Phase::prefill)),
+                                   build_graph(m, build_options(m, t, o, w, Phase::decode)), o, t, w, h));
+}
+BENCHMARK(BM_BuildAndLower70B)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace lathe
+
+BENCHMARK_MAIN();

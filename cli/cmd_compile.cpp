@@ -1,0 +1,186 @@
+// lathe compile: run the pass pipeline and write a plan directory (plan.json, the
+// lowered IR of both phases, a per-pass report).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "cli/common.h"
+#include "cli/emit.h"
+#include "cli/planning.h"
+#include "codegen/plan.h"
+#include "ir/assert.h"
+#include "ir/text.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string model, hardware, out;
+  WorkloadFlags workload;
+  PlanFlags plan;
+  std::vector<std::string> sets, print_after;
+  bool print_after_change = false, report = false;
+  std::string dump_dir, emit;
+};
+
+std::string md_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
+  std::string s = "|";
+  for (const auto& h : headers) s += " " + h + " |";
+  s += "\n|";
+  for (size_t i = 0; i < headers.size(); ++i) s += i == 0 ? "---|" : "---:|";
+  s += "\n";
+  for (const auto& r : rows) {
+    s += "|";
+    for (const auto& c : r) s += " " + c + " |";
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string pass_report_md(const Planned& p) {
+  const Graph& d = p.lowered.decode;
+  std::string s = "# lathe plan: " + p.model.name + " on " + p.target.name + "\n\n";
+  s += "- target: " + describe_target(p.target) + "\n";
+  s += "- workload: batch " + std::to_string(p.workload.batch) + ", prompt " + std::to_string(p.workload.prompt) +
+       ", generate " + std::to_string(p.workload.gen) + "\n";
+  s += "- plan: " + describe_options(p) + "\n";
+  std::string pipe;
+  for (const std::string& x : p.lowered.pipeline) pipe += (pipe.empty() ? "" : ", ") + x;
+  s += "- pipeline: " + (pipe.empty() ? std::string("(none)") : pipe) + "\n";
+  s += "- KV layout: " + d.attrs.s("kv_layout") + " (" + d.attrs.s("kv_layout_reason", "not chosen by a pass") + ")\n\n";
+  s += "## What each pass bought (simulated, cumulative)\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const PassRecord& r : p.lowered.records)
+    rows.push_back({r.pass, r.pass == "input" ? "" : (r.changed ? "yes" : "no"), std::to_string(r.prefill_kernels),
+                    std::to_string(r.decode_kernels), fmt_double(r.prefill_bytes / 1e9, 3),
+                    fmt_double(r.decode_bytes_per_step / 1e6, 2), fmt_double(r.prefill_s * 1e3, 2),
+                    fmt_double(r.tpot_s * 1e3, 3), fmt_double(r.weight_bytes / 1e9, 3), fmt_double(r.kv_bytes / 1e9, 3),
+                    fmt_double(r.activation_bytes / 1e6, 2), r.note});
+  s += md_table({"pass", "changed", "prefill kernels", "decode kernels/step", "prefill GB moved", "decode MB/step",
+                 "prefill ms", "TPOT ms", "weights GB", "KV GB", "activations MB", "note"},
+                rows);
+  // Kernel mix of the final plan.
+  s += "\n## Kernels of the final plan\n\n";
+  struct Agg {
+    int count = 0;
+    double time = 0;
+  };
+  for (Phase ph : {Phase::prefill, Phase::decode}) {
+    std::map<std::string, Agg> agg;
+    double total = 0;
+    for (const OpRow& o : p.sim.ops)
+      if (o.phase == ph) {
+        agg[o.kernel].count++;
+        agg[o.kernel].time += o.time_s;
+        total += o.time_s;
+      }
+    std::vector<std::pair<std::string, Agg>> v(agg.begin(), agg.end());
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.time > b.second.time; });
+    std::vector<std::vector<std::string>> kr;
+    for (auto& [k, a] : v)
+      kr.push_back({k, std::to_string(a.count), fmt_double(a.time * 1e3, 3),
+                    fmt_double(total > 0 ? 100 * a.time / total : 0, 1) + "%"});
+    s += std::string("### ") + (ph == Phase::prefill ? "prefill" : "decode (all steps)") + "\n\n";
+    s += md_table({"kernel", "count", "ms", "share"}, kr) + "\n";
+  }
+  return s;
+}
+
+namespace {
+
+int run_compile(const CompileArgs& a) {
+  PlanSpec spec = a.plan.plan_spec();
+  PlanRequest req;
+  req.model = !a.model.empty() ? a.model : spec.model.value_or("");
+  req.hardware = !a.hardware.empty() ? a.hardware : spec.hardware.value_or("");
+  if (req.model.empty() || req.hardware.empty()) throw Error("compile needs MODEL and HW (arguments or the plan file)");
+  req.sets = a.sets;
+  req.workload = a.workload.resolve(spec.workload);
+  req.options = spec.options;
+  if (a.out.empty()) throw Error("-o DIR is required");
+  for (const std::string& pa : a.print_after)
+    if (pa != "all" && pa != "input" && !find_pass(pa)) throw Error("--print-ir-after: unknown pass '" + pa + "'");
+  if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")
+    throw Error("--emit: expected cpu or cuda, got '" + a.emit + "'");
+
+  std::map<std::string, std::string> dumps;
+  LowerHooks hooks;
+  hooks.after_pass = [&](const std::string& pass, int index, const Graph& g, bool changed) {
+    bool want = std::find(a.print_after.begin(), a.print_after.end(), pass) != a.print_after.end() ||
+                std::find(a.print_after.begin(), a.print_after.end(), "all") != a.print_after.end() ||
+                (a.print_after_change && changed && pass != "input");
+    if (want)
+      std::cout << "// ---- IR after " << pass << " (" << phase_name(g.phase) << ") ----\n" << print_graph(g);
+    if (!a.dump_dir.empty()) {
+      char name[128];
+      std::snprintf(name, sizeof name, "%02d_%s.%s.ir", index, pass.c_str(), std::string(phase_name(g.phase)).c_str());
+      dumps[name] = print_graph(g);
+    }
+  };
+  Planned p = make_plan(req, hooks, true);
+  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
+
+  Plan plan;
+  plan.model = p.model.name;
+  plan.target = p.target;
+  plan.workload = p.workload;
+  plan.weights_format = p.options.weights ? format_name(*p.options.weights) : "";
+  plan.kv_dtype = p.lowered.decode.attrs.s("kv_dtype");
+  plan.kv_layout = p.lowered.decode.attrs.s("kv_layout");
+  plan.kv_layout_reason = p.lowered.decode.attrs.s("kv_layout_reason");
+  plan.act_dtype = p.lowered.decode.attrs.s("act_dtype");
+  plan.tp = p.options.tp;
+  plan.pipeline = p.lowered.pipeline;
+  plan.records = p.lowered.records;
+  plan.prefill = p.lowered.prefill;
+  plan.decode = p.lowered.decode;
+  std::map<std::string, std::string> files;
+  files["plan.json"] = plan_to_json(plan);
+  files["prefill.ir"] = print_graph(p.lowered.prefill);
+  files["decode.ir"] = print_graph(p.lowered.decode);
+  std::string report = pass_report_md(p);
+  files["report.md"] = report;
+  if (!a.emit.empty() && a.emit != "none") add_emitted_kernels(plan, a.emit, files);
+  write_dir_atomic(a.out, files);
+  if (!a.dump_dir.empty()) write_dir_atomic(a.dump_dir, [&] {
+      auto d = dumps;
+      d["plan.json"] = "{}\n";  // marks the folder as lathe output so a rerun may replace it
+      return d;
+    }());
+  if (a.report) std::cout << report << "\n";
+  int kernels = 0;
+  for (const auto& [name, text] : files) kernels += name.starts_with("kernels/") && !name.ends_with(".log");
+  std::cout << "wrote " << a.out << "/: plan.json, prefill.ir, decode.ir, report.md";
+  if (kernels) std::cout << ", " << kernels << " kernel sources in kernels/";
+  std::cout << "\n  " << p.sim.prefill.kernels << " prefill kernels, " << p.sim.decode.kernels
+            << " per decode step; predicted TTFT " << fmt_double(p.sim.ttft_s * 1e3, 2) << " ms, TPOT "
+            << fmt_double(p.sim.tpot_s * 1e3, 3) << " ms on " << p.target.name << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_compile(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<CompileArgs>();
+  CLI::App* cmd = app.add_subcommand("compile", "Lower a model to a plan directory (plan.json, IR, report, kernels)");
+  cmd->add_option("MODEL", a->model, "built-in model name or model TOML (or set in --plan)");
+  cmd->add_option("HW", a->hardware, "built-in hardware name or hardware TOML");
+  cmd->add_option("-o,--out", a->out, "plan directory to write (replaced atomically)");
+  a->workload.add_to(cmd);
+  a->plan.add_to(cmd);
+  cmd->add_option("--set", a->sets, "override a hardware field: key=value (repeatable)");
+  cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");
+  cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
+  cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");
+  cmd->add_option("--dump-dir", a->dump_dir, "write NN_pass.phase.ir after every pass into DIR");
+  cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu)");
+  cmd->callback([&r, a] { r.action = [a] { return run_compile(*a); }; });
+}
+
+}  // namespace lathe::cli

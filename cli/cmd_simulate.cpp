@@ -1,0 +1,348 @@
+// lathe simulate / lathe whatif: roofline predictions for a plan on one or several
+// targets.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "ir/assert.h"
+#include "simulator/plots.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct SimulateArgs {
+  std::string model, hardware;
+  WorkloadFlags workload;
+  PlanFlags plan;
+  std::vector<std::string> sets;
+  bool ideal = false, per_op = false, allow_oom = false;
+  std::string format = "text", plot, trace;
+};
+
+std::string ms(double s) { return fmt_double(s * 1e3, s * 1e3 < 10 ? 3 : 2); }
+
+std::string bound_text(const PhaseSummary& p) {
+  double share = p.bound == Bound::compute ? p.compute_share
+                 : p.bound == Bound::memory ? p.memory_share
+                 : p.bound == Bound::launch ? p.launch_share
+                                            : p.network_share;
+  return std::string(bound_name(p.bound)) + "-bound (" + fmt_double(share * 100, 0) + "% of time)";
+}
+
+nlohmann::json op_json(const OpRow& o) {
+  return {{"name", o.name},
+          {"kernel", o.kernel},
+          {"class", std::string(kernel_class_name(o.cls))},
+          {"phase", std::string(phase_name(o.phase))},
+          {"flops", o.flops},
+          {"bytes", o.bytes},
+          {"intensity", o.bytes > 0 ? o.flops / o.bytes : 0.0},
+          {"time_ms", o.time_s * 1e3},
+          {"step_time_ms", o.step_time_s * 1e3},
+          {"compute_ms", o.compute_s * 1e3},
+          {"memory_ms", o.memory_s * 1e3},
+          {"network_ms", o.network_s * 1e3},
+          {"launch_ms", o.launch_s * 1e3},
+          {"bound", std::string(bound_name(o.bound))}};
+}
+
+nlohmann::json result_json(const Planned& p) {
+  const SimResult& r = p.sim;
+  nlohmann::json j = {
+      {"model", p.model.name},
+      {"hardware", p.target.name},
+      {"batch", p.workload.batch},
+      {"prompt", p.workload.prompt},
+      {"gen", p.workload.gen},
+      {"tp", p.options.tp},
+      {"weights", describe_options(p)},
+      {"kv_layout", p.lowered.decode.attrs.s("kv_layout")},
+      {"kv_dtype", p.lowered.decode.attrs.s("kv_dtype")},
+      {"prefill_ms", r.prefill.time_s * 1e3},
+      {"decode_ms", r.decode.time_s * 1e3},
+      {"decode_steps", r.decode.steps},
+      {"ttft_ms", r.ttft_s * 1e3},
+      {"tpot_ms", r.tpot_s * 1e3},
+      {"e2e_ms", r.e2e_s * 1e3},
+      {"tokens_per_s", r.tokens_per_s},
+      {"decode_tokens_per_s", r.decode_tokens_per_s},
+      {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+      {"prefill_bound", std::string(bound_name(r.prefill.bound))},
+      {"decode_bound", std::string(bound_name(r.decode.bound))},
+      {"prefill_flops", r.prefill.flops},
+      {"prefill_bytes", r.prefill.bytes},
+      {"decode_flops", r.decode.flops},
+      {"decode_bytes", r.decode.bytes},
+      {"prefill_kernels", r.prefill.kernels},
+      {"decode_kernels_per_step", r.decode.kernels},
+      {"memory_bytes",
+       {{"weights", r.mem.weights},
+        {"kv", r.mem.kv},
+        {"activations", r.mem.activations},
+        {"total", r.mem.total},
+        {"capacity", r.mem.capacity}}},
+      {"fits", r.mem.fits},
+      {"max_batch", r.mem.max_batch},
+      {"simulated", true}};
+  j["ops"] = nlohmann::json::array();
+  for (const OpRow& o : r.ops) j["ops"].push_back(op_json(o));
+  return j;
+}
+
+Table op_table(const SimResult& r) {
+  Table t({"phase", "kernel", "node", "FLOPs", "bytes", "FLOP/B", "bound", "time ms", "share"});
+  for (const OpRow& o : r.ops) {
+    const PhaseSummary& ph = o.phase == Phase::prefill ? r.prefill : r.decode;
+    double steps = o.phase == Phase::decode ? std::max(1, r.decode.steps) : 1;
+    t.add({std::string(phase_name(o.phase)), o.kernel, o.name, human_count(o.flops / steps),
+           human_bytes(o.bytes / steps), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 1),
+           std::string(bound_name(o.bound)), fmt_double(o.step_time_s * 1e3, 4),
+           fmt_double(ph.time_s > 0 ? 100.0 * o.time_s / ph.time_s : 0, 1) + "%"});
+  }
+  return t;
+}
+
+Table op_csv(const SimResult& r) {
+  Table t({"phase", "name", "kernel", "class", "flops", "bytes", "intensity", "bound", "time_ms", "step_time_ms",
+           "compute_ms", "memory_ms", "launch_ms"});
+  for (const OpRow& o : r.ops)
+    t.add({std::string(phase_name(o.phase)), o.name, o.kernel, std::string(kernel_class_name(o.cls)),
+           fmt_double(o.flops, 0), fmt_double(o.bytes, 0), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 4),
+           std::string(bound_name(o.bound)), fmt_double(o.time_s * 1e3, 6), fmt_double(o.step_time_s * 1e3, 6),
+           fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6)});
+  return t;
+}
+
+void print_summary(const Planned& p, bool ideal) {
+  const SimResult& r = p.sim;
+  const Workload& w = p.workload;
+  std::cout << "lathe simulate: " << p.model.name << " on " << describe_target(p.target)
+            << (ideal ? "  [ideal roofline: no efficiency factors, no launch overhead]" : "") << "\n";
+  std::cout << "  workload  batch " << w.batch << ", prompt " << w.prompt << ", generate " << w.gen
+            << " (final context " << w.final_context() << ")\n";
+  std::cout << "  plan      " << describe_options(p) << "; " << r.prefill.kernels << " prefill kernels, "
+            << r.decode.kernels << " per decode step\n\n";
+  double e2e = r.e2e_s > 0 ? r.e2e_s : 1;
+  Table lat({"latency", "ms", "share", "bound by"});
+  lat.add({"prefill (TTFT)", ms(r.prefill.time_s), fmt_double(100 * r.prefill.time_s / e2e, 1) + "%",
+           bound_text(r.prefill)});
+  lat.add({"decode (" + std::to_string(r.decode.steps) + " steps)", ms(r.decode.time_s),
+           fmt_double(100 * r.decode.time_s / e2e, 1) + "%", r.decode.steps ? bound_text(r.decode) : "-"});
+  lat.add({"E2E", ms(r.e2e_s), "100.0%", ""});
+  std::cout << lat.text("  ");
+  std::cout << "  TTFT " << ms(r.ttft_s) << " ms, TPOT " << ms(r.tpot_s) << " ms/token; throughput "
+            << fmt_double(r.tokens_per_s, 1) << " generated tok/s (batch), decode " << fmt_double(r.decode_tokens_per_s, 1)
+            << " tok/s, prefill " << fmt_double(r.prefill_tokens_per_s, 0) << " tok/s\n\n";
+  const MemoryFootprint& m = r.mem;
+  Table mem({"memory", "GB", "note"});
+  mem.add({"weights", fmt_double(m.weights / 1e9, 3), ""});
+  mem.add({"KV cache", fmt_double(m.kv / 1e9, 3),
+           std::to_string(w.batch) + " x " + std::to_string(w.final_context()) + " tokens in " +
+               p.lowered.decode.attrs.s("kv_dtype")});
+  mem.add({"activations", fmt_double(m.activations / 1e9, 3),
+           p.lowered.decode.attrs.has("arena_bytes") ? "peak of the memory plan's arenas" : "peak live (no plan)"});
+  mem.add({"total", fmt_double(m.total / 1e9, 3),
+           "of " + fmt_double(m.capacity / 1e9, 1) + " GB: " +
+               (m.fits ? "fits, up to batch " + std::to_string(m.max_batch) : "DOES NOT FIT")});
+  std::cout << mem.text("  ");
+  std::cout << "  KV layout: " << p.lowered.decode.attrs.s("kv_layout_reason", p.lowered.decode.attrs.s("kv_layout"))
+            << "\n";
+}
+
+int run_simulate(const SimulateArgs& a) {
+  PlanSpec spec = a.plan.plan_spec();
+  PlanRequest req;
+  req.model = !a.model.empty() ? a.model : spec.model.value_or("");
+  req.hardware = !a.hardware.empty() ? a.hardware : spec.hardware.value_or("");
+  if (req.model.empty()) throw Error("no MODEL given (as an argument or in the plan file)");
+  if (req.hardware.empty()) throw Error("no HW given (as an argument or in the plan file)");
+  req.sets = a.sets;
+  req.workload = a.workload.resolve(spec.workload);
+  req.options = spec.options;
+  req.ideal = a.ideal;
+  Planned p = make_plan(req, {}, true);
+  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
+  std::string title = p.model.name + " on " + p.target.name + ", batch " + std::to_string(p.workload.batch) +
+                      ", prompt " + std::to_string(p.workload.prompt) + ", gen " + std::to_string(p.workload.gen);
+  if (!a.plot.empty()) write_file_atomic(a.plot, roofline_svg(p.sim, p.target, title));
+  if (!a.trace.empty()) write_file_atomic(a.trace, trace_json(p.sim, title));
+  if (a.format == "json") {
+    std::cout << result_json(p).dump(2) << "\n";
+    return 0;
+  }
+  if (a.format == "csv") {
+    std::cout << op_csv(p.sim).csv();
+    return 0;
+  }
+  print_summary(p, a.ideal);
+  if (a.per_op) std::cout << "\nPer kernel (decode rows: one step at the mean context; share of the phase)\n"
+                          << op_table(p.sim).text("  ");
+  if (!a.plot.empty()) std::cout << "\nroofline chart: " << a.plot << "\n";
+  if (!a.trace.empty()) std::cout << "trace (open in ui.perfetto.dev or chrome://tracing): " << a.trace << "\n";
+  return 0;
+}
+
+// ---- whatif ----
+struct WhatifArgs {
+  std::string model;
+  std::string hw = "a100-80g,h100-sxm,h200";
+  std::string batches = "1", prompts, gens;
+  PlanFlags plan;
+  std::vector<std::string> sets;
+  bool ideal = false;
+  std::string format = "text";
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t c = s.find(',', start);
+    if (c == std::string::npos) c = s.size();
+    if (c > start) out.push_back(s.substr(start, c - start));
+    start = c + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min) {
+  std::vector<int64_t> out;
+  for (const std::string& x : split_list(s)) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(x, &used);
+      if (used != x.size() || v < min) throw std::invalid_argument(x);
+      out.push_back(v);
+    } catch (...) {
+      throw Error(std::string(flag) + ": '" + x + "' is not an integer >= " + std::to_string(min));
+    }
+  }
+  if (out.empty()) throw Error(std::string(flag) + ": empty list");
+  return out;
+}
+
+int run_whatif(const WhatifArgs& a) {
+  PlanSpec spec = a.plan.plan_spec();
+  std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
+  if (model.empty()) throw Error("no MODEL given");
+  std::vector<std::string> hws = split_list(a.hw);
+  if (hws.empty()) throw Error("--hw: empty list");
+  std::vector<int64_t> batches = int_list(a.batches, "--batch", 1);
+  std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt} : int_list(a.prompts, "--prompt", 1);
+  std::vector<int64_t> gens = a.gens.empty() ? std::vector<int64_t>{spec.workload.gen} : int_list(a.gens, "--gen", 0);
+  std::vector<Planned> cols;
+  for (const std::string& hw : hws)
+    for (int64_t b : batches)
+      for (int64_t pr : prompts)
+        for (int64_t g : gens) {
+          PlanRequest req;
+          req.model = model;
+          req.hardware = hw;
+          req.sets = a.sets;
+          req.workload = {b, pr, g};
+          req.options = spec.options;
+          req.ideal = a.ideal;
+          cols.push_back(make_plan(req, {}, false));
+        }
+  auto label = [&](const Planned& p) {
+    std::string l = p.target.name;
+    if (batches.size() > 1) l += " b" + std::to_string(p.workload.batch);
+    if (prompts.size() > 1) l += " p" + std::to_string(p.workload.prompt);
+    if (gens.size() > 1) l += " g" + std::to_string(p.workload.gen);
+    return l;
+  };
+  if (a.format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Planned& p : cols) {
+      nlohmann::json r = result_json(p);
+      r.erase("ops");
+      r["label"] = label(p);
+      j.push_back(r);
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  struct Metric {
+    const char* name;
+    double (*get)(const SimResult&);
+    bool lower_is_better;
+  };
+  const Metric metrics[] = {
+      {"prefill / TTFT ms", [](const SimResult& r) { return r.ttft_s * 1e3; }, true},
+      {"decode ms (all steps)", [](const SimResult& r) { return r.decode.time_s * 1e3; }, true},
+      {"TPOT ms", [](const SimResult& r) { return r.tpot_s * 1e3; }, true},
+      {"E2E ms", [](const SimResult& r) { return r.e2e_s * 1e3; }, true},
+      {"generated tok/s", [](const SimResult& r) { return r.tokens_per_s; }, false},
+      {"decode tok/s", [](const SimResult& r) { return r.decode_tokens_per_s; }, false},
+      {"memory GB", [](const SimResult& r) { return r.mem.total / 1e9; }, true},
+      {"max batch", [](const SimResult& r) { return double(r.mem.max_batch); }, false},
+  };
+  std::vector<std::string> headers = {"metric"};
+  for (const Planned& p : cols) headers.push_back(label(p));
+  Table t(headers);
+  for (const Metric& m : metrics) {
+    std::vector<std::string> row = {m.name};
+    double base = m.get(cols[0].sim);
+    for (size_t i = 0; i < cols.size(); ++i) {
+      double v = m.get(cols[i].sim);
+      std::string cell = fmt_double(v, v < 10 ? 3 : 1);
+      if (i > 0 && base > 0) cell += " (x" + fmt_double(v / base, 2) + ")";
+      row.push_back(cell);
+    }
+    t.add(row);
+  }
+  std::vector<std::string> fits = {"fits"}, pb = {"prefill bound"}, db = {"decode bound"};
+  for (const Planned& p : cols) {
+    fits.push_back(p.sim.mem.fits ? "yes" : "NO");
+    pb.push_back(std::string(bound_name(p.sim.prefill.bound)));
+    db.push_back(std::string(bound_name(p.sim.decode.bound)));
+  }
+  t.add(fits);
+  t.add(pb);
+  t.add(db);
+  std::cout << "lathe whatif: " << cols[0].model.name << ", prompt "
+            << (prompts.size() > 1 ? a.prompts : std::to_string(prompts[0])) << ", gen "
+            << (gens.size() > 1 ? a.gens : std::to_string(gens[0])) << "; " << describe_options(cols[0])
+            << "\n  ratios (xN) are to the first column" << (a.ideal ? "; ideal roofline" : "") << "\n\n"
+            << t.text("  ");
+  return 0;
+}
+
+}  // namespace
+
+void register_simulate(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Predict latency, throughput and memory of a plan on a target");
+  cmd->add_option("MODEL", a->model, "built-in model name or model TOML (or set in --plan)");
+  cmd->add_option("HW", a->hardware, "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
+  a->workload.add_to(cmd);
+  a->plan.add_to(cmd);
+  cmd->add_option("--set", a->sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
+  cmd->add_flag("--ideal", a->ideal, "pure roofline: no efficiency factors, no launch overhead");
+  cmd->add_flag("--per-op", a->per_op, "one row per kernel");
+  cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when the plan does not fit in memory");
+  cmd->add_option("--format", a->format, "text, json or csv (csv: per-kernel rows)")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
+  cmd->add_option("--plot", a->plot, "write a roofline chart (SVG)");
+  cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the simulated timeline (JSON)");
+  cmd->callback([&r, a] { r.action = [a] { return run_simulate(*a); }; });
+
+  auto w = std::make_shared<WhatifArgs>();
+  CLI::App* wi = app.add_subcommand("whatif", "Compare a plan across hardware targets, overrides and batch sizes");
+  wi->add_option("MODEL", w->model, "built-in model name or model TOML");
+  wi->add_option("--hw", w->hw, "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2)");
+  wi->add_option("--batch", w->batches, "comma-separated batch sizes");
+  wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default 512)");
+  wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default 128)");
+  w->plan.add_to(wi);
+  wi->add_option("--set", w->sets, "override a hardware field in every column (repeatable)");
+  wi->add_flag("--ideal", w->ideal, "pure roofline");
+  wi->add_option("--format", w->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  wi->callback([&r, w] { r.action = [w] { return run_whatif(*w); }; });
+}
+
+}  // namespace lathe::cli

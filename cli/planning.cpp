@@ -1,0 +1,122 @@
+#include "cli/planning.h"
+
+#include <cstdio>
+
+#include "frontend/builder.h"
+#include "ir/assert.h"
+
+namespace lathe::cli {
+
+void WorkloadFlags::add_to(CLI::App* cmd) {
+  cmd->add_option("--batch", batch, "sequences per batch (default 1)")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--prompt", prompt, "prompt tokens per sequence (default 512)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--gen", gen, "generated tokens per sequence (default 128)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+}
+
+Workload WorkloadFlags::resolve(Workload base) const {
+  if (batch > 0) base.batch = batch;
+  if (prompt > 0) base.prompt = prompt;
+  if (gen >= 0) base.gen = gen;
+  return base;
+}
+
+Target resolve_target(const std::string& spec, const std::vector<std::string>& sets) {
+  std::string name = spec;
+  std::vector<std::string> overrides;
+  size_t plus = spec.find('+');
+  if (plus != std::string::npos) {
+    name = spec.substr(0, plus);
+    std::string rest = spec.substr(plus + 1);
+    size_t start = 0;
+    while (start <= rest.size()) {
+      size_t p = rest.find('+', start);
+      if (p == std::string::npos) p = rest.size();
+      if (p > start) overrides.push_back(rest.substr(start, p - start));
+      start = p + 1;
+    }
+  }
+  Target t = load_target(name);
+  std::string suffix;
+  for (const std::string& o : overrides) {
+    std::string err = apply_override(t, o);
+    if (!err.empty()) throw Error(spec + ": " + err);
+    suffix += "+" + o;
+  }
+  for (const std::string& s : sets) {
+    std::string err = apply_override(t, s);
+    if (!err.empty()) throw Error("--set " + s + ": " + err);
+    suffix += "+" + s;
+  }
+  if (!suffix.empty()) t.name += suffix;
+  if (t.hbm_bandwidth_gbs <= 0) throw Error(t.name + ": memory bandwidth must be positive");
+  return t;
+}
+
+std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
+  std::vector<std::string> warn;
+  if (w.final_context() > m.max_context)
+    warn.push_back("prompt + gen = " + std::to_string(w.final_context()) + " exceeds " + m.name + "'s max_context (" +
+                   std::to_string(m.max_context) + "); figures are extrapolated");
+  return warn;
+}
+
+Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) {
+  Planned p;
+  p.model = load_model(req.model);
+  p.target = resolve_target(req.hardware, req.sets);
+  p.workload = req.workload;
+  p.options = req.options;
+  BuildOptions pre = build_options(p.model, p.target, p.options, p.workload, Phase::prefill);
+  BuildOptions dec = build_options(p.model, p.target, p.options, p.workload, Phase::decode);
+  if (!p.target.supports(pre.act))
+    throw Error(std::string("activation dtype ") + std::string(dtype_name(pre.act)) + " is not supported on " +
+                p.target.name);
+  p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, hooks);
+  SimOptions so;
+  so.ideal = req.ideal;
+  so.per_op = per_op;
+  p.sim = simulate(p.lowered.prefill, p.lowered.decode, p.target, p.workload, so);
+  return p;
+}
+
+std::string describe_target(const Target& t) {
+  char buf[256];
+  double mat = std::max(t.peak_bf16, t.peak_fp16);
+  if (t.is_gpu())
+    std::snprintf(buf, sizeof buf, "%s (sm_%d, %.0f GB at %.0f GB/s, %.0f TFLOP/s bf16)", t.name.c_str(),
+                  t.compute_capability, t.memory_gb, t.hbm_bandwidth_gbs, mat);
+  else
+    std::snprintf(buf, sizeof buf, "%s (%.0f cores, %.0f GB at %.1f GB/s, %.3f TFLOP/s fp32)", t.name.c_str(),
+                  t.sm_count, t.memory_gb, t.hbm_bandwidth_gbs, t.peak_fp32);
+  return buf;
+}
+
+std::string describe_options(const Planned& p) {
+  const Graph& d = p.lowered.decode;
+  std::string weights = "?";
+  for (ValueId v : d.values_of(ValueKind::weight))
+    if (d.value(v).shape.size() == 2 && d.value(v).name.find("layers.0.") == 0) {
+      weights = format_name(d.value(v).format);
+      break;
+    }
+  return "weights " + weights + ", KV " + d.attrs.s("kv_dtype") + " " + d.attrs.s("kv_layout") + ", act " +
+         d.attrs.s("act_dtype") + ", tp " + std::to_string(p.options.tp) + "; " +
+         std::to_string(p.lowered.pipeline.size()) + " passes";
+}
+
+std::string oom_message(const Planned& p) {
+  const MemoryFootprint& m = p.sim.mem;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "batch %lld does not fit on %s: needs %s of %s (weights %s, KV %s, activations %s); the largest "
+                "batch that fits at this context is %lld%s",
+                (long long)p.workload.batch, p.target.name.c_str(), human_bytes(m.total).c_str(),
+                human_bytes(m.capacity).c_str(), human_bytes(m.weights).c_str(), human_bytes(m.kv).c_str(),
+                human_bytes(m.activations).c_str(), (long long)m.max_batch,
+                m.max_batch == 0 ? " (even the weights do not fit: try int4 weights or --tp)" : "");
+  return buf;
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,56 @@
+// Puts the layers together for one plan: resolve specs, build both phases' graphs,
+// lower them through the pass pipeline, simulate. Shared by simulate, whatif,
+// compile, run, sweep.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/common.h"
+#include "frontend/specs.h"
+#include "ir/model.h"
+#include "passes/pipeline.h"
+#include "simulator/simulate.h"
+
+namespace lathe::cli {
+
+// --batch/--prompt/--gen; -1 means "not given" (plan file, then defaults apply).
+struct WorkloadFlags {
+  int64_t batch = -1, prompt = -1, gen = -1;
+  void add_to(CLI::App* cmd);
+  Workload resolve(Workload base) const;
+};
+
+// "a100-80g" or "a100-80g+hbm_bandwidth_gbs=x1.5+efficiency.gemm=0.7", then `sets`.
+Target resolve_target(const std::string& spec, const std::vector<std::string>& sets = {});
+
+struct PlanRequest {
+  std::string model, hardware;
+  std::vector<std::string> sets;
+  Workload workload;
+  PlanOptions options;
+  bool ideal = false;
+};
+
+struct Planned {
+  ModelSpec model;
+  Target target;
+  Workload workload;
+  PlanOptions options;
+  Lowered lowered;
+  SimResult sim;
+};
+
+// Checks the workload against the model (context) and returns warnings.
+std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w);
+
+Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per_op = true);
+
+// One-line descriptions used in headers.
+std::string describe_target(const Target& t);
+std::string describe_options(const Planned& p);
+
+// The "does not fit" message (with the largest batch that fits).
+std::string oom_message(const Planned& p);
+
+}  // namespace lathe::cli

@@ -1,0 +1,184 @@
+#include "codegen/plan.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "ir/text.h"
+#include "ir/verifier.h"
+
+namespace lathe {
+
+using nlohmann::json;
+
+namespace {
+
+json target_json(const Target& t) {
+  json j = {{"name", t.name},
+            {"description", t.description},
+            {"kind", t.is_gpu() ? "gpu" : "cpu"},
+            {"compute_capability", t.compute_capability}};
+  for (const TargetField& f : target_fields()) j["fields"][std::string(f.key)] = get_field(t, f);
+  return j;
+}
+
+Target target_from(const json& j) {
+  Target t;
+  t.name = j.at("name").get<std::string>();
+  t.description = j.value("description", "");
+  t.kind = j.at("kind").get<std::string>() == "gpu" ? TargetKind::gpu : TargetKind::cpu;
+  t.compute_capability = j.at("compute_capability").get<int>();
+  for (const TargetField& f : target_fields()) {
+    auto it = j.at("fields").find(std::string(f.key));
+    if (it != j.at("fields").end()) set_field(t, f, it->get<double>());
+  }
+  return t;
+}
+
+json phase_json(const Graph& g) {
+  json nodes = json::array();
+  Bindings b = graph_bindings(g);
+  for (NodeId id : g.topo_order()) {
+    const Node& n = g.node(id);
+    json in = json::array(), out = json::array();
+    for (ValueId v : n.inputs) in.push_back(value_ref(g.value(v)));
+    for (ValueId v : n.outputs) {
+      const Value& val = g.value(v);
+      out.push_back({{"name", val.name},
+                     {"dtype", std::string(dtype_name(val.dtype))},
+                     {"shape", shape_str(val.shape)},
+                     {"bytes", value_bytes(val, b)},
+                     {"offset", val.offset}});
+    }
+    json attrs = json::object();
+    for (const auto& [k, v] : n.attrs.items()) attrs[k] = attr_value_str(v);
+    nodes.push_back({{"name", n.name},
+                     {"op", std::string(op_name(n.kind))},
+                     {"absorbed", n.absorbed},
+                     {"inputs", in},
+                     {"outputs", out},
+                     {"attrs", attrs}});
+  }
+  json weights = json::array();
+  for (ValueId v : g.values_of(ValueKind::weight)) {
+    const Value& w = g.value(v);
+    weights.push_back({{"name", w.name},
+                       {"format", format_name(w.format)},
+                       {"shape", shape_str(w.shape)},
+                       {"bytes", value_bytes(w, b)}});
+  }
+  return {{"bindings", {{"B", b.B}, {"S", b.S}, {"T", b.T}}},
+          {"arena_bytes", g.attrs.i("arena_bytes", -1)},
+          {"kernels", nodes.size()},
+          {"nodes", nodes},
+          {"weights", weights},
+          {"ir", print_graph(g)}};
+}
+
+}  // namespace
+
+std::string target_to_json_text(const Target& t) { return target_json(t).dump(2); }
+
+std::string plan_to_json(const Plan& p) {
+  json records = json::array();
+  for (const PassRecord& r : p.records)
+    records.push_back({{"pass", r.pass},
+                       {"changed", r.changed},
+                       {"note", r.note},
+                       {"prefill_kernels", r.prefill_kernels},
+                       {"decode_kernels", r.decode_kernels},
+                       {"prefill_bytes", r.prefill_bytes},
+                       {"decode_bytes_per_step", r.decode_bytes_per_step},
+                       {"prefill_ms", r.prefill_s * 1e3},
+                       {"decode_ms", r.decode_s * 1e3},
+                       {"tpot_ms", r.tpot_s * 1e3},
+                       {"weight_bytes", r.weight_bytes},
+                       {"kv_bytes", r.kv_bytes},
+                       {"activation_bytes", r.activation_bytes},
+                       {"pass_ms", r.pass_ms}});
+  json j = {{"lathe_plan", kPlanFormatVersion},
+            {"model", p.model},
+            {"target", target_json(p.target)},
+            {"workload", {{"batch", p.workload.batch}, {"prompt", p.workload.prompt}, {"gen", p.workload.gen}}},
+            {"options",
+             {{"weights", p.weights_format},
+              {"kv_dtype", p.kv_dtype},
+              {"kv_layout", p.kv_layout},
+              {"kv_layout_reason", p.kv_layout_reason},
+              {"act_dtype", p.act_dtype},
+              {"tp", p.tp}}},
+            {"pipeline", p.pipeline},
+            {"passes", records},
+            {"prefill", phase_json(p.prefill)},
+            {"decode", phase_json(p.decode)}};
+  return j.dump(2) + "\n";
+}
+
+Plan plan_from_json(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": not a valid plan file (JSON error at byte " + std::to_string(e.byte) +
+                (text.empty() ? ": the file is empty" : ": truncated or corrupted") + ")");
+  }
+  try {
+    if (!j.is_object() || !j.contains("lathe_plan"))
+      throw Error(source + ": not a lathe plan (no \"lathe_plan\" version field)");
+    int version = j.at("lathe_plan").get<int>();
+    if (version != kPlanFormatVersion)
+      throw Error(source + ": plan format version " + std::to_string(version) + ", but this lathe reads version " +
+                  std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");
+    Plan p;
+    p.model = j.at("model").get<std::string>();
+    p.target = target_from(j.at("target"));
+    const json& w = j.at("workload");
+    p.workload = {w.at("batch").get<int64_t>(), w.at("prompt").get<int64_t>(), w.at("gen").get<int64_t>()};
+    const json& o = j.at("options");
+    p.weights_format = o.at("weights").get<std::string>();
+    p.kv_dtype = o.at("kv_dtype").get<std::string>();
+    p.kv_layout = o.at("kv_layout").get<std::string>();
+    p.kv_layout_reason = o.value("kv_layout_reason", "");
+    p.act_dtype = o.at("act_dtype").get<std::string>();
+    p.tp = o.at("tp").get<int64_t>();
+    p.pipeline = j.at("pipeline").get<std::vector<std::string>>();
+    for (const json& r : j.at("passes")) {
+      PassRecord pr;
+      pr.pass = r.at("pass").get<std::string>();
+      pr.changed = r.at("changed").get<bool>();
+      pr.note = r.at("note").get<std::string>();
+      pr.prefill_kernels = r.at("prefill_kernels").get<int>();
+      pr.decode_kernels = r.at("decode_kernels").get<int>();
+      pr.prefill_s = r.at("prefill_ms").get<double>() / 1e3;
+      pr.decode_s = r.at("decode_ms").get<double>() / 1e3;
+      pr.tpot_s = r.at("tpot_ms").get<double>() / 1e3;
+      p.records.push_back(pr);
+    }
+    p.prefill = parse_graph(j.at("prefill").at("ir").get<std::string>(), source + " (prefill IR)");
+    p.decode = parse_graph(j.at("decode").at("ir").get<std::string>(), source + " (decode IR)");
+    for (const Graph* g : {&p.prefill, &p.decode}) {
+      std::vector<std::string> errs = verify(*g);
+      if (!errs.empty()) throw Error(source + ": " + g->name + " does not verify: " + errs[0]);
+    }
+    if (p.target.hbm_bandwidth_gbs <= 0) throw Error(source + ": target has no memory bandwidth");
+    return p;
+  } catch (const json::exception& e) {
+    throw Error(source + ": malformed plan file: " + std::string(e.what()));
+  }
+}
+
+Plan load_plan_dir(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "plan.json" : fs::path(path);
+  std::ifstream f(file, std::ios::binary);
+  if (!f) throw Error(file.string() + ": cannot open plan file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return plan_from_json(ss.str(), file.string());
+}
+
+}  // namespace lathe

@@ -1,0 +1,371 @@
+#include "simulator/cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/assert.h"
+#include "ir/buffers.h"
+
+namespace lathe {
+
+std::string_view bound_name(Bound b) {
+  switch (b) {
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::launch: return "launch";
+    case Bound::network: return "network";
+  }
+  return "?";
+}
+
+std::string_view kernel_class_name(KernelClass k) {
+  switch (k) {
+    case KernelClass::gemm: return "gemm";
+    case KernelClass::gemv: return "gemv";
+    case KernelClass::attention_prefill: return "attention_prefill";
+    case KernelClass::attention_decode: return "attention_decode";
+    case KernelClass::elementwise: return "elementwise";
+    case KernelClass::collective: return "collective";
+  }
+  return "?";
+}
+
+std::string kernel_label(const Node& n) {
+  if (!is_gemm(n.kind)) return std::string(op_name(n.kind));
+  std::string pro = n.attrs.s("prologue", "none"), epi = n.attrs.s("epilogue", "none");
+  auto parts = gemm_parts(n.kind, n.attrs, n.inputs.size());
+  std::string s = pro == "rms_norm" ? "norm_" : (pro == "gather" ? "gather_" : "");
+  s += std::string(op_name(n.kind));
+  if (parts && parts->num_weights > 1 && epi != "silu_mul") s += "_x" + std::to_string(parts->num_weights);
+  if (epi == "silu_mul") s += parts && parts->num_weights == 2 ? "_gate_up_silu" : "_silu_mul";
+  else if (epi != "none") s += "_" + epi;
+  return s;
+}
+
+double expected_experts_touched(double experts, double top_k, double tokens) {
+  if (experts <= 0) return 0;
+  return experts * (1.0 - std::pow(1.0 - top_k / experts, tokens));
+}
+
+double kv_read_run_bytes(const KvLayout& l, int64_t context, int64_t kv_heads, int64_t head_dim, double bits) {
+  double row = double(head_dim) * bits / 8.0;
+  switch (l.kind) {
+    case KvLayoutKind::LHTD: return double(context) * row;          // a head's positions are contiguous
+    case KvLayoutKind::LTHD:                                        // per position, one head's vector
+    case KvLayoutKind::TLHD: return row;
+    case KvLayoutKind::paged: return double(std::min<int64_t>(l.block, context)) * row;
+  }
+  (void)kv_heads;
+  return row;
+}
+
+double contiguity_efficiency(double run_bytes, const Target& t) {
+  // Each run costs a fixed overhead: one 32-byte sector on GPUs, about two cache
+  // lines of lost prefetch on CPUs. A heuristic, documented in docs/simulator.md.
+  double overhead = t.is_gpu() ? 32.0 : 128.0;
+  return run_bytes / (run_bytes + overhead);
+}
+
+namespace {
+
+struct Costing {
+  const Graph& g;
+  const Node& n;
+  const Target& t;
+  const Bindings& b;
+  const CostOptions& o;
+  NodeCost c;
+
+  const Value& in(size_t i) const { return g.value(n.inputs[i]); }
+  const Value& out(size_t i) const { return g.value(n.outputs[i]); }
+  double vb(const Value& v) const { return value_bytes(v, b); }
+  double elems(const Value& v) const { return double(num_elements(v.shape, b)); }
+  double act_bytes_per_elem() const {
+    auto d = parse_dtype(g.attrs.s("act_dtype", "f32"));
+    return dtype_bits(d ? *d : DType::f32) / 8.0;
+  }
+  DType act_dtype() const {
+    auto d = parse_dtype(g.attrs.s("act_dtype", "f32"));
+    return d ? *d : DType::f32;
+  }
+  double all_inputs() const {
+    double s = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) s += vb(in(i));
+    return s;
+  }
+  double all_outputs() const {
+    double s = 0;
+    for (size_t i = 0; i < n.outputs.size(); ++i) s += vb(out(i));
+    return s;
+  }
+  double eff(double e) const { return o.ideal ? 1.0 : e; }
+
+  // Compute efficiency of a GEMM of M rows and N columns on this target: tile
+  // padding and wave quantization on GPUs (best of a few tile shapes, as cuBLAS
+  // heuristics pick), flat on CPUs.
+  double gemm_efficiency(double M, double N) const {
+    if (o.ideal) return 1.0;
+    if (!t.is_gpu() || M <= 0 || N <= 0) return t.eff.gemm;
+    double sms = std::max(1.0, t.sm_count);
+    auto tile_eff = [&](double tm, double tn, double rel, bool split_k) {
+      double mt = std::ceil(M / tm), nt = std::ceil(N / tn);
+      double pad = (M / (mt * tm)) * (N / (nt * tn));
+      double tiles = mt * nt;
+      double wave = split_k ? 1.0 : tiles / (std::ceil(tiles / sms) * sms);
+      return rel * pad * wave;
+    };
+    double best = 0;
+    if (M <= 64) {
+      // Small-M kernels: 16/32/64-row tiles, split over K to fill the machine.
+      double tm = M <= 16 ? 16 : (M <= 32 ? 32 : 64);
+      best = tile_eff(tm, 128, 1.0, true);
+    } else {
+      double TM = t.gemm_tile_m, TN = t.gemm_tile_n;
+      best = std::max({tile_eff(TM, TN, 1.0, false), tile_eff(TM, TN / 2, 0.9, false),
+                       tile_eff(TM / 2, TN / 2, 0.75, false)});
+    }
+    return t.eff.gemm * best;
+  }
+
+  void gemm() {
+    auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+    LATHE_ASSERT(p.has_value(), "bad gemm node " + n.name);
+    const Value& x = in(size_t(p->x));
+    double K = double(x.shape.back().eval(b));
+    double tokens = double(b.B) * double(b.S);
+    double rows = double(num_elements(x.shape, b)) / K;  // activation rows read
+    double sumN = 0, weight_bytes = 0;
+    DType wdtype = DType::f32;
+    for (int w = 0; w < p->num_weights; ++w) {
+      const Value& wv = in(size_t(p->first_weight + w));
+      sumN += double(wv.shape[wv.shape.size() - 2].eval(b));
+      weight_bytes += vb(wv);
+      wdtype = wv.format.dtype;
+    }
+    double M = rows;  // rows the GEMM computes
+    if (n.kind == OpKind::lm_head) {
+      M = double(b.B);  // the last token of each sequence
+      rows = M;
+    }
+    double extra_bytes = 0;
+    if (n.kind == OpKind::expert_matmul) {
+      double k = double(in(size_t(p->idx)).shape[2].eval(b));
+      double E = double(in(size_t(p->first_weight)).shape[0].eval(b));
+      double pairs = tokens * k;
+      double touched = expected_experts_touched(E, k, tokens);
+      weight_bytes *= touched / E;
+      M = pairs;  // token-expert pairs
+      extra_bytes += vb(in(size_t(p->idx)));
+      if (p->gates >= 0) extra_bytes += vb(in(size_t(p->gates)));
+      c.flops = 2.0 * M * K * sumN;
+      // Grouped GEMM: each touched expert computes pairs / touched rows.
+      double per_expert = pairs / std::max(1.0, touched);
+      double e = gemm_efficiency(per_expert, sumN / p->num_weights);
+      c.cls = per_expert <= 16 ? KernelClass::gemv : KernelClass::gemm;
+      set_compute(e, wdtype);
+    } else {
+      c.flops = 2.0 * M * K * sumN;
+      c.cls = M <= 16 ? KernelClass::gemv : KernelClass::gemm;
+      set_compute(gemm_efficiency(M, sumN / p->num_weights), wdtype);
+    }
+    if (p->norm >= 0) {
+      c.flops += 4.0 * rows * K;
+      extra_bytes += vb(in(size_t(p->norm)));
+    }
+    double x_bytes = rows * K * dtype_bits(x.dtype) / 8.0;
+    if (p->residual >= 0) extra_bytes += vb(in(size_t(p->residual)));
+    c.bytes = x_bytes + weight_bytes + extra_bytes + all_outputs();
+    c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
+    if (is_integer_quant(wdtype) && !o.ideal) {
+      // Dequantization runs on the scalar units: unpack, convert, scale per weight
+      // element (int8 2 ops, int4 3), once per tile of rows on GPUs (tiles reuse the
+      // dequantized weights across their rows), once on CPUs (dequantize, then GEMM).
+      double elems = 0;
+      for (int w = 0; w < p->num_weights; ++w) {
+        const Value& wv = in(size_t(p->first_weight + w));
+        elems += double(num_elements(wv.shape, b));
+      }
+      if (n.kind == OpKind::expert_matmul) {
+        double k = double(in(size_t(p->idx)).shape[2].eval(b));
+        double E = double(in(size_t(p->first_weight)).shape[0].eval(b));
+        elems *= expected_experts_touched(E, k, tokens) / E;
+      }
+      double ops = wdtype == DType::int4 ? 3.0 : 2.0;
+      double passes = t.is_gpu() ? std::ceil(M / std::max(1.0, t.gemm_tile_m)) : 1.0;
+      c.compute_s += elems * ops * passes / (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(0.01, t.eff.dequant));
+    }
+  }
+
+  // Sets compute_s from c.flops at the matrix peak of the operand dtype.
+  void set_compute(double efficiency, DType weight_dtype) {
+    DType math = act_dtype();
+    if (weight_dtype == DType::fp8_e4m3) math = DType::fp8_e4m3;
+    c.math = math;
+    double peak = t.matrix_peak_flops(math);
+    if (peak <= 0) peak = t.peak_fp32 * 1e12;
+    c.compute_s = c.flops / (peak * std::max(1e-6, efficiency));
+  }
+
+  void scalar(double flops, double bytes) {
+    c.flops = flops;
+    c.bytes = bytes;
+    c.cls = KernelClass::elementwise;
+    c.compute_s = flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
+    c.memory_s = bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.elementwise));
+  }
+
+  KvLayout layout() const {
+    auto l = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
+    return l ? *l : KvLayout{};
+  }
+
+  // Bytes of S new positions of K and V for all B sequences, in the cache format.
+  double kv_new_bytes(const Value& cache_state) const {
+    Bindings nb = b;
+    nb.T = b.S;
+    const Shape& s = cache_state.shape;  // [L, 2, B, T, kvh, d]
+    Value one = cache_state;
+    one.shape = {Dim::c(1), s[1], s[2], s[3], s[4], s[5]};
+    return value_bytes(one, nb);
+  }
+  // Bytes of the whole context of one layer (B sequences, T positions, K and V).
+  double kv_context_bytes(const Value& cache_view) const {
+    // cache view [B, T, 2, kvh, d] in the KV format
+    const Value& st = g.value(g.values_of(ValueKind::state).front());
+    Value one = st;
+    const Shape& s = cache_view.shape;
+    one.shape = {s[0], s[1], s[2], s[3], s[4]};
+    return value_bytes(one, b);
+  }
+
+  void attention(bool flash_prefill, bool decode_kernel) {
+    int64_t h = n.attrs.i("heads"), kvh = n.attrs.i("kv_heads"), d = n.attrs.i("head_dim");
+    double B = double(b.B), S = double(b.S), T = double(b.T);
+    // Causal pairs: query i (0-based among the S new) sees T - S + i + 1 keys.
+    double pairs = S * (T - S) + S * (S + 1) / 2.0;
+    double waste = 0;
+    if (flash_prefill && !o.ideal) waste = S * 32.0;  // half a 64-key tile on the diagonal per row
+    c.flops = 4.0 * B * double(h) * double(d) * (pairs + waste);
+    const Value& q = in(0);
+    const Value& cache = in(1);
+    double kv_bytes = kv_context_bytes(cache);
+    c.bytes = vb(q) + kv_bytes + all_outputs();
+    const Value& st = g.value(g.values_of(ValueKind::state).front());
+    double bits = st.format.bits_per_element(double(d));
+    if (decode_kernel) {
+      c.cls = KernelClass::attention_decode;
+      double run = kv_read_run_bytes(layout(), b.T, kvh, d, bits);
+      double contig = o.ideal ? 1.0 : contiguity_efficiency(run, t);
+      c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory) * contig);
+      c.compute_s = c.flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
+      c.math = DType::f32;
+    } else {
+      c.cls = KernelClass::attention_prefill;
+      c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
+      c.math = act_dtype();
+      double peak = t.matrix_peak_flops(c.math);
+      c.compute_s = c.flops / (peak * eff(t.eff.attention));
+    }
+  }
+
+  double overlap(double cs, double ms) const { return overlap_time(cs, ms, t, o); }
+
+  void run() {
+    const Attrs& a = n.attrs;
+    double B = double(b.B), S = double(b.S), T = double(b.T);
+    switch (n.kind) {
+      case OpKind::matmul:
+      case OpKind::lm_head:
+      case OpKind::expert_matmul: gemm(); break;
+      case OpKind::embedding: {
+        double H = double(in(1).shape[1].eval(b));
+        double row_bytes = in(1).format.bytes(1, H);
+        scalar(0, vb(in(0)) + B * S * row_bytes + all_outputs());
+        break;
+      }
+      case OpKind::rms_norm: scalar(4.0 * elems(in(0)), all_inputs() + all_outputs()); break;
+      case OpKind::rope: scalar(3.0 * elems(in(0)), vb(in(0)) + all_outputs()); break;
+      case OpKind::silu: scalar(4.0 * elems(in(0)), all_inputs() + all_outputs()); break;
+      case OpKind::mul:
+      case OpKind::add: scalar(elems(in(0)), all_inputs() + all_outputs()); break;
+      case OpKind::mask: scalar(elems(in(0)), vb(in(0)) + all_outputs()); break;
+      case OpKind::softmax: scalar(5.0 * elems(in(0)), vb(in(0)) + all_outputs()); break;
+      case OpKind::sample: scalar(2.0 * elems(in(0)), vb(in(0)) + all_outputs()); break;
+      case OpKind::kv_write: {
+        // Reads the new K and V, writes S positions of the cache (quantizing).
+        double new_kv = kv_new_bytes(in(2));
+        scalar(4.0 * elems(in(0)), vb(in(0)) + vb(in(1)) + new_kv);
+        break;
+      }
+      case OpKind::rope_kvwrite: {
+        double new_kv = kv_new_bytes(in(3));
+        scalar(3.0 * (elems(in(0)) + elems(in(1))) + 4.0 * elems(in(1)),
+               vb(in(0)) + vb(in(1)) + vb(in(2)) + vb(out(0)) + new_kv);
+        break;
+      }
+      case OpKind::kv_read: scalar(2.0 * elems(out(0)), kv_context_bytes(in(0)) + all_outputs()); break;
+      case OpKind::qk:
+      case OpKind::pv: {
+        int64_t h = a.i("heads"), d = a.i("head_dim");
+        c.flops = 2.0 * B * double(h) * S * T * double(d);
+        c.bytes = all_inputs() + all_outputs();
+        c.cls = S <= 16 ? KernelClass::gemv : KernelClass::gemm;
+        set_compute(gemm_efficiency(S, T), act_dtype());
+        c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
+        break;
+      }
+      case OpKind::flash_attention: attention(true, false); break;
+      case OpKind::decode_attention: attention(false, true); break;
+      case OpKind::moe_router: {
+        double H = double(in(0).shape.back().eval(b)), E = double(a.i("experts"));
+        c.flops = 2.0 * B * S * H * E + 5.0 * B * S * E;
+        c.bytes = all_inputs() + all_outputs();
+        c.cls = KernelClass::gemv;
+        set_compute(gemm_efficiency(B * S, E), in(1).format.dtype);
+        c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
+        break;
+      }
+      case OpKind::moe_dispatch:
+      case OpKind::moe_combine: scalar(elems(out(0)), all_inputs() + all_outputs()); break;
+      case OpKind::all_reduce:
+      case OpKind::all_gather: {
+        double tp = double(std::max<int64_t>(1, a.i("tp", 1)));
+        double bytes = n.kind == OpKind::all_reduce ? vb(in(0)) : vb(out(0));
+        // Ring algorithm: all-reduce moves 2 (tp-1)/tp of the buffer per device in
+        // 2 (tp-1) steps; all-gather half of that.
+        double factor = n.kind == OpKind::all_reduce ? 2.0 : 1.0;
+        double link = t.link_bytes_per_s();
+        c.cls = KernelClass::collective;
+        c.bytes = bytes;
+        c.network_s = link > 0 ? factor * (tp - 1) / tp * bytes / link : 0;
+        c.network_s += factor * (tp - 1) * t.interconnect_latency_us * 1e-6;
+        c.flops = n.kind == OpKind::all_reduce ? elems(in(0)) * (tp - 1) / tp : 0;
+        break;
+      }
+    }
+    c.launch_s = o.ideal ? 0.0 : t.launch_overhead_us * 1e-6;
+    double busy = std::max(overlap(c.compute_s, c.memory_s), c.network_s);
+    c.time_s = busy + c.launch_s;
+    if (c.network_s >= std::max(c.compute_s, c.memory_s)) c.bound = Bound::network;
+    else c.bound = c.compute_s >= c.memory_s ? Bound::compute : Bound::memory;
+    if (c.launch_s > busy) c.bound = Bound::launch;
+  }
+};
+
+}  // namespace
+
+double overlap_time(double compute_s, double memory_s, const Target& t, const CostOptions& o) {
+  double p = o.ideal ? 1000.0 : t.roofline_exponent;
+  double hi = std::max(compute_s, memory_s), lo = std::min(compute_s, memory_s);
+  if (hi <= 0) return 0;
+  if (p >= 1000) return hi;
+  return hi * std::pow(1.0 + std::pow(lo / hi, p), 1.0 / p);
+}
+
+NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Bindings& b, const CostOptions& o) {
+  Costing c{g, n, t, b, o, {}};
+  c.run();
+  return c.c;
+}
+
+}  // namespace lathe

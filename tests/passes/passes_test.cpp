@@ -1,0 +1,257 @@
+// What each pass claims, checked through the simulator's byte counts; idempotence;
+// round trips; the full pipeline on every built-in model.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "codegen/plan.h"
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "ir/text.h"
+#include "ir/verifier.h"
+#include "passes/memory_plan.h"
+#include "passes/pipeline.h"
+#include "support/plans.h"
+
+namespace lathe {
+namespace {
+
+using testing::build_plan_graphs;
+
+double total_bytes(const Graph& g, const Target& t) {
+  Bindings b = graph_bindings(g);
+  CostOptions co;
+  co.ideal = true;
+  double s = 0;
+  for (NodeId id : g.topo_order()) s += cost_node(g, g.node(id), t, b, co).bytes;
+  return s;
+}
+
+double act_bytes(const Graph& g, const std::string& value) {
+  return value_bytes(g.value(g.find_value(value)), graph_bindings(g));
+}
+
+// Runs `passes` (a comma list) on the decode graph of tiny and returns before/after.
+std::pair<Graph, Graph> run(const std::string& before_passes, const std::string& pass, Phase ph = Phase::decode) {
+  auto b = build_plan_graphs("tiny", "cpu-host", {3, 16, 8});
+  Graph g = ph == Phase::decode ? b.decode : b.prefill;
+  PlanOptions o;
+  PassContext ctx{o, b.target};
+  for (const PassInfo& p : pass_registry())
+    if (before_passes.find(std::string(p.name)) != std::string::npos) p.fn(g, ctx);
+  Graph after = g;
+  find_pass(pass)->fn(after, ctx);
+  return {g, after};
+}
+
+TEST(PassDeltas, FuseQkvReadsTheNormedInputOnce) {
+  auto [before, after] = run("", "fuse-qkv");
+  Target t = load_target("cpu-host");
+  double h = act_bytes(before, "l0.h_attn");
+  EXPECT_DOUBLE_EQ(total_bytes(before, t) - total_bytes(after, t), 2 * 2 * h);  // 2 layers x 2 extra reads
+  EXPECT_EQ(before.num_nodes() - after.num_nodes(), 2u * 2);
+}
+
+TEST(PassDeltas, FuseGateUpReadsTheNormedInputOnce) {
+  auto [before, after] = run("", "fuse-gate-up");
+  Target t = load_target("cpu-host");
+  EXPECT_DOUBLE_EQ(total_bytes(before, t) - total_bytes(after, t), 2 * act_bytes(before, "l0.h_ffn"));
+  EXPECT_EQ(before.num_nodes() - after.num_nodes(), 2u);
+}
+
+TEST(PassDeltas, FuseNormMatmulRemovesTheNormedActivation) {
+  auto [before, after] = run("fuse-qkv,fuse-gate-up", "fuse-norm-matmul");
+  Target t = load_target("cpu-host");
+  double h = act_bytes(before, "l0.h_attn"), x = act_bytes(before, "x2");
+  // Layer norms: the normed activation is written and read once (2h each, 4 norms);
+  // the final norm: the LM head now reads only last rows of x instead of all of x
+  // through h (x + h).
+  EXPECT_DOUBLE_EQ(total_bytes(before, t) - total_bytes(after, t), 4 * 2 * h + x + h);
+  EXPECT_EQ(before.num_nodes() - after.num_nodes(), 5u);
+}
+
+TEST(PassDeltas, FuseEpilogueRemovesIntermediates) {
+  auto [before, after] = run("fuse-qkv,fuse-gate-up,fuse-norm-matmul", "fuse-epilogue");
+  Target t = load_target("cpu-host");
+  double g = act_bytes(before, "l0.gate"), y = act_bytes(before, "l0.attn_out");
+  // Per layer: silu_mul 6 x |gate| (gate, up written; gate read, act written and read;
+  // up read) and two residual adds 2 x |y| each.
+  EXPECT_DOUBLE_EQ(total_bytes(before, t) - total_bytes(after, t), 2 * (6 * g + 2 * 2 * y));
+  EXPECT_EQ(before.num_nodes() - after.num_nodes(), 2u * 4);
+}
+
+TEST(PassDeltas, AttentionFusionsCutKernelsAndBytes) {
+  for (Phase ph : {Phase::prefill, Phase::decode}) {
+    auto [b1, a1] = run("", "fuse-rope-kvwrite", ph);
+    auto [b2, a2] = run("", "flash-attention", ph);
+    Target t = load_target("cpu-host");
+    EXPECT_EQ(b1.num_nodes() - a1.num_nodes(), 2u * 2);
+    EXPECT_EQ(b2.num_nodes() - a2.num_nodes(), 2u * (ph == Phase::prefill ? 4 : 3));
+    EXPECT_LT(total_bytes(a1, t), total_bytes(b1, t));
+    // The score matrix disappears: at least [B, heads, S, T] f32 written and read 3 times.
+    double scores = act_bytes(b2, "l0.scores");
+    EXPECT_GE(total_bytes(b2, t) - total_bytes(a2, t), 2 * 2 * scores);
+  }
+}
+
+TEST(PassDeltas, Int4WeightsAreAbout4p5Of16) {
+  auto bytes_for = [](const char* fmt) {
+    PlanOptions o;
+    o.passes = "quantize-weights";
+    o.weights = parse_weight_format(fmt);
+    auto b = build_plan_graphs("llama-3-8b", "a100-80g", {1, 16, 2}, o);
+    Lowered l = testing::lower_plan(b, o);
+    double s = 0;
+    for (ValueId v : l.decode.values_of(ValueKind::weight))
+      if (l.decode.value(v).name.find("layers.") == 0 && l.decode.value(v).shape.size() == 2)
+        s += value_bytes(l.decode.value(v), {1, 1, 1});
+    return s;
+  };
+  EXPECT_DOUBLE_EQ(bytes_for("int4:g32") / bytes_for("bf16"), 4.5 / 16);
+  EXPECT_DOUBLE_EQ(bytes_for("int4:g128") / bytes_for("bf16"), 4.125 / 16);
+  EXPECT_DOUBLE_EQ(bytes_for("q8_0") / bytes_for("bf16"), 8.5 / 16);
+}
+
+TEST(Passes, Fp8NeedsAnFp8Target) {
+  PlanOptions o;
+  o.weights = parse_weight_format("fp8");
+  auto b = build_plan_graphs("tiny", "a100-80g", {1, 8, 2}, o);
+  try {
+    testing::lower_plan(b, o);
+    FAIL() << "fp8 accepted on sm_80";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sm_89"), std::string::npos) << e.what();
+  }
+  auto h = build_plan_graphs("tiny", "h100-sxm", {1, 8, 2}, o);
+  EXPECT_NO_THROW(testing::lower_plan(h, o));
+}
+
+TEST(Passes, GroupMustDivideTheReductionLength) {
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g128");
+  auto b = build_plan_graphs("tiny-moe", "cpu-host", {1, 8, 2}, o);  // expert_ffn 192
+  EXPECT_THROW(testing::lower_plan(b, o), Error);
+  o.weights = parse_weight_format("int4:g64");
+  EXPECT_NO_THROW(testing::lower_plan(build_plan_graphs("tiny-moe", "cpu-host", {1, 8, 2}, o), o));
+}
+
+TEST(Passes, EveryPassIsIdempotent) {
+  for (const char* model : {"tiny", "tiny-moe"})
+    for (Phase ph : {Phase::prefill, Phase::decode}) {
+      PlanOptions o;
+      o.weights = parse_weight_format("int4:g32");
+      o.kv_dtype = DType::int8;
+      auto b = build_plan_graphs(model, "cpu-host", {2, 16, 8}, o);
+      Graph g = ph == Phase::decode ? b.decode : b.prefill;
+      PassContext ctx{o, b.target};
+      for (const PassInfo& p : pass_registry()) {
+        p.fn(g, ctx);
+        std::string once = print_graph(g);
+        PassResult again = p.fn(g, ctx);
+        EXPECT_FALSE(again.changed) << p.name << " on " << model;
+        EXPECT_EQ(print_graph(g), once) << p.name << " on " << model;
+      }
+    }
+}
+
+TEST(Passes, MemoryPlanIsBoundedAndReusesMemory) {
+  for (const char* model : {"tiny", "tiny-moe", "llama-3-8b"}) {
+    auto b = build_plan_graphs(model, "a100-80g", {4, 128, 8});
+    PlanOptions o;
+    Lowered l = testing::lower_plan(b, o);
+    for (const Graph* g : {&l.prefill, &l.decode}) {
+      Bindings bind = graph_bindings(*g);
+      double sum = 0, largest = 0;
+      std::vector<LiveRange> live = live_ranges(*g, g->topo_order());
+      for (size_t v = 0; v < live.size(); ++v)
+        if (live[v].first >= 0) {
+          double bytes = value_bytes(g->value(ValueId(v)), bind);
+          sum += bytes;
+          largest = std::max(largest, bytes);
+        }
+      double arena = double(g->attrs.i("arena_bytes"));
+      EXPECT_LE(arena, sum + 256.0 * double(live.size())) << model;  // alignment slack
+      EXPECT_GE(arena, largest) << model;
+      EXPECT_GE(arena, peak_live_bytes(*g, bind)) << model;
+      EXPECT_LT(arena, 0.5 * sum) << model << ": no reuse?";
+      EXPECT_TRUE(verify(*g).empty());
+    }
+  }
+}
+
+TEST(Passes, DefaultPipelineRunsOnEveryBuiltinModel) {
+  for (const std::string& m : builtin_names("models")) {
+    auto b = build_plan_graphs(m, "h100-sxm", {2, 64, 8});
+    Lowered l = testing::lower_plan(b, PlanOptions{});  // verifies after every pass
+    EXPECT_LT(l.decode.num_nodes(), b.decode.num_nodes()) << m;
+    EXPECT_LT(l.prefill.num_nodes(), b.prefill.num_nodes()) << m;
+    EXPECT_EQ(l.pipeline.size(), pass_registry().size());
+  }
+}
+
+TEST(Passes, KvLayoutForcedOrChosenWithReason) {
+  PlanOptions o;
+  auto b = build_plan_graphs("llama-3-8b", "a100-80g", {1, 512, 64});
+  Lowered l = testing::lower_plan(b, o);
+  EXPECT_EQ(l.decode.attrs.s("kv_layout"), "LHTD");
+  EXPECT_NE(l.decode.attrs.s("kv_layout_reason").find("paged:16"), std::string::npos);
+  EXPECT_EQ(l.prefill.attrs.s("kv_layout"), l.decode.attrs.s("kv_layout"));
+  o.kv_layout = parse_kv_layout("paged:32");
+  Lowered f = testing::lower_plan(b, o);
+  EXPECT_EQ(f.decode.attrs.s("kv_layout"), "paged:32");
+  EXPECT_EQ(f.decode.attrs.s("kv_layout_reason"), "forced by the plan");
+}
+
+TEST(Passes, PipelineSelection) {
+  PlanOptions o;
+  EXPECT_EQ(pipeline_for(o).size(), pass_registry().size());
+  o.pass_enabled["fuse-qkv"] = false;
+  EXPECT_EQ(pipeline_for(o).size(), pass_registry().size() - 1);
+  o.passes = "none";
+  EXPECT_TRUE(pipeline_for(o).empty());
+  o.passes = "fuse-qkv,memory-plan";
+  EXPECT_EQ(pipeline_for(o), std::vector<std::string>{"memory-plan"});
+  o.passes = "fuse-qkv,no-such-pass";
+  EXPECT_THROW(pipeline_for(o), Error);
+}
+
+TEST(Passes, LoweredGraphAndPlanFileRoundTrip) {
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g32");
+  o.kv_dtype = DType::int8;
+  auto b = build_plan_graphs("tiny-moe", "cpu-host", {2, 16, 8}, o);
+  Lowered l = lower(b.prefill, b.decode, o, b.target, b.workload);
+  for (const Graph* g : {&l.prefill, &l.decode}) EXPECT_EQ(print_graph(parse_graph(print_graph(*g))), print_graph(*g));
+  Plan p;
+  p.model = "tiny-moe";
+  p.target = b.target;
+  p.workload = b.workload;
+  p.kv_dtype = "int8";
+  p.kv_layout = l.decode.attrs.s("kv_layout");
+  p.act_dtype = "f32";
+  p.pipeline = l.pipeline;
+  p.records = l.records;
+  p.prefill = l.prefill;
+  p.decode = l.decode;
+  Plan back = plan_from_json(plan_to_json(p), "plan.json");
+  EXPECT_EQ(print_graph(back.decode), print_graph(l.decode));
+  EXPECT_EQ(print_graph(back.prefill), print_graph(l.prefill));
+  EXPECT_EQ(back.target.hbm_bandwidth_gbs, b.target.hbm_bandwidth_gbs);
+  EXPECT_EQ(back.records.size(), l.records.size());
+  // Bad plan files are errors, not crashes.
+  std::string text = plan_to_json(p);
+  EXPECT_THROW(plan_from_json(text.substr(0, text.size() / 2), "half.json"), Error);
+  std::string other = text;
+  other.replace(other.find("\"lathe_plan\": 1"), 15, "\"lathe_plan\": 9");
+  try {
+    plan_from_json(other, "v9.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("version 9"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(plan_from_json("", "empty.json"), Error);
+  EXPECT_THROW(plan_from_json("{\"lathe_plan\": 1}", "short.json"), Error);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,108 @@
+// FLOPs and bytes of each op kind against hand calculations (tiny model, f32).
+#include "simulator/cost.h"
+
+#include <gtest/gtest.h>
+
+#include "support/plans.h"
+
+namespace lathe {
+namespace {
+
+using testing::build_plan_graphs;
+
+// tiny: hidden 128, heads 4 (kv 2) x 32, ffn 384, vocab 512, f32 everywhere.
+constexpr double H = 128, Dq = 128, Dkv = 64, F = 384, V = 512, Hd = 32;
+
+NodeCost cost_of(const Graph& g, const std::string& node, Bindings b, const Target& t) {
+  NodeId id = g.find_node(node);
+  EXPECT_NE(id, kNone) << node;
+  CostOptions o;
+  o.ideal = true;
+  return cost_node(g, g.node(id), t, b, o);
+}
+
+TEST(Cost, MatmulIs2MKN) {
+  auto p = build_plan_graphs("tiny", "cpu-host", {3, 20, 5});
+  Bindings b{3, 20, 20};
+  NodeCost c = cost_of(p.prefill, "l0.wq", b, p.target);
+  double M = 3 * 20;
+  EXPECT_DOUBLE_EQ(c.flops, 2 * M * H * Dq);
+  // x read once + weight once + y written once, all f32.
+  EXPECT_DOUBLE_EQ(c.bytes, 4 * (M * H + Dq * H + M * Dq));
+}
+
+TEST(Cost, ElementwiseAndNormBytes) {
+  auto p = build_plan_graphs("tiny", "cpu-host", {2, 10, 5});
+  Bindings b{2, 10, 10};
+  double n = 2 * 10 * H;
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.attn_add", b, p.target).bytes, 4 * 3 * n);
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.attn_norm", b, p.target).bytes, 4 * (2 * n + H));
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.silu", b, p.target).bytes, 4 * 2 * (2 * 10 * F));
+}
+
+TEST(Cost, AttentionPartsAndCausalPairs) {
+  auto p = build_plan_graphs("tiny", "cpu-host", {1, 16, 4});
+  Bindings b{1, 16, 16};
+  // qk: 2 x B x heads x S x T x d
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.qk", b, p.target).flops, 2.0 * 4 * 16 * 16 * Hd);
+  // scores [B, heads, S, T] f32 read and written by softmax
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.softmax", b, p.target).bytes, 2.0 * 4 * 4 * 16 * 16);
+  // kv_read reads one layer's K and V for the context, writes them as activations.
+  double ctx = 2.0 * 16 * Dkv * 4;
+  EXPECT_DOUBLE_EQ(cost_of(p.prefill, "l0.kv_read", b, p.target).bytes, 2 * ctx);
+}
+
+TEST(Cost, LmHeadReadsLastTokenOnly) {
+  auto p = build_plan_graphs("tiny", "cpu-host", {2, 50, 5});
+  Bindings b{2, 50, 50};
+  NodeCost c = cost_of(p.prefill, "lm_head", b, p.target);
+  EXPECT_DOUBLE_EQ(c.flops, 2 * 2 * H * V);
+  EXPECT_DOUBLE_EQ(c.bytes, 4 * (2 * H + V * H + 2 * V));
+}
+
+TEST(Cost, QuantizedWeightBytesCountScales) {
+  auto p = build_plan_graphs("llama-3-8b", "a100-80g", {1, 1, 1});
+  PlanOptions o;
+  o.passes = "quantize-weights";
+  o.weights = parse_weight_format("int4:g128");
+  auto l = testing::lower_plan(p, o);
+  Bindings b{1, 1, 10};
+  CostOptions co;
+  co.ideal = true;
+  NodeCost c = cost_node(l.decode, l.decode.node(l.decode.find_node("l0.wq")), p.target, b, co);
+  double w = 4096.0 * 4096 * 0.5 + 4096.0 * 32 * 2;  // payload + f16 scale per 128
+  EXPECT_DOUBLE_EQ(c.bytes, w + 2 * 4096 * 2);
+}
+
+TEST(Cost, CollectivesUseTheInterconnect) {
+  PlanOptions o;
+  o.tp = 2;
+  auto p = build_plan_graphs("llama-3-8b", "a100-80g", {1, 128, 1}, o);
+  Bindings b{1, 128, 128};
+  CostOptions co;
+  co.ideal = true;
+  const Node& n = p.prefill.node(p.prefill.find_node("l0.attn_out_sum"));
+  NodeCost c = cost_node(p.prefill, n, p.target, b, co);
+  double bytes = 128.0 * 4096 * 2;  // bf16 activations
+  EXPECT_EQ(c.bound, Bound::network);
+  EXPECT_NEAR(c.network_s, 2.0 * 0.5 * bytes / 600e9 + 2 * 5e-6, 1e-12);
+}
+
+TEST(Cost, ContiguityPrefersLongRuns) {
+  Target gpu = load_target("a100-80g");
+  EXPECT_GT(contiguity_efficiency(1 << 20, gpu), 0.999);
+  EXPECT_LT(contiguity_efficiency(64, gpu), 0.7);
+  KvLayout lhtd{KvLayoutKind::LHTD, 16}, lthd{KvLayoutKind::LTHD, 16}, paged{KvLayoutKind::paged, 16};
+  EXPECT_DOUBLE_EQ(kv_read_run_bytes(lhtd, 1000, 8, 128, 16), 1000.0 * 256);
+  EXPECT_DOUBLE_EQ(kv_read_run_bytes(lthd, 1000, 8, 128, 16), 256.0);
+  EXPECT_DOUBLE_EQ(kv_read_run_bytes(paged, 1000, 8, 128, 16), 16.0 * 256);
+}
+
+TEST(Cost, ExpertsTouched) {
+  EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 1), 2.0);
+  EXPECT_NEAR(expected_experts_touched(8, 2, 64), 8.0, 1e-6);
+  EXPECT_GT(expected_experts_touched(8, 2, 4), 4.0);
+}
+
+}  // namespace
+}  // namespace lathe

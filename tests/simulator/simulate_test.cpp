@@ -1,0 +1,192 @@
+#include "simulator/simulate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/plans.h"
+
+namespace lathe {
+namespace {
+
+using testing::build_plan_graphs;
+using testing::lower_plan;
+
+struct Case {
+  std::string model, hw;
+};
+
+// No prediction may beat the physical floors, on every built-in model x hardware pair:
+//   decode step >= (weight bytes one token touches + KV bytes read) / bandwidth
+//   prefill     >= FLOPs / matrix peak
+// The floors are computed here from the model spec, not from the simulator.
+TEST(Simulate, NeverBeatsThePhysicalFloors) {
+  int checked = 0;
+  for (const std::string& m : builtin_names("models")) {
+    for (const std::string& h : builtin_names("hardware")) {
+      for (const char* weights : {"", "int4:g32"}) {
+        ModelSpec model = load_model(m);
+        Target t = load_target(h);
+        Workload w{1, 256, 33};
+        PlanOptions o;
+        if (*weights) o.weights = parse_weight_format(weights);
+        auto b = build_plan_graphs(m, h, w, o);
+        Lowered l = lower_plan(b, o);
+        SimResult r = simulate(l.prefill, l.decode, t, w);
+        // Weight bytes per decode token: active matmul weights at their stored width
+        // (int4 payload only, scales excluded: a looser floor is still a floor).
+        // Weights stay in the model dtype unless int4 was asked for; the KV cache is
+        // at least int4 wide at the first decode context (P + 1 tokens).
+        double bits = *weights ? 4.0 : dtype_bits(model.dtype);
+        double wbytes = double(model.matmul_params_per_token()) * bits / 8.0;
+        double kv_min = model.kv_bytes_per_token(4) * double(w.prompt + 1);
+        double decode_floor = (wbytes + kv_min) / t.bandwidth_bytes_per_s();
+        EXPECT_GE(r.tpot_s, decode_floor) << m << " on " << h << " " << weights;
+        DType act = activation_dtype(model, t, o);
+        double peak = std::max({t.matrix_peak_flops(act), t.matrix_peak_flops(DType::fp8_e4m3),
+                                t.matrix_peak_flops(DType::int8)});
+        double prefill_flops = 2.0 * double(model.matmul_params_per_token() - model.vocab * model.hidden) *
+                               double(w.batch * w.prompt);
+        EXPECT_GE(r.prefill.time_s, prefill_flops / peak) << m << " on " << h;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 9 * 8 * 2);
+}
+
+TEST(Simulate, UnfusedTotalsEqualTheSumOfRows) {
+  auto b = build_plan_graphs("tiny-moe", "a100-80g", {2, 64, 17});
+  Lowered l = lower_plan(b, testing::no_passes());
+  SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+  double pt = 0, dt = 0, pf = 0, db = 0;
+  int pn = 0, dn = 0;
+  for (const OpRow& o : r.ops) {
+    if (o.phase == Phase::prefill) pt += o.time_s, pf += o.flops, ++pn;
+    else dt += o.time_s, db += o.bytes, ++dn;
+  }
+  EXPECT_NEAR(pt, r.prefill.time_s, 1e-12 * r.prefill.time_s + 1e-15);
+  EXPECT_NEAR(dt, r.decode.time_s, 1e-9 * r.decode.time_s);
+  EXPECT_NEAR(pf, r.prefill.flops, 1e-6 * r.prefill.flops);
+  EXPECT_NEAR(db, r.decode.bytes, 1e-6 * r.decode.bytes);
+  EXPECT_EQ(pn, r.prefill.kernels);
+  EXPECT_EQ(dn, r.decode.kernels);
+  EXPECT_EQ(size_t(pn), l.prefill.num_nodes());
+}
+
+// Decode sums every step honestly: compare with simulating each step by hand.
+TEST(Simulate, DecodeSumsEveryStep) {
+  for (bool ideal : {true, false}) {
+    auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {8, 1000, 300});
+    PlanOptions o;
+    Lowered l = lower_plan(b, o);
+    SimOptions so;
+    so.ideal = ideal;
+    SimResult r = simulate(l.prefill, l.decode, b.target, b.workload, so);
+    CostOptions co;
+    co.ideal = ideal;
+    double brute = 0;
+    for (int64_t step = 1; step < b.workload.gen; ++step) {
+      Bindings bind{8, 1, 1000 + step};
+      for (NodeId id : l.decode.topo_order()) brute += cost_node(l.decode, l.decode.node(id), b.target, bind, co).time_s;
+    }
+    EXPECT_EQ(r.decode.steps, 299);
+    EXPECT_NEAR(r.decode.time_s, brute, (ideal ? 1e-9 : 2e-3) * brute) << "ideal=" << ideal;
+  }
+}
+
+TEST(Simulate, DecodeIsNotStepsTimesTheFirstStep) {
+  // Long generation at a large batch: KV reads grow with the context.
+  auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {32, 2000, 2000});
+  Lowered l = lower_plan(b, PlanOptions{});
+  SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+  double first = 0;
+  for (NodeId id : l.decode.topo_order()) first += cost_node(l.decode, l.decode.node(id), b.target, {32, 1, 2001}).time_s;
+  EXPECT_GT(r.decode.time_s, 1999 * first * 1.1);
+}
+
+TEST(Simulate, SumMaxAffineIsExact) {
+  double brute = 0;
+  for (int64_t t = 10; t <= 500; ++t) brute += std::max({1.0 + 0.5 * t, 100.0 - 0.1 * t, 30.0 + 0.0 * t});
+  EXPECT_NEAR(sum_max_affine(1.0, 0.5, 100.0, -0.1, 30.0, 0.0, 10, 500), brute, 1e-9 * brute);
+}
+
+TEST(Simulate, KvBytesScaleWithDtypeAndContext) {
+  auto kv_of = [](const char* kv, int64_t prompt) {
+    PlanOptions o;
+    if (*kv) o.kv_dtype = parse_kv_dtype(kv);
+    auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {4, prompt, 64}, o);
+    Lowered l = lower_plan(b, o);
+    return simulate(l.prefill, l.decode, b.target, b.workload).mem.kv;
+  };
+  double bf16 = kv_of("bf16", 1000);
+  // 4 sequences x 1064 tokens x 32 layers x 2 x 8 heads x 128 x 2 bytes
+  EXPECT_DOUBLE_EQ(bf16, 4.0 * 1064 * 32 * 2 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(kv_of("int8", 1000), bf16 / 2 * (8.0 + 16.0 / 128) / 8.0);
+  EXPECT_DOUBLE_EQ(kv_of("int4", 1000), bf16 / 4 * (4.0 + 16.0 / 128) / 4.0);
+  EXPECT_NEAR(kv_of("bf16", 2000) / bf16, 2064.0 / 1064.0, 1e-12);
+}
+
+TEST(Simulate, TensorParallelHalvesPerDeviceWeights) {
+  auto weights = [](int64_t tp) {
+    PlanOptions o;
+    o.tp = tp;
+    auto b = build_plan_graphs("llama-3-70b", "h100-sxm", {1, 128, 8}, o);
+    Lowered l = lower_plan(b, o);
+    SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+    return std::pair{r.mem.weights, r};
+  };
+  auto [w1, r1] = weights(1);
+  auto [w2, r2] = weights(2);
+  ModelSpec m = load_model("llama-3-70b");
+  double emb = double(m.vocab * m.hidden) * 2, norms = double((2 * m.layers + 1) * m.hidden) * 2;
+  // Everything but the replicated embedding table and norms halves.
+  EXPECT_NEAR(w2 - emb - norms, (w1 - emb - norms) / 2, 1.0);
+  EXPECT_LT(r2.tpot_s, r1.tpot_s);
+}
+
+TEST(Simulate, MoeReadsTopKExpertsAtBatchOne) {
+  auto expert_bytes = [](int64_t batch) {
+    auto b = build_plan_graphs("mixtral-8x7b", "h100-sxm", {batch, 64, 2});
+    Lowered l = lower_plan(b, PlanOptions{});
+    SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+    double bytes = 0;
+    for (const OpRow& o : r.ops)
+      if (o.phase == Phase::decode && o.kernel.find("expert_matmul") != std::string::npos) bytes += o.bytes;
+    return bytes / r.decode.steps;
+  };
+  ModelSpec m = load_model("mixtral-8x7b");
+  double all_experts = double(m.layers * m.moe->experts * 3 * m.hidden * m.moe->expert_ffn) * 2;
+  double b1 = expert_bytes(1);
+  EXPECT_NEAR(b1 / all_experts, 2.0 / 8.0, 0.001);
+  EXPECT_GT(expert_bytes(64) / all_experts, 0.99);
+}
+
+TEST(Simulate, DoesNotFitReportsMaxBatch) {
+  auto b = build_plan_graphs("llama-3-70b", "a100-40g", {1, 128, 8});
+  Lowered l = lower_plan(b, PlanOptions{});
+  SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+  EXPECT_FALSE(r.mem.fits);
+  EXPECT_EQ(r.mem.max_batch, 0);
+  auto c = build_plan_graphs("llama-3-8b", "a100-80g", {1, 4096, 4096});
+  Lowered lc = lower_plan(c, PlanOptions{});
+  SimResult rc = simulate(lc.prefill, lc.decode, c.target, c.workload);
+  EXPECT_TRUE(rc.mem.fits);
+  // The reported max batch fits and one more does not.
+  double per_seq = (rc.mem.kv + rc.mem.activations);
+  EXPECT_LE(rc.mem.weights + per_seq * double(rc.mem.max_batch), rc.mem.capacity);
+  EXPECT_GT(rc.mem.weights + per_seq * double(rc.mem.max_batch + 1), rc.mem.capacity);
+}
+
+TEST(Simulate, IdealIsFasterThanRealistic) {
+  auto b = build_plan_graphs("mistral-7b", "l4", {1, 512, 64});
+  Lowered l = lower_plan(b, PlanOptions{});
+  SimOptions ideal;
+  ideal.ideal = true;
+  SimResult a = simulate(l.prefill, l.decode, b.target, b.workload, ideal);
+  SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+  EXPECT_LT(a.e2e_s, r.e2e_s);
+}
+
+}  // namespace
+}  // namespace lathe
