@@ -1,0 +1,511 @@
+// Kernel bodies for every op kind, as templates over the node's constants. A
+// generated kernel is one instantiation; prologues and epilogues run inside the same
+// loop nest as the GEMM (row tiles of the prologue and tiles of the epilogue live in
+// scratch, never as full tensors in memory).
+//
+// Activation buffers are row-packed: [B, S, X] holds step->n_rows rows of X; score
+// buffers [B, h, S, T] are indexed [seq][h][i][t] with the plan's S and T as strides.
+#ifndef LATHE_KERNEL_LIB_H
+#define LATHE_KERNEL_LIB_H
+
+#include "codegen/cpu/kernel_prelude.h"
+
+namespace lk {
+
+constexpr int kGemvRows = 8;  // up to this many rows a GEMM runs as GEMV (decode)
+constexpr int kTileRows = 64;  // row tile of the GEMM path
+constexpr int kTileCols = 64;  // column block of the GEMM path
+
+struct GemmDesc {
+  int nw;        // weights (= outputs unless silu_mul)
+  i64 n[4];      // output width of each weight
+  int prologue;  // PRO_NONE / PRO_RMS_NORM
+  int epilogue;  // EPI_NONE / EPI_RESIDUAL / EPI_SILU_MUL
+  float eps;
+  int last_rows;  // lm_head: one row per sequence, its last
+};
+
+// matmul / lm_head. x [rows, K]; W[i] [n[i], K]; out[i] [rows, n[i]] (lm_head: [seq, n]).
+template <int FMT, int K, int G>
+void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, const float* x, const float* norm,
+                 const void* const* W, const u16* const* S, float* const* out, const float* res) {
+  const i64 M = d.last_rows ? st->n_seq : st->n_rows;
+  if (M == 0) return;
+  auto src_row = [&](i64 i) -> i64 { return d.last_rows ? st->seq[i].row0 + st->seq[i].len - 1 : i; };
+  const bool direct = d.prologue == PRO_NONE && !d.last_rows;  // A rows are x rows as they are
+  auto fill = [&](i64 r0, i64 mt, float* A) {
+    par(c, mt, 4, [&](i64 b, i64 e, int) {
+      for (i64 i = b; i < e; ++i) {
+        const float* src = x + src_row(r0 + i) * K;
+        if (d.prologue == PRO_RMS_NORM) {
+          rms_norm_row<K>(src, norm, d.eps, A + i * K);
+        } else {
+          for (int k = 0; k < K; ++k) A[i * K + k] = src[k];
+        }
+      }
+    });
+  };
+  if (M <= kGemvRows) {
+    const float* A = x;
+    if (!direct) {
+      fill(0, M, c->shared);
+      A = c->shared;
+    }
+    i64 total = d.epilogue == EPI_SILU_MUL ? d.n[0] : 0;
+    if (d.epilogue != EPI_SILU_MUL)
+      for (int i = 0; i < d.nw; ++i) total += d.n[i];
+    par(c, total, 16, [&](i64 b, i64 e, int) {
+      float acc[kGemvRows], acc2[kGemvRows];
+      for (i64 g = b; g < e; ++g) {
+        if (d.epilogue == EPI_SILU_MUL) {
+          gemv_row<FMT, K, G>(W[0], S[0], g, A, K, int(M), acc);
+          gemv_row<FMT, K, G>(W[1], S[1], g, A, K, int(M), acc2);
+          for (i64 m = 0; m < M; ++m) out[0][m * d.n[0] + g] = silu(acc[m]) * acc2[m];
+          continue;
+        }
+        int seg = 0;
+        i64 n = g;
+        while (n >= d.n[seg]) n -= d.n[seg++];
+        gemv_row<FMT, K, G>(W[seg], S[seg], n, A, K, int(M), acc);
+        for (i64 m = 0; m < M; ++m) {
+          float v = acc[m];
+          if (d.epilogue == EPI_RESIDUAL) v += res[m * d.n[seg] + n];
+          out[seg][m * d.n[seg] + n] = v;
+        }
+      }
+    });
+    return;
+  }
+  for (i64 r0 = 0; r0 < M; r0 += kTileRows) {
+    const i64 mt = min64(kTileRows, M - r0);
+    const float* A = x + r0 * K;
+    if (!direct) {
+      fill(r0, mt, c->shared);
+      A = c->shared;
+    }
+    const int segs = d.epilogue == EPI_SILU_MUL ? 1 : d.nw;
+    for (int seg = 0; seg < segs; ++seg) {
+      const i64 N = d.n[seg], blocks = (N + kTileCols - 1) / kTileCols;
+      par(c, blocks, 1, [&](i64 b, i64 e, int t) {
+        float* wbuf = c->scratch[t];
+        float* tile = wbuf + kTileCols * K;  // [2][kTileRows][kTileCols] for silu_mul
+        for (i64 blk = b; blk < e; ++blk) {
+          const i64 n0 = blk * kTileCols, nb = min64(kTileCols, N - n0);
+          float* C = out[seg] + r0 * N + n0;
+          if (d.epilogue == EPI_SILU_MUL) {
+            float* gt = tile;
+            float* ut = tile + kTileRows * kTileCols;
+            gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[0], S[0], n0, nb, gt, nb, 0.0f);
+            gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[1], S[1], n0, nb, ut, nb, 0.0f);
+            for (i64 i = 0; i < mt; ++i)
+              for (i64 j = 0; j < nb; ++j) C[i * N + j] = silu(gt[i * nb + j]) * ut[i * nb + j];
+            continue;
+          }
+          float beta = 0.0f;
+          if (d.epilogue == EPI_RESIDUAL) {
+            for (i64 i = 0; i < mt; ++i)
+              for (i64 j = 0; j < nb; ++j) C[i * N + j] = res[(r0 + i) * N + n0 + j];
+            beta = 1.0f;
+          }
+          gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[seg], S[seg], n0, nb, C, N, beta);
+        }
+      });
+    }
+  }
+}
+
+struct ExpertDesc {
+  int nw;
+  i64 n[4];
+  int prologue;  // PRO_NONE (x is [rows, k, K]) or PRO_GATHER (x is [rows, K])
+  int epilogue;  // EPI_NONE / EPI_SILU_MUL / EPI_COMBINE / EPI_COMBINE_RESIDUAL
+  int top_k;
+  int experts;
+};
+
+// expert_matmul: pair p = row * top_k + j uses expert idx[p]. Outputs [pairs, n] per
+// weight, [pairs, n] for silu_mul, [rows, n] for combine (sum_j gate_j y_j (+ res)).
+template <int FMT, int K, int G>
+void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, const float* x, const int* idx,
+                   const void* const* W, const u16* const* S, const float* gates, const float* res,
+                   float* const* out) {
+  const i64 rows = st->n_rows, P = rows * d.top_k;
+  if (rows == 0) return;
+  auto xrow = [&](i64 p) { return d.prologue == PRO_GATHER ? x + (p / d.top_k) * K : x + p * K; };
+  const bool combine = d.epilogue == EPI_COMBINE || d.epilogue == EPI_COMBINE_RESIDUAL;
+  if (P <= 16) {  // decode: one weight row per (pair, n)
+    i64 total = 0;
+    if (d.epilogue == EPI_SILU_MUL || combine) total = d.n[0];
+    else
+      for (int i = 0; i < d.nw; ++i) total += d.n[i];
+    par(c, total, 16, [&](i64 b, i64 e, int) {
+      for (i64 g = b; g < e; ++g) {
+        int seg = 0;
+        i64 n = g;
+        if (d.epilogue == EPI_NONE)
+          while (n >= d.n[seg]) n -= d.n[seg++];
+        const i64 N = d.n[seg];
+        if (combine)
+          for (i64 r = 0; r < rows; ++r) out[0][r * N + n] = d.epilogue == EPI_COMBINE_RESIDUAL ? res[r * N + n] : 0.0f;
+        for (i64 p = 0; p < P; ++p) {
+          const i64 ex = idx[p];
+          float a, u;
+          gemv_row<FMT, K, G>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N), n, xrow(p), K, 1,
+                              &a);
+          if (d.epilogue == EPI_SILU_MUL) {
+            gemv_row<FMT, K, G>(expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N), n, xrow(p), K, 1,
+                                &u);
+            out[0][p * N + n] = silu(a) * u;
+          } else if (combine) {
+            out[0][(p / d.top_k) * N + n] += gates[p] * a;
+          } else {
+            out[seg][p * N + n] = a;
+          }
+        }
+      }
+    });
+    return;
+  }
+  // Prefill: pairs grouped by expert, gathered in row tiles, multiplied with sgemm.
+  int* order = (int*)c->shared;  // [P] pairs sorted by expert
+  int* start = order + P;        // [experts + 1]
+  float* A = (float*)(start + d.experts + 1);
+  A = (float*)(((unsigned long)A + 63) & ~63ul);
+  for (int e = 0; e <= d.experts; ++e) start[e] = 0;
+  for (i64 p = 0; p < P; ++p) ++start[idx[p] + 1];
+  for (int e = 0; e < d.experts; ++e) start[e + 1] += start[e];
+  {
+    int fill[256];
+    for (int e = 0; e < d.experts; ++e) fill[e] = start[e];
+    for (i64 p = 0; p < P; ++p) order[fill[idx[p]]++] = int(p);
+  }
+  if (combine) {
+    const i64 N = d.n[0];
+    par(c, rows, 16, [&](i64 b, i64 e, int) {
+      for (i64 i = b * N; i < e * N; ++i) out[0][i] = d.epilogue == EPI_COMBINE_RESIDUAL ? res[i] : 0.0f;
+    });
+  }
+  const int segs = (d.epilogue == EPI_NONE) ? d.nw : 1;
+  for (int ex = 0; ex < d.experts; ++ex) {
+    for (i64 q0 = start[ex]; q0 < start[ex + 1]; q0 += kTileRows) {
+      const i64 mt = min64(kTileRows, start[ex + 1] - q0);
+      for (i64 i = 0; i < mt; ++i) {
+        const float* src = xrow(order[q0 + i]);
+        for (int k = 0; k < K; ++k) A[i * K + k] = src[k];
+      }
+      for (int seg = 0; seg < segs; ++seg) {
+        const i64 N = d.n[seg], blocks = (N + kTileCols - 1) / kTileCols;
+        par(c, blocks, 1, [&](i64 b, i64 e, int t) {
+          float* wbuf = c->scratch[t];
+          float* gt = wbuf + kTileCols * K;
+          float* ut = gt + kTileRows * kTileCols;
+          for (i64 blk = b; blk < e; ++blk) {
+            const i64 n0 = blk * kTileCols, nb = min64(kTileCols, N - n0);
+            gemm_block<FMT, K, G>(c, wbuf, A, K, mt, expert_w<FMT, K, G>(W[seg], ex, N),
+                                  expert_s<FMT, K, G>(S[seg], ex, N), n0, nb, gt, nb, 0.0f);
+            if (d.epilogue == EPI_SILU_MUL)
+              gemm_block<FMT, K, G>(c, wbuf, A, K, mt, expert_w<FMT, K, G>(W[1], ex, N),
+                                    expert_s<FMT, K, G>(S[1], ex, N), n0, nb, ut, nb, 0.0f);
+            for (i64 i = 0; i < mt; ++i) {
+              const i64 p = order[q0 + i];
+              for (i64 j = 0; j < nb; ++j) {
+                float v = gt[i * nb + j];
+                if (d.epilogue == EPI_SILU_MUL) out[0][p * N + n0 + j] = silu(v) * ut[i * nb + j];
+                else if (combine) out[0][(p / d.top_k) * N + n0 + j] += gates[p] * v;
+                else out[seg][p * N + n0 + j] = v;
+              }
+            }
+          }
+        });
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- attention
+// Causal attention of the step's new rows over their sequences' caches: per
+// (sequence, kv head, tile of query rows), K and V are read once for the tile and all
+// H/KVH query heads of the group, with an online softmax. Decode is the tile of one.
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D, int QT>
+void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, float* o, float scale) {
+  constexpr int GQ = H / KVH;
+  i64 items = 0;
+  for (int s = 0; s < st->n_seq; ++s) items += KVH * ((st->seq[s].len + QT - 1) / QT);
+  par(c, items, 1, [&](i64 b, i64 e, int) {
+    float qs[QT][GQ][D], acc[QT][GQ][D], m[QT][GQ], l[QT][GQ], kf[D], vf[D];
+    for (i64 it = b; it < e; ++it) {
+      // Decode the item: (sequence, kv head, query tile).
+      i64 rest = it;
+      int s = 0;
+      for (;; ++s) {
+        i64 n = KVH * ((st->seq[s].len + QT - 1) / QT);
+        if (rest < n) break;
+        rest -= n;
+      }
+      const LatheSeq sq = st->seq[s];
+      const int tiles = (sq.len + QT - 1) / QT, h = int(rest / tiles), tile = int(rest % tiles);
+      const int i0 = tile * QT, rows = sq.len - i0 < QT ? sq.len - i0 : QT;
+      for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < GQ; ++g) {
+          const float* qp = q + (i64)(sq.row0 + i0 + r) * (H * D) + (h * GQ + g) * D;
+          for (int i = 0; i < D; ++i) {
+            qs[r][g][i] = qp[i] * scale;
+            acc[r][g][i] = 0;
+          }
+          m[r][g] = -3.0e38f;
+          l[r][g] = 0;
+        }
+      const int last = sq.past + i0 + rows - 1;  // the tile's last row sees keys 0..last
+      for (int t = 0; t <= last; ++t) {
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, h), kf);
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, h), vf);
+        for (int r = 0; r < rows; ++r) {
+          if (t > sq.past + i0 + r) continue;  // causal
+          for (int g = 0; g < GQ; ++g) {
+            float sdot = 0;
+            for (int i = 0; i < D; ++i) sdot += qs[r][g][i] * kf[i];
+            float mn = sdot > m[r][g] ? sdot : m[r][g];
+            float alpha = __builtin_expf(m[r][g] - mn), p = __builtin_expf(sdot - mn);
+            l[r][g] = l[r][g] * alpha + p;
+            for (int i = 0; i < D; ++i) acc[r][g][i] = acc[r][g][i] * alpha + p * vf[i];
+            m[r][g] = mn;
+          }
+        }
+      }
+      for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < GQ; ++g) {
+          float* op = o + (i64)(sq.row0 + i0 + r) * (H * D) + (h * GQ + g) * D;
+          float inv = 1.0f / l[r][g];
+          for (int i = 0; i < D; ++i) op[i] = acc[r][g][i] * inv;
+        }
+    }
+  });
+}
+
+// RoPE on Q and K of each row, K and V written to the cache (quantized for I8/I4).
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
+void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, const float* k,
+                         const float* v, float* q_out, double theta) {
+  par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
+    float cs[D / 2], sn[D / 2], tmp[D];
+    for (i64 r = b; r < e; ++r) {
+      const int pos = st->row_pos[r], slot = st->seq[st->row_seq[r]].slot;
+      rope_table<D>(pos, theta, cs, sn);
+      for (int h = 0; h < H; ++h) rope_rotate<D>(q + r * (H * D) + h * D, cs, sn, q_out + r * (H * D) + h * D);
+      for (int h = 0; h < KVH; ++h) {
+        rope_rotate<D>(k + r * (KVH * D) + h * D, cs, sn, tmp);
+        kv_store<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, pos, h), tmp);
+        kv_store<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, pos, h), v + r * (KVH * D) + h * D);
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- unfused ops
+template <int H, int D>
+void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, double theta) {
+  par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
+    float cs[D / 2], sn[D / 2];
+    for (i64 r = b; r < e; ++r) {
+      rope_table<D>(st->row_pos[r], theta, cs, sn);
+      for (int h = 0; h < H; ++h) rope_rotate<D>(x + r * (H * D) + h * D, cs, sn, y + r * (H * D) + h * D);
+    }
+  });
+}
+
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
+void kv_write_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* k, const float* v) {
+  par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
+    for (i64 r = b; r < e; ++r) {
+      const int pos = st->row_pos[r], slot = st->seq[st->row_seq[r]].slot;
+      for (int h = 0; h < KVH; ++h) {
+        kv_store<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, pos, h), k + r * (KVH * D) + h * D);
+        kv_store<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, pos, h), v + r * (KVH * D) + h * D);
+      }
+    }
+  });
+}
+
+// K and V of every cached position as [seq][kv head][TP][D] floats (TP = plan's T).
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D, int TP>
+void kv_read_kernel(const LatheCtx* c, const LatheStep* st, int layer, float* ko, float* vo) {
+  par(c, (i64)st->n_seq * KVH, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const int s = int(it / KVH), h = int(it % KVH);
+      const LatheSeq sq = st->seq[s];
+      for (int t = 0; t < sq.past + sq.len; ++t) {
+        const i64 o = (((i64)s * KVH + h) * TP + t) * D;
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, h), ko + o);
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, h), vo + o);
+      }
+    }
+  });
+}
+
+// scores[s][h][i][t] = scale q_i . k_t for every cached t (the mask is a separate op).
+template <int H, int KVH, int D, int SP, int TP>
+void qk_kernel(const LatheCtx* c, const LatheStep* st, const float* q, const float* k, float* s, float scale) {
+  par(c, (i64)st->n_seq * H, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const int sq_i = int(it / H), h = int(it % H);
+      const LatheSeq sq = st->seq[sq_i];
+      for (int i = 0; i < sq.len; ++i) {
+        const float* qp = q + (i64)(sq.row0 + i) * (H * D) + h * D;
+        float* out = s + (((i64)sq_i * H + h) * SP + i) * TP;
+        for (int t = 0; t < sq.past + sq.len; ++t) {
+          const float* kp = k + (((i64)sq_i * KVH + h / (H / KVH)) * TP + t) * D;
+          float dot = 0;
+          for (int d = 0; d < D; ++d) dot += qp[d] * kp[d];
+          out[t] = dot * scale;
+        }
+      }
+    }
+  });
+}
+
+template <int H, int SP, int TP>
+void mask_kernel(const LatheCtx* c, const LatheStep* st, const float* in, float* out) {
+  par(c, (i64)st->n_seq * H, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const LatheSeq sq = st->seq[it / H];
+      for (int i = 0; i < sq.len; ++i) {
+        const i64 o = (it * SP + i) * TP;
+        for (int t = 0; t < sq.past + sq.len; ++t) out[o + t] = t <= sq.past + i ? in[o + t] : -__builtin_inff();
+      }
+    }
+  });
+}
+
+template <int H, int SP, int TP>
+void softmax_kernel(const LatheCtx* c, const LatheStep* st, const float* in, float* out) {
+  par(c, (i64)st->n_seq * H, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const LatheSeq sq = st->seq[it / H];
+      const int T = sq.past + sq.len;
+      for (int i = 0; i < sq.len; ++i) {
+        const i64 o = (it * SP + i) * TP;
+        float mx = -3.0e38f, sum = 0;
+        for (int t = 0; t < T; ++t) mx = in[o + t] > mx ? in[o + t] : mx;
+        for (int t = 0; t < T; ++t) {
+          out[o + t] = __builtin_expf(in[o + t] - mx);
+          sum += out[o + t];
+        }
+        for (int t = 0; t < T; ++t) out[o + t] /= sum;
+      }
+    }
+  });
+}
+
+template <int H, int KVH, int D, int SP, int TP>
+void pv_kernel(const LatheCtx* c, const LatheStep* st, const float* p, const float* v, float* o) {
+  par(c, (i64)st->n_seq * H, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const int sq_i = int(it / H), h = int(it % H);
+      const LatheSeq sq = st->seq[sq_i];
+      for (int i = 0; i < sq.len; ++i) {
+        float acc[D];
+        for (int d = 0; d < D; ++d) acc[d] = 0;
+        const float* pp = p + (((i64)sq_i * H + h) * SP + i) * TP;
+        for (int t = 0; t < sq.past + sq.len; ++t) {
+          const float* vp = v + (((i64)sq_i * KVH + h / (H / KVH)) * TP + t) * D;
+          for (int d = 0; d < D; ++d) acc[d] += pp[t] * vp[d];
+        }
+        float* op = o + (i64)(sq.row0 + i) * (H * D) + h * D;
+        for (int d = 0; d < D; ++d) op[d] = acc[d];
+      }
+    }
+  });
+}
+
+template <int FMT, int K, int G>
+void embedding_kernel(const LatheCtx* c, const LatheStep* st, const int* tokens, const void* w, const u16* s,
+                      float* out) {
+  par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    for (i64 r = b; r < e; ++r) {
+      float rs = row_scale<FMT, G>(s, tokens[r]);
+      for (int kb = 0; kb < K / 32; ++kb) wblock<FMT, K, G>(w, s, tokens[r], kb, out + r * K + kb * 32);
+      for (int k = 0; k < K; ++k) out[r * K + k] *= rs;
+    }
+  });
+}
+
+template <int K>
+void rms_norm_kernel(const LatheCtx* c, const LatheStep* st, const float* x, const float* w, float* y, float eps) {
+  par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    for (i64 r = b; r < e; ++r) rms_norm_row<K>(x + r * K, w, eps, y + r * K);
+  });
+}
+
+// op: 0 silu(a), 1 a * b, 2 a + b over rows x W elements.
+template <int OP, i64 W>
+void elementwise_kernel(const LatheCtx* c, const LatheStep* st, const float* a, const float* bb, float* y) {
+  par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    for (i64 i = b * W; i < e * W; ++i) {
+      if constexpr (OP == 0) y[i] = silu(a[i]);
+      else if constexpr (OP == 1) y[i] = a[i] * bb[i];
+      else y[i] = a[i] + bb[i];
+    }
+  });
+}
+
+// Router: logits = h . Wr^T over experts; top-k; softmax over the chosen logits.
+template <int FMT, int K, int G, int E, int TOPK>
+void router_kernel(const LatheCtx* c, const LatheStep* st, const float* h, const void* w, const u16* s, int* ids,
+                   float* gates) {
+  par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
+    float logits[E];
+    for (i64 r = b; r < e; ++r) {
+      for (int x = 0; x < E; ++x) gemv_row<FMT, K, G>(w, s, x, h + r * K, K, 1, &logits[x]);
+      float chosen[TOPK];
+      for (int j = 0; j < TOPK; ++j) {
+        int best = -1;
+        for (int x = 0; x < E; ++x) {
+          bool taken = false;
+          for (int q = 0; q < j; ++q) taken |= ids[r * TOPK + q] == x;
+          if (!taken && (best < 0 || logits[x] > logits[best])) best = x;
+        }
+        ids[r * TOPK + j] = best;
+        chosen[j] = logits[best];
+      }
+      float mx = chosen[0], sum = 0;
+      for (int j = 0; j < TOPK; ++j) sum += __builtin_expf(chosen[j] - mx);
+      for (int j = 0; j < TOPK; ++j) gates[r * TOPK + j] = __builtin_expf(chosen[j] - mx) / sum;
+    }
+  });
+}
+
+template <int K, int TOPK>
+void dispatch_kernel(const LatheCtx* c, const LatheStep* st, const float* h, float* out) {
+  par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    for (i64 r = b; r < e; ++r)
+      for (int j = 0; j < TOPK; ++j)
+        for (int k = 0; k < K; ++k) out[(r * TOPK + j) * K + k] = h[r * K + k];
+  });
+}
+
+template <int N, int TOPK>
+void combine_kernel(const LatheCtx* c, const LatheStep* st, const float* y, const float* gates, float* out) {
+  par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    for (i64 r = b; r < e; ++r)
+      for (int n = 0; n < N; ++n) {
+        float acc = 0;
+        for (int j = 0; j < TOPK; ++j) acc += gates[r * TOPK + j] * y[(r * TOPK + j) * N + n];
+        out[r * N + n] = acc;
+      }
+  });
+}
+
+template <int V>
+void argmax_kernel(const LatheCtx* c, const LatheStep* st, const float* logits, int* tokens) {
+  for (int s = 0; s < st->n_seq; ++s) {
+    const float* l = logits + (i64)s * V;
+    int best = 0;
+    for (int v = 1; v < V; ++v)
+      if (l[v] > l[best]) best = v;
+    tokens[s] = best;
+  }
+}
+
+}  // namespace lk
+
+#endif

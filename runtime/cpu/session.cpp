@@ -1,0 +1,340 @@
+#include "runtime/cpu/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "codegen/cpu/abi.h"
+#include "codegen/cpu/emit_cpu.h"
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "runtime/cpu/blas.h"
+#include "runtime/cpu/thread_pool.h"
+#include "simulator/cost.h"
+
+namespace lathe {
+
+double available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Launch {
+  LatheKernel fn = nullptr;
+  std::vector<void*> bufs;
+  long iarg = 0;
+  NodeId node = kNone;
+  int timing = -1;
+};
+
+// One phase's executable form: kernels in launch order with their buffers bound.
+struct Program {
+  const Graph* graph = nullptr;
+  std::vector<Launch> launches;
+  Bindings plan;  // the bindings the plan was made for (buffer capacities)
+  ValueId logits = kNone, tokens_out = kNone, tokens_in = kNone;
+};
+
+}  // namespace
+
+struct CpuSession::Impl {
+  Plan plan;
+  const WeightStore& weights;
+  CpuJit& jit;
+  SessionOptions opts;
+  std::unique_ptr<ThreadPool> pool;
+  AlignedBuffer arena, kv, kv_scales, tokens;
+  std::vector<AlignedBuffer> loose;  // activations of unplanned graphs (no memory plan)
+  std::vector<float*> scratch_ptrs;
+  AlignedBuffer scratch, shared;
+  int64_t scratch_floats = 0, shared_floats = 0;
+  LatheCtx ctx{};
+  Program prefill, decode;
+  std::vector<KernelTiming> timings;
+  // KV geometry and sequence state.
+  int64_t slots = 0, tcap = 0, block = 16, blocks_per_slot = 0;
+  bool paged = false;
+  std::vector<int> block_table, free_blocks;
+  std::vector<int64_t> lengths;  // tokens in the cache per live sequence
+  JitStats jit_before;
+  double compile_s = 0;
+  int compiled = 0, cached = 0;
+
+  Impl(const Plan& p, const WeightStore& w, CpuJit& j, SessionOptions o) : plan(p), weights(w), jit(j), opts(o) {
+    int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    pool = std::make_unique<ThreadPool>(threads);
+    jit_before = jit.stats();
+    setup_kv();
+    build(prefill, plan.prefill);
+    build(decode, plan.decode);
+    allocate_memory();
+    bind(prefill);
+    bind(decode);
+    const JitStats& s = jit.stats();
+    compile_s = (s.compile_s - jit_before.compile_s) + (s.load_s - jit_before.load_s);
+    compiled = s.compiled - jit_before.compiled;
+    cached = s.disk_hits - jit_before.disk_hits;
+  }
+
+  void setup_kv() {
+    const Graph& g = plan.decode;
+    slots = g.attrs.i("B");
+    tcap = g.attrs.i("final_context");
+    auto layout = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
+    if (!layout) throw Error("plan: bad kv_layout '" + g.attrs.s("kv_layout") + "'");
+    paged = layout->kind == KvLayoutKind::paged;
+    block = layout->block;
+    int64_t L = g.attrs.i("layers"), kvh = g.attrs.i("kv_heads"), d = g.attrs.i("head_dim");
+    int64_t vectors = 0;
+    if (paged) {
+      blocks_per_slot = (tcap + block - 1) / block;
+      vectors = slots * blocks_per_slot * L * 2 * kvh * block;
+    } else {
+      vectors = L * 2 * slots * tcap * kvh;
+    }
+    const Value& state = g.value(g.values_of(ValueKind::state).front());
+    double bytes = double(vectors) * double(d) * dtype_bits(state.format.dtype) / 8.0;
+    double scale_bytes = state.format.has_scales() ? double(vectors) * 2.0 : 0.0;
+    double avail = available_memory_bytes();
+    if (avail > 0 && bytes + scale_bytes > 0.9 * avail)
+      throw Error("the KV cache needs " + std::to_string(int64_t((bytes + scale_bytes) / 1e6)) + " MB (" +
+                  std::to_string(slots) + " sequences x " + std::to_string(tcap) + " positions) but only " +
+                  std::to_string(int64_t(avail / 1e6)) + " MB of memory are available");
+    kv = AlignedBuffer(size_t(bytes));
+    if (scale_bytes > 0) kv_scales = AlignedBuffer(size_t(scale_bytes));
+    if (paged) block_table.assign(size_t(slots * blocks_per_slot), -1);
+  }
+
+  void build(Program& prog, const Graph& g) {
+    prog.graph = &g;
+    prog.plan = graph_bindings(g);
+    for (NodeId id : g.topo_order()) {
+      CpuKernel k = emit_cpu_kernel(g, id);
+      Launch l;
+      l.fn = reinterpret_cast<LatheKernel>(jit.get(cpu_kernel_source(k), k.symbol, g.name + "/" + k.node_name));
+      l.node = id;
+      l.iarg = long(k.layer);
+      scratch_floats = std::max(scratch_floats, k.scratch_floats);
+      shared_floats = std::max(shared_floats, k.shared_floats);
+      KernelTiming t;
+      t.node = id;
+      t.name = k.node_name;
+      t.label = k.label;
+      t.phase = g.phase;
+      l.timing = int(timings.size());
+      timings.push_back(t);
+      prog.launches.push_back(std::move(l));
+      const Node& n = g.node(id);
+      if (n.kind == OpKind::lm_head) prog.logits = n.outputs[0];
+      if (n.kind == OpKind::sample) prog.tokens_out = n.outputs[0];
+    }
+    prog.tokens_in = g.find_value("tokens");
+    if (prog.logits == kNone || prog.tokens_in == kNone) throw Error("plan: " + g.name + " has no lm_head or tokens");
+  }
+
+  void allocate_memory() {
+    int64_t arena_bytes = std::max(plan.prefill.attrs.i("arena_bytes", 0), plan.decode.attrs.i("arena_bytes", 0));
+    arena = AlignedBuffer(size_t(std::max<int64_t>(arena_bytes, 64)));
+    int64_t max_rows = 1;
+    for (const Graph* g : {&plan.prefill, &plan.decode}) max_rows = std::max(max_rows, g->attrs.i("B") * g->attrs.i("S"));
+    tokens = AlignedBuffer(size_t(max_rows) * 4);
+    int threads = pool->threads();
+    scratch = AlignedBuffer(size_t(std::max<int64_t>(scratch_floats, 16) * threads) * 4);
+    shared = AlignedBuffer(size_t(std::max<int64_t>(shared_floats, 16)) * 4);
+    for (int t = 0; t < threads; ++t) scratch_ptrs.push_back(static_cast<float*>(scratch.data()) + t * scratch_floats);
+    ctx.pool = pool.get();
+    ctx.parallel_for = &ThreadPool::run;
+    ctx.threads = threads;
+    ctx.scratch = scratch_ptrs.data();
+    ctx.scratch_floats = scratch_floats;
+    ctx.shared = static_cast<float*>(shared.data());
+    ctx.shared_floats = shared_floats;
+    ctx.sgemm_nt = &sgemm_nt;
+    ctx.kv = static_cast<unsigned char*>(kv.data());
+    ctx.kv_scales = static_cast<unsigned short*>(kv_scales.data());
+  }
+
+  void* value_ptr(const Graph& g, ValueId v) {
+    const Value& val = g.value(v);
+    if (v == g.find_value("tokens")) return tokens.data();
+    if (val.kind == ValueKind::weight) return const_cast<void*>(weights.get(val.name).payload.data());
+    if (val.offset >= 0) return static_cast<char*>(arena.data()) + val.offset;
+    // No memory plan ran: give the value a buffer of its own.
+    loose.emplace_back(size_t(std::max(64.0, value_bytes(val, graph_bindings(g)))));
+    return loose.back().data();
+  }
+
+  void bind(Program& prog) {
+    const Graph& g = *prog.graph;
+    std::map<ValueId, void*> unplanned;
+    for (Launch& l : prog.launches) {
+      for (const KernelBinding& kb : kernel_bindings(g, l.node)) {
+        const Value& val = g.value(kb.value);
+        if (kb.scales) {
+          l.bufs.push_back(const_cast<void*>(weights.get(val.name).scales.data()));
+          continue;
+        }
+        if (val.kind == ValueKind::activation && val.offset < 0) {
+          auto it = unplanned.find(kb.value);
+          if (it == unplanned.end()) it = unplanned.emplace(kb.value, value_ptr(g, kb.value)).first;
+          l.bufs.push_back(it->second);
+          continue;
+        }
+        l.bufs.push_back(value_ptr(g, kb.value));
+      }
+    }
+    for (auto [v, p] : unplanned) {
+      if (v == prog.logits) logits_ptr[&prog] = static_cast<float*>(p);
+      if (v == prog.tokens_out) argmax_ptr[&prog] = static_cast<int32_t*>(p);
+    }
+  }
+  std::map<const Program*, float*> logits_ptr;
+  std::map<const Program*, int32_t*> argmax_ptr;
+
+  float* logits_of(const Program& p) {
+    if (auto it = logits_ptr.find(&p); it != logits_ptr.end()) return it->second;
+    return reinterpret_cast<float*>(static_cast<char*>(arena.data()) + p.graph->value(p.logits).offset);
+  }
+  int32_t* argmax_of(const Program& p) {
+    if (p.tokens_out == kNone) return nullptr;
+    if (auto it = argmax_ptr.find(&p); it != argmax_ptr.end()) return it->second;
+    return reinterpret_cast<int32_t*>(static_cast<char*>(arena.data()) + p.graph->value(p.tokens_out).offset);
+  }
+
+  void poison() {
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    std::fill_n(static_cast<float*>(arena.data()), arena.size() / 4, nan);
+    for (AlignedBuffer& b : loose) std::fill_n(static_cast<float*>(b.data()), b.size() / 4, nan);
+  }
+
+  void ensure_blocks(int slot, int64_t upto) {
+    if (!paged) return;
+    for (int64_t b = 0; b * block < upto; ++b) {
+      int& e = block_table[size_t(slot * blocks_per_slot + b)];
+      if (e >= 0) continue;
+      if (free_blocks.empty()) throw Error("paged KV cache: out of blocks");
+      e = free_blocks.back();
+      free_blocks.pop_back();
+    }
+  }
+
+  StepResult run(Program& prog, const std::vector<std::vector<int32_t>>& new_tokens, bool fresh) {
+    const Graph& g = *prog.graph;
+    int n_seq = int(new_tokens.size());
+    if (n_seq == 0) throw Error("no sequences to run");
+    if (n_seq > slots)
+      throw Error("batch of " + std::to_string(n_seq) + " exceeds the plan's " + std::to_string(slots) +
+                  " sequences; recompile the plan with --batch " + std::to_string(n_seq));
+    if (fresh) {
+      lengths.assign(size_t(n_seq), 0);
+      if (paged) {
+        std::fill(block_table.begin(), block_table.end(), -1);
+        free_blocks.clear();
+        // Hand out blocks in a scrambled order (pairs swapped, taken from the end) so
+        // physical and logical blocks differ and the block table is really used.
+        int64_t total = slots * blocks_per_slot;
+        for (int64_t b = 0; b < total; ++b) free_blocks.push_back(int(b));
+        for (int64_t b = 0; b + 1 < total; b += 2) std::swap(free_blocks[size_t(b)], free_blocks[size_t(b + 1)]);
+      }
+    } else if (size_t(n_seq) != lengths.size()) {
+      throw Error("decode needs one token for each of the " + std::to_string(lengths.size()) + " live sequences");
+    }
+    std::vector<LatheSeq> seqs(static_cast<size_t>(n_seq));
+    std::vector<int> row_seq, row_pos;
+    int32_t* tok = static_cast<int32_t*>(tokens.data());
+    int rows = 0;
+    int64_t max_len = 0, max_ctx = 0;
+    int64_t vocab = g.attrs.i("vocab");
+    for (int s = 0; s < n_seq; ++s) {
+      const auto& t = new_tokens[size_t(s)];
+      if (t.empty()) throw Error("sequence " + std::to_string(s) + " has no tokens");
+      if (int64_t(t.size()) > prog.plan.S)
+        throw Error("sequence " + std::to_string(s) + " has " + std::to_string(t.size()) +
+                    " new tokens; the plan allows " + std::to_string(prog.plan.S) + " (recompile with a longer --prompt)");
+      int64_t past = lengths[size_t(s)];
+      if (past + int64_t(t.size()) > tcap)
+        throw Error("sequence " + std::to_string(s) + " would reach " + std::to_string(past + int64_t(t.size())) +
+                    " tokens; the plan's KV cache holds " + std::to_string(tcap) + " (recompile with a larger --gen)");
+      seqs[size_t(s)] = LatheSeq{s, int(past), int(t.size()), rows};
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] < 0 || t[i] >= vocab)
+          throw Error("token id " + std::to_string(t[i]) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        tok[rows] = t[i];
+        row_seq.push_back(s);
+        row_pos.push_back(int(past + int64_t(i)));
+        ++rows;
+      }
+      ensure_blocks(s, past + int64_t(t.size()));
+      max_len = std::max<int64_t>(max_len, int64_t(t.size()));
+      max_ctx = std::max<int64_t>(max_ctx, past + int64_t(t.size()));
+    }
+    LatheStep step{n_seq, rows, seqs.data(), row_seq.data(), row_pos.data(), block_table.data(), int(blocks_per_slot)};
+    if (opts.poison) poison();
+    Bindings bind{n_seq, max_len, max_ctx};
+    StepResult r;
+    auto t0 = Clock::now();
+    for (const Launch& l : prog.launches) {
+      if (!opts.time_kernels) {
+        l.fn(&ctx, &step, l.bufs.data(), &l.iarg);
+        continue;
+      }
+      auto a = Clock::now();
+      l.fn(&ctx, &step, l.bufs.data(), &l.iarg);
+      auto b = Clock::now();
+      KernelTiming& kt = timings[size_t(l.timing)];
+      kt.measured_s += std::chrono::duration<double>(b - a).count();
+      kt.calls += 1;
+      double pred = cost_node(g, g.node(l.node), plan.target, bind).time_s;
+      kt.predicted_s += pred;
+      r.predicted_s += pred;
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (int s = 0; s < n_seq; ++s) lengths[size_t(s)] += int64_t(new_tokens[size_t(s)].size());
+    const float* lg = logits_of(prog);
+    for (int s = 0; s < n_seq; ++s) r.logits.emplace_back(lg + int64_t(s) * vocab, lg + int64_t(s + 1) * vocab);
+    if (int32_t* am = argmax_of(prog)) r.argmax.assign(am, am + n_seq);
+    return r;
+  }
+};
+
+CpuSession::CpuSession(const Plan& plan, const WeightStore& weights, CpuJit& jit, SessionOptions o)
+    : impl_(std::make_unique<Impl>(plan, weights, jit, o)) {}
+CpuSession::~CpuSession() = default;
+
+StepResult CpuSession::prefill(const std::vector<std::vector<int32_t>>& prompts) {
+  return impl_->run(impl_->prefill, prompts, true);
+}
+
+StepResult CpuSession::decode(const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<int32_t>> t;
+  for (int32_t x : tokens) t.push_back({x});
+  return impl_->run(impl_->decode, t, false);
+}
+
+const std::vector<KernelTiming>& CpuSession::timings() const { return impl_->timings; }
+void CpuSession::reset_timings() {
+  for (KernelTiming& t : impl_->timings) t.calls = 0, t.measured_s = 0, t.predicted_s = 0;
+}
+int64_t CpuSession::vocab() const { return impl_->plan.decode.attrs.i("vocab"); }
+int CpuSession::threads() const { return impl_->pool->threads(); }
+double CpuSession::compile_s() const { return impl_->compile_s; }
+int CpuSession::kernels_compiled() const { return impl_->compiled; }
+int CpuSession::kernels_cached() const { return impl_->cached; }
+double CpuSession::kv_bytes() const { return double(impl_->kv.size() + impl_->kv_scales.size()); }
+double CpuSession::arena_bytes() const { return double(impl_->arena.size()); }
+
+}  // namespace lathe

@@ -1,0 +1,45 @@
+// A fixed pool of worker threads for kernel loops. parallel_for splits [0, n) into
+// chunks that the caller and the workers take from an atomic counter. Workers spin
+// briefly between jobs (decode issues hundreds of short loops per token) and then
+// sleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace lathe {
+
+class ThreadPool {
+ public:
+  using Body = void (*)(void* closure, long begin, long end, int thread);
+
+  explicit ThreadPool(int threads);  // threads >= 1, the caller included
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return int(workers_.size()) + 1; }
+  void parallel_for(long n, long grain, Body body, void* closure);
+  // C-compatible entry for LatheCtx::parallel_for (pool = this).
+  static void run(void* pool, long n, long grain, Body body, void* closure);
+
+ private:
+  void worker(int index);
+  void work(int thread);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<long> generation_{0};
+  std::atomic<long> next_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stop_{false};
+  long n_ = 0, chunk_ = 1;
+  Body body_ = nullptr;
+  void* closure_ = nullptr;
+};
+
+}  // namespace lathe

@@ -1,0 +1,200 @@
+#include "runtime/weights.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "codegen/cpu/kernel_prelude.h"
+#include "ir/assert.h"
+#include "ir/buffers.h"
+
+namespace lathe {
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  ptr_.reset(p);
+}
+void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+
+int64_t WeightTensor::rows() const {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+  return r;
+}
+
+size_t packed_bytes(const Format& f, int64_t rows, int64_t K) {
+  return size_t(double(rows) * double(K) * dtype_bits(f.dtype) / 8.0);
+}
+
+size_t scale_count(const Format& f, int64_t rows, int64_t K) {
+  if (!f.has_scales()) return 0;
+  return size_t(rows * (f.group > 0 ? K / f.group : 1));
+}
+
+void pack_rows(const float* x, int64_t rows, int64_t K, const Format& f, void* payload, uint16_t* scales) {
+  switch (f.dtype) {
+    case DType::f32: std::memcpy(payload, x, size_t(rows * K) * 4); return;
+    case DType::f16:
+      for (int64_t i = 0; i < rows * K; ++i) static_cast<uint16_t*>(payload)[i] = lk::f2h(x[i]);
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < rows * K; ++i) static_cast<uint16_t*>(payload)[i] = lk::f2bf(x[i]);
+      return;
+    case DType::int8: {
+      int g = f.group > 0 ? f.group : int(K);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < K; k += g)
+          lk::quant_i8(x + r * K + k, g, static_cast<lk::i8*>(payload) + r * K + k, scales + (r * K + k) / g);
+      return;
+    }
+    case DType::int4: {
+      int g = f.group;
+      LATHE_ASSERT(g % 32 == 0 && K % g == 0, "int4 groups must be multiples of 32 dividing K");
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < K; k += g)
+          lk::quant_i4(x + r * K + k, g, static_cast<uint8_t*>(payload) + (r * K + k) / 2, scales + (r * K + k) / g);
+      return;
+    }
+    default: throw Error("cannot pack weights as " + format_name(f) + " on the host");
+  }
+}
+
+void unpack_rows(const void* payload, const uint16_t* scales, int64_t rows, int64_t K, const Format& f, float* out) {
+  switch (f.dtype) {
+    case DType::f32: std::memcpy(out, payload, size_t(rows * K) * 4); return;
+    case DType::f16:
+      for (int64_t i = 0; i < rows * K; ++i) out[i] = lk::h2f(static_cast<const uint16_t*>(payload)[i]);
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < rows * K; ++i) out[i] = lk::bf2f(static_cast<const uint16_t*>(payload)[i]);
+      return;
+    case DType::int8: {
+      int64_t g = f.group > 0 ? f.group : K;
+      for (int64_t i = 0; i < rows * K; ++i)
+        out[i] = float(static_cast<const int8_t*>(payload)[i]) * lk::h2f(scales[i / g]);
+      return;
+    }
+    case DType::int4: {
+      const uint8_t* p = static_cast<const uint8_t*>(payload);
+      for (int64_t i = 0; i < rows * K; i += 32)
+        for (int j = 0; j < 16; ++j) {
+          float sc = lk::h2f(scales[i / f.group]);
+          out[i + j] = float(int(p[i / 2 + j] & 15) - 8) * sc;
+          out[i + j + 16] = float(int(p[i / 2 + j] >> 4) - 8) * sc;
+        }
+      return;
+    }
+    default: throw Error("cannot unpack " + format_name(f));
+  }
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+void synthetic_values(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, float* out) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  int64_t K = shape.empty() ? 1 : shape.back();
+  bool norm = shape.size() == 1;
+  bool embedding = name == "tok_embeddings";
+  double sigma = norm ? 0.1 : (embedding ? 1.0 : 1.0 / std::sqrt(double(K)));
+  double half_width = sigma * std::sqrt(3.0);  // uniform [-a, a] has std a / sqrt(3)
+  uint64_t base = splitmix64(seed ^ name_hash(name));
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t r = splitmix64(base + uint64_t(i));
+    double u = double(r >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+    double v = (2.0 * u - 1.0) * half_width;
+    out[i] = float(norm ? 1.0 + v : v);
+  }
+}
+
+WeightSource synthetic_source(uint64_t seed) {
+  return [seed](const std::string& name, const std::vector<int64_t>& shape, float* out) {
+    synthetic_values(seed, name, shape, out);
+  };
+}
+
+void WeightStore::add(WeightTensor t) {
+  std::string name = t.name;
+  tensors_[name] = std::move(t);
+}
+
+const WeightTensor& WeightStore::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error("weights: no tensor '" + name + "'");
+  return it->second;
+}
+
+double WeightStore::bytes() const {
+  double s = 0;
+  for (const auto& [n, t] : tensors_) s += double(t.payload.size() + t.scales.size());
+  return s;
+}
+
+WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const WeightSource& source, int threads) {
+  WeightStore store;
+  std::vector<const Value*> todo;
+  for (const Graph* g : graphs)
+    for (ValueId v : g->values_of(ValueKind::weight)) {
+      const Value& w = g->value(v);
+      if (store.has(w.name)) continue;
+      WeightTensor t;
+      t.name = w.name;
+      t.format = w.format;
+      for (const Dim& d : w.shape) {
+        LATHE_ASSERT(d.is_const(), "weight with a symbolic dim: " + w.name);
+        t.shape.push_back(d.coef);
+      }
+      store.add(std::move(t));
+      todo.push_back(&w);
+    }
+  // Tensors are independent: generate and pack them on all threads.
+  std::vector<WeightTensor*> list;
+  for (auto& [n, t] : store.tensors_) list.push_back(&t);
+  std::atomic<size_t> next{0};
+  std::vector<std::string> errors(size_t(std::max(1, threads)));
+  auto worker = [&](int id) {
+    try {
+      for (size_t i; (i = next.fetch_add(1)) < list.size();) {
+        WeightTensor& t = *list[i];
+        int64_t rows = t.rows(), K = t.cols();
+        t.payload = AlignedBuffer(packed_bytes(t.format, rows, K));
+        size_t ns = scale_count(t.format, rows, K);
+        if (ns) t.scales = AlignedBuffer(ns * 2);
+        std::vector<float> values(size_t(rows * K));
+        source(t.name, t.shape, values.data());
+        pack_rows(values.data(), rows, K, t.format, t.payload.data(), static_cast<uint16_t*>(t.scales.data()));
+      }
+    } catch (const std::exception& e) {
+      errors[size_t(id)] = e.what();
+      next = list.size();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker, i);
+  worker(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
+  return store;
+}
+
+}  // namespace lathe
