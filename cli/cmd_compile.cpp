@@ -126,20 +126,7 @@ int run_compile(const CompileArgs& a) {
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
 
-  Plan plan;
-  plan.model = p.model.name;
-  plan.target = p.target;
-  plan.workload = p.workload;
-  plan.weights_format = p.options.weights ? format_name(*p.options.weights) : "";
-  plan.kv_dtype = p.lowered.decode.attrs.s("kv_dtype");
-  plan.kv_layout = p.lowered.decode.attrs.s("kv_layout");
-  plan.kv_layout_reason = p.lowered.decode.attrs.s("kv_layout_reason");
-  plan.act_dtype = p.lowered.decode.attrs.s("act_dtype");
-  plan.tp = p.options.tp;
-  plan.pipeline = p.lowered.pipeline;
-  plan.records = p.lowered.records;
-  plan.prefill = p.lowered.prefill;
-  plan.decode = p.lowered.decode;
+  Plan plan = to_plan(p);
   std::map<std::string, std::string> files;
   files["plan.json"] = plan_to_json(plan);
   files["prefill.ir"] = print_graph(p.lowered.prefill);

@@ -27,6 +27,7 @@ void register_check(CLI::App& app, Registry& r);
 void register_graph(CLI::App& app, Registry& r);
 void register_simulate(CLI::App& app, Registry& r);  // simulate, whatif
 void register_compile(CLI::App& app, Registry& r);
+void register_run(CLI::App& app, Registry& r);  // run, probe
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);

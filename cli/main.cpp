@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   lathe::cli::register_graph(app, reg);
   lathe::cli::register_simulate(app, reg);
   lathe::cli::register_compile(app, reg);
+  lathe::cli::register_run(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

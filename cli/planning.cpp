@@ -81,6 +81,24 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   return p;
 }
 
+Plan to_plan(const Planned& p) {
+  Plan plan;
+  plan.model = p.model.name;
+  plan.target = p.target;
+  plan.workload = p.workload;
+  plan.weights_format = p.options.weights ? format_name(*p.options.weights) : "";
+  plan.kv_dtype = p.lowered.decode.attrs.s("kv_dtype");
+  plan.kv_layout = p.lowered.decode.attrs.s("kv_layout");
+  plan.kv_layout_reason = p.lowered.decode.attrs.s("kv_layout_reason");
+  plan.act_dtype = p.lowered.decode.attrs.s("act_dtype");
+  plan.tp = p.options.tp;
+  plan.pipeline = p.lowered.pipeline;
+  plan.records = p.lowered.records;
+  plan.prefill = p.lowered.prefill;
+  plan.decode = p.lowered.decode;
+  return plan;
+}
+
 std::string describe_target(const Target& t) {
   char buf[256];
   double mat = std::max(t.peak_bf16, t.peak_fp16);

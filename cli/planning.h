@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "frontend/specs.h"
 #include "ir/model.h"
+#include "codegen/plan.h"
 #include "passes/pipeline.h"
 #include "simulator/simulate.h"
 
@@ -45,6 +46,9 @@ struct Planned {
 std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w);
 
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per_op = true);
+
+// The plan file contents for a lowered plan.
+Plan to_plan(const Planned& p);
 
 // One-line descriptions used in headers.
 std::string describe_target(const Target& t);

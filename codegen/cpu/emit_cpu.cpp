@@ -126,6 +126,7 @@ struct Emitter {
               : layout->kind == KvLayoutKind::TLHD ? lk::TLHD
                                                    : lk::PAGED;
     int64_t d = g.attrs.i("head_dim");
+    if (d % 16 != 0) fail("the CPU backend needs head_dim to be a multiple of 16 (got " + std::to_string(d) + ")");
     if (kf == lk::I4 && d % 32 != 0) fail("an int4 KV cache needs head_dim to be a multiple of 32");
     return std::to_string(kf) + ", " + std::to_string(lay) + ", " + num(g.attrs.i("layers")) + ", " +
            num(g.attrs.i("kv_heads")) + ", " + num(g.attrs.i("final_context")) + ", " + std::to_string(layout->block) +
@@ -169,7 +170,7 @@ struct Emitter {
                  : epi == "combine_residual" ? lk::EPI_COMBINE_RESIDUAL
                                              : lk::EPI_NONE;
       int64_t pairs = g.attrs.i("B") * g.attrs.i("S") * topk;
-      k.shared_floats = pairs + E + 1 + 32 + int64_t(lk::kTileRows) * K;
+      k.shared_floats = std::max(pairs + E + 1 + 32 + int64_t(lk::kTileRows) * K, lk::gemv_x_floats(K, 16));
       code += "  static const lk::ExpertDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
               ", " + std::to_string(iepi) + ", " + num(topk) + ", " + num(E) + "};\n";
       code += "  const void* W[] = {" + ws + "};\n  const lk::u16* S[] = {" + ss + "};\n  float* O[] = {" + os + "};\n";
@@ -180,7 +181,7 @@ struct Emitter {
     }
     int ipro = pro == "rms_norm" ? lk::PRO_RMS_NORM : lk::PRO_NONE;
     int iepi = epi == "silu_mul" ? lk::EPI_SILU_MUL : epi == "residual" ? lk::EPI_RESIDUAL : lk::EPI_NONE;
-    k.shared_floats = int64_t(std::max(lk::kTileRows, lk::kGemvRows)) * K;
+    k.shared_floats = int64_t(std::max(lk::kTileRows, lk::kGemvRows)) * K + lk::gemv_x_floats(K, lk::kGemvRows);
     code += "  static const lk::GemmDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
             ", " + std::to_string(iepi) + ", " + num(n.attrs.f("eps", 1e-5)) + "f, " +
             std::to_string(n.kind == OpKind::lm_head ? 1 : 0) + "};\n";

@@ -12,9 +12,18 @@
 
 namespace lk {
 
-constexpr int kGemvRows = 8;  // up to this many rows a GEMM runs as GEMV (decode)
-constexpr int kTileRows = 64;  // row tile of the GEMM path
-constexpr int kTileCols = 64;  // column block of the GEMM path
+constexpr int kGemvRows = 8;    // up to this many rows a GEMM runs as GEMV (decode)
+constexpr int kTileRows = 256;  // row tile of the GEMM path
+constexpr int kTileCols = 128;  // column block of the GEMM path (dequantized weights, epilogues)
+
+// Column blocks of a GEMM over N columns: f32 weights without an epilogue tile give
+// each thread one wide sgemm (BLAS packs its operands once); otherwise blocks of
+// kTileCols bound the dequantization and epilogue scratch.
+inline i64 col_block(const LatheCtx* c, i64 N, bool wide) {
+  if (!wide) return kTileCols;
+  i64 per = (N + c->threads - 1) / c->threads;
+  return (per + 15) / 16 * 16;
+}
 
 struct GemmDesc {
   int nw;        // weights (= outputs unless silu_mul)
@@ -51,6 +60,8 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
       fill(0, M, c->shared);
       A = c->shared;
     }
+    GemvX<FMT, K> gx;
+    gx.prepare(A, K, int(M), c->shared + kGemvRows * K);
     i64 total = d.epilogue == EPI_SILU_MUL ? d.n[0] : 0;
     if (d.epilogue != EPI_SILU_MUL)
       for (int i = 0; i < d.nw; ++i) total += d.n[i];
@@ -58,15 +69,15 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
       float acc[kGemvRows], acc2[kGemvRows];
       for (i64 g = b; g < e; ++g) {
         if (d.epilogue == EPI_SILU_MUL) {
-          gemv_row<FMT, K, G>(W[0], S[0], g, A, K, int(M), acc);
-          gemv_row<FMT, K, G>(W[1], S[1], g, A, K, int(M), acc2);
+          gemv_rows<FMT, K, G>(W[0], S[0], g, gx, 0, int(M), acc);
+          gemv_rows<FMT, K, G>(W[1], S[1], g, gx, 0, int(M), acc2);
           for (i64 m = 0; m < M; ++m) out[0][m * d.n[0] + g] = silu(acc[m]) * acc2[m];
           continue;
         }
         int seg = 0;
         i64 n = g;
         while (n >= d.n[seg]) n -= d.n[seg++];
-        gemv_row<FMT, K, G>(W[seg], S[seg], n, A, K, int(M), acc);
+        gemv_rows<FMT, K, G>(W[seg], S[seg], n, gx, 0, int(M), acc);
         for (i64 m = 0; m < M; ++m) {
           float v = acc[m];
           if (d.epilogue == EPI_RESIDUAL) v += res[m * d.n[seg] + n];
@@ -85,12 +96,13 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     }
     const int segs = d.epilogue == EPI_SILU_MUL ? 1 : d.nw;
     for (int seg = 0; seg < segs; ++seg) {
-      const i64 N = d.n[seg], blocks = (N + kTileCols - 1) / kTileCols;
+      const i64 N = d.n[seg];
+      const i64 cb = col_block(c, N, FMT == F32 && d.epilogue != EPI_SILU_MUL), blocks = (N + cb - 1) / cb;
       par(c, blocks, 1, [&](i64 b, i64 e, int t) {
         float* wbuf = c->scratch[t];
         float* tile = wbuf + kTileCols * K;  // [2][kTileRows][kTileCols] for silu_mul
         for (i64 blk = b; blk < e; ++blk) {
-          const i64 n0 = blk * kTileCols, nb = min64(kTileCols, N - n0);
+          const i64 n0 = blk * cb, nb = min64(cb, N - n0);
           float* C = out[seg] + r0 * N + n0;
           if (d.epilogue == EPI_SILU_MUL) {
             float* gt = tile;
@@ -134,6 +146,11 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
   auto xrow = [&](i64 p) { return d.prologue == PRO_GATHER ? x + (p / d.top_k) * K : x + p * K; };
   const bool combine = d.epilogue == EPI_COMBINE || d.epilogue == EPI_COMBINE_RESIDUAL;
   if (P <= 16) {  // decode: one weight row per (pair, n)
+    // Activation rows: the token rows when gathering, else one per pair.
+    const i64 R = d.prologue == PRO_GATHER ? rows : P;
+    GemvX<FMT, K> gx;
+    gx.prepare(x, K, int(R), c->shared);
+    auto xm = [&](i64 p) { return int(d.prologue == PRO_GATHER ? p / d.top_k : p); };
     i64 total = 0;
     if (d.epilogue == EPI_SILU_MUL || combine) total = d.n[0];
     else
@@ -150,11 +167,11 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
         for (i64 p = 0; p < P; ++p) {
           const i64 ex = idx[p];
           float a, u;
-          gemv_row<FMT, K, G>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N), n, xrow(p), K, 1,
-                              &a);
+          gemv_rows<FMT, K, G>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N), n, gx, xm(p), 1,
+                               &a);
           if (d.epilogue == EPI_SILU_MUL) {
-            gemv_row<FMT, K, G>(expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N), n, xrow(p), K, 1,
-                                &u);
+            gemv_rows<FMT, K, G>(expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N), n, gx, xm(p), 1,
+                                 &u);
             out[0][p * N + n] = silu(a) * u;
           } else if (combine) {
             out[0][(p / d.top_k) * N + n] += gates[p] * a;

@@ -39,6 +39,15 @@ inline u32 float_to_bits(float f) {
   __builtin_memcpy(&u, &f, 4);
   return u;
 }
+#if defined(__F16C__) && defined(__clang__)
+typedef short v8s __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+inline float h2f(u16 h) {
+  v8s v = {short(h)};
+  return __builtin_ia32_vcvtph2ps(v)[0];
+}
+#else
 inline float h2f(u16 h) {
   u32 sign = u32(h & 0x8000u) << 16, em = h & 0x7fffu;
   float f = bits_to_float(em << 13) * 5.192296858534828e33f;  // x 2^112 rebiases normals and subnormals
@@ -46,6 +55,7 @@ inline float h2f(u16 h) {
   if (em >= 0x7c00u) u |= 0x7f800000u;  // inf / nan
   return bits_to_float(u | sign);
 }
+#endif
 inline u16 f2h(float f) {  // round to nearest even
   u32 x = float_to_bits(f), sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;
@@ -101,32 +111,95 @@ inline void quant_i4(const float* x, int n, u8* q, u16* scale) {
   *scale = f2h(d);
 }
 
+// ---------------------------------------------------------------- vectors
+// 16-lane vectors (one AVX-512 register, two AVX2 registers): explicit so the
+// compiler vectorizes along K, never across blocks.
+typedef float vf __attribute__((vector_size(64)));
+typedef int vi __attribute__((vector_size(64)));
+typedef unsigned short vh __attribute__((vector_size(32)));
+typedef unsigned char vb __attribute__((vector_size(16)));
+typedef signed char vsb __attribute__((vector_size(16)));
+
+inline vf vload(const float* p) {
+  vf v;
+  __builtin_memcpy(&v, p, 64);
+  return v;
+}
+inline void vstore(float* p, vf v) { __builtin_memcpy(p, &v, 64); }
+inline vf vsplat(float x) { return vf{} + x; }
+inline float vsum(vf v) {
+  float t = 0;
+  for (int i = 0; i < 16; ++i) t += v[i];
+  return t;
+}
+inline vf h2f_v(vh h) {
+#if defined(__F16C__) && defined(__clang__)
+  v8s a, b;
+  __builtin_memcpy(&a, &h, 16);
+  __builtin_memcpy(&b, (const char*)&h + 16, 16);
+  v8f lo = __builtin_ia32_vcvtph2ps256(a), hi = __builtin_ia32_vcvtph2ps256(b);
+  vf r;
+  __builtin_memcpy(&r, &lo, 32);
+  __builtin_memcpy((char*)&r + 32, &hi, 32);
+  return r;
+#endif
+  vi x = __builtin_convertvector(h, vi);
+  vi sign = (x & 0x8000) << 16, em = x & 0x7fff;
+  vf f = (vf)(em << 13) * 5.192296858534828e33f;
+  vi u = (vi)f | ((em >= 0x7c00) & 0x7f800000);
+  return (vf)(u | sign);
+}
+inline vf bf2f_v(vh h) { return (vf)(__builtin_convertvector(h, vi) << 16); }
+
 // ---------------------------------------------------------------- weights
-// 32 elements [32 kb, 32 kb + 32) of row n of a [N, K] weight, dequantized (the
-// per-row int8 scale is applied by row_scale).
+// Elements [32 kb, 32 kb + 32) of row n of a [N, K] weight as two vectors (lo: the
+// first 16, hi: the next 16), dequantized; the per-row int8 scale is applied by
+// row_scale.
 template <int FMT, int K, int G>
-inline void wblock(const void* w, const u16* s, i64 n, int kb, float* o) {
+inline void wblock2(const void* w, const u16* s, i64 n, int kb, vf& lo, vf& hi) {
   if constexpr (FMT == F32) {
     const float* p = (const float*)w + n * K + kb * 32;
-    for (int j = 0; j < 32; ++j) o[j] = p[j];
-  } else if constexpr (FMT == F16) {
+    lo = vload(p);
+    hi = vload(p + 16);
+  } else if constexpr (FMT == F16 || FMT == BF16) {
     const u16* p = (const u16*)w + n * K + kb * 32;
-    for (int j = 0; j < 32; ++j) o[j] = h2f(p[j]);
-  } else if constexpr (FMT == BF16) {
-    const u16* p = (const u16*)w + n * K + kb * 32;
-    for (int j = 0; j < 32; ++j) o[j] = bf2f(p[j]);
+    vh a, b;
+    __builtin_memcpy(&a, p, 32);
+    __builtin_memcpy(&b, p + 16, 32);
+    if constexpr (FMT == F16) {
+      lo = h2f_v(a);
+      hi = h2f_v(b);
+    } else {
+      lo = bf2f_v(a);
+      hi = bf2f_v(b);
+    }
   } else if constexpr (FMT == I8) {
     const i8* p = (const i8*)w + n * K + kb * 32;
-    float sc = G > 0 ? h2f(s[n * (K / (G > 0 ? G : 1)) + (kb * 32) / (G > 0 ? G : 1)]) : 1.0f;
-    for (int j = 0; j < 32; ++j) o[j] = float(p[j]) * sc;
+    vsb a, b;
+    __builtin_memcpy(&a, p, 16);
+    __builtin_memcpy(&b, p + 16, 16);
+    lo = __builtin_convertvector(a, vf);
+    hi = __builtin_convertvector(b, vf);
+    if constexpr (G > 0) {
+      float sc = h2f(s[n * (K / G) + (kb * 32) / G]);
+      lo *= sc;
+      hi *= sc;
+    }
   } else {
     const u8* p = (const u8*)w + n * (K / 2) + kb * 16;
+    vb q;
+    __builtin_memcpy(&q, p, 16);
     float sc = h2f(s[n * (K / G) + (kb * 32) / G]);
-    for (int j = 0; j < 16; ++j) {
-      o[j] = float(int(p[j] & 15) - 8) * sc;
-      o[j + 16] = float(int(p[j] >> 4) - 8) * sc;
-    }
+    lo = (__builtin_convertvector(q & 15, vf) - 8.0f) * sc;
+    hi = (__builtin_convertvector(q >> 4, vf) - 8.0f) * sc;
   }
+}
+template <int FMT, int K, int G>
+inline void wblock(const void* w, const u16* s, i64 n, int kb, float* o) {
+  vf lo, hi;
+  wblock2<FMT, K, G>(w, s, n, kb, lo, hi);
+  vstore(o, lo);
+  vstore(o + 16, hi);
 }
 template <int FMT, int G>
 inline float row_scale(const u16* s, i64 n) {
@@ -148,37 +221,237 @@ inline const u16* expert_s(const u16* s, i64 e, i64 N) {
   return s;
 }
 
-// out[m] = sum_k W[n, k] x[m ldx + k] for m < M (M <= 16): one pass over the row.
-template <int FMT, int K, int G>
-inline void gemv_row(const void* w, const u16* s, i64 n, const float* x, i64 ldx, int M, float* out) {
-  float wb[32];
-  if (M == 1) {
-    float acc[32] = {0};
-    for (int kb = 0; kb < K / 32; ++kb) {
-      wblock<FMT, K, G>(w, s, n, kb, wb);
-      const float* xp = x + kb * 32;
-      for (int j = 0; j < 32; ++j) acc[j] += wb[j] * xp[j];
-    }
-    float t = 0;
-    for (int j = 0; j < 32; ++j) t += acc[j];
-    out[0] = t * row_scale<FMT, G>(s, n);
-    return;
+// out[m] = sum_k W[n, k] x[m ldx + k] for m < M: one pass over the weight row, M
+// rows of x (M a compile-time constant so the accumulators stay in registers).
+// Unscaled quantized values of a 32-element block (int8 as is, int4 as q - 8).
+template <int FMT, int K>
+inline void qblock2(const void* w, i64 n, int kb, vf& lo, vf& hi) {
+  if constexpr (FMT == I8) {
+    const i8* p = (const i8*)w + n * K + kb * 32;
+    vsb a, b;
+    __builtin_memcpy(&a, p, 16);
+    __builtin_memcpy(&b, p + 16, 16);
+    lo = __builtin_convertvector(a, vf);
+    hi = __builtin_convertvector(b, vf);
+  } else {
+    const u8* p = (const u8*)w + n * (K / 2) + kb * 16;
+    vb q;
+    __builtin_memcpy(&q, p, 16);
+    lo = __builtin_convertvector(q & 15, vf) - 8.0f;
+    hi = __builtin_convertvector(q >> 4, vf) - 8.0f;
   }
-  float acc[16][32];
-  for (int m = 0; m < M; ++m)
-    for (int j = 0; j < 32; ++j) acc[m][j] = 0;
-  for (int kb = 0; kb < K / 32; ++kb) {
-    wblock<FMT, K, G>(w, s, n, kb, wb);
-    for (int m = 0; m < M; ++m) {
-      const float* xp = x + m * ldx + kb * 32;
-      for (int j = 0; j < 32; ++j) acc[m][j] += wb[j] * xp[j];
+}
+
+template <int FMT, int K, int G, int M>
+inline void gemv_row_m(const void* w, const u16* s, i64 n, const float* x, i64 ldx, float* out) {
+  vf acc[M][2];
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = vf{};
+  if constexpr ((FMT == I8 && G > 0) || FMT == I4) {
+    // Grouped formats: one scale per group, applied once per block product.
+    // Two blocks per iteration into two accumulators with fixed indices (a
+    // dynamically indexed accumulator would live on the stack).
+    const u16* srow = s + n * (K / G);
+    constexpr int NBK = K / 32;
+    auto block = [&](int kb, int slot) {
+      vf lo, hi;
+      qblock2<FMT, K>(w, n, kb, lo, hi);
+      float sc = h2f(srow[(kb * 32) / G]);
+      for (int m = 0; m < M; ++m) {
+        const float* xp = x + m * ldx + kb * 32;
+        vf p = lo * vload(xp) + hi * vload(xp + 16);
+        if (slot == 0) acc[m][0] += p * sc;
+        else acc[m][1] += p * sc;
+      }
+    };
+    int kb = 0;
+    for (; kb + 1 < NBK; kb += 2) {
+      block(kb, 0);
+      block(kb + 1, 1);
+    }
+    if constexpr (NBK % 2 == 1) block(NBK - 1, 0);
+  } else {
+    for (int kb = 0; kb < K / 32; ++kb) {
+      vf lo, hi;
+      wblock2<FMT, K, G>(w, s, n, kb, lo, hi);
+      for (int m = 0; m < M; ++m) {
+        const float* xp = x + m * ldx + kb * 32;
+        acc[m][0] += lo * vload(xp);
+        acc[m][1] += hi * vload(xp + 16);
+      }
     }
   }
   float rs = row_scale<FMT, G>(s, n);
+  for (int m = 0; m < M; ++m) out[m] = vsum(acc[m][0] + acc[m][1]) * rs;
+}
+// ---------------------------------------------------------------- integer dot products
+// Quantized weights (int8, int4) against activations quantized to int8 per 32-block
+// (like llama.cpp's q8 activations): 32 products per VNNI / maddubs instruction
+// instead of a dozen float conversions per block. Unsigned weight codes (int4 q in
+// 0..15; int8 w + 128) meet signed activations; the offset comes back per block:
+//   sum (q - o) x = dw dx (sum q xq - o sum xq),  o = 8 (int4) or 128 (int8).
+#if defined(__AVX2__) && defined(__clang__)
+#define LATHE_INT_DOT 1
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define LATHE_VNNI 1
+#endif
+typedef int v8i __attribute__((vector_size(32)));
+typedef short v16s __attribute__((vector_size(32)));
+typedef char v32c __attribute__((vector_size(32)));
+typedef float v8fl __attribute__((vector_size(32)));
+// x quantized: q[M][K] int8, per-32-block scale d[M][K/32] and offset term c[M][K/32]
+// = o x sum(q) x d (the correction of the weight code offset o).
+template <int K, int O>
+inline void quant_x(const float* x, i8* q, float* d, float* c) {
+  for (int b = 0; b < K / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = __builtin_fmaxf(amax, __builtin_fabsf(x[b * 32 + j]));
+    float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      int v = int(__builtin_roundf(x[b * 32 + j] * id));
+      q[b * 32 + j] = i8(v);
+      sum += v;
+    }
+    d[b] = db;
+    c[b] = float(O) * float(sum) * db;
+  }
+}
+inline v8i dot32(v32c w, v32c x) {  // 8 lanes, each the sum of 4 u8 x s8 products
+#ifdef LATHE_VNNI
+  return __builtin_ia32_vpdpbusd256(v8i{}, (v8i)w, (v8i)x);
+#else
+  // pmaddubsw saturates pairs to s16: safe for int4 codes (15 x 127 x 2), not int8.
+  v16s p = __builtin_ia32_pmaddubsw256(w, x);
+  return __builtin_ia32_pmaddwd256(p, v16s{} + 1);
+#endif
+}
+// Unsigned codes of a 32-element weight block, in element order.
+template <int FMT, int K>
+inline v32c wcodes(const void* w, i64 n, int kb) {
+  v32c r;
+  if constexpr (FMT == I4) {
+    const u8* p = (const u8*)w + n * (K / 2) + kb * 16;
+    typedef unsigned char v16u __attribute__((vector_size(16)));
+    v16u b;
+    __builtin_memcpy(&b, p, 16);
+    v16u lo = b & 15, hi = b >> 4;
+    __builtin_memcpy(&r, &lo, 16);
+    __builtin_memcpy((char*)&r + 16, &hi, 16);
+  } else {
+    __builtin_memcpy(&r, (const i8*)w + n * K + kb * 32, 32);
+    r ^= (char)0x80;  // s8 -> u8 = w + 128
+  }
+  return r;
+}
+// out[m] = W[n] . x_m for M rows of quantized activations.
+template <int FMT, int K, int G, int M>
+inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
+  v8fl acc[M][2];
+  float corr[M];
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = v8fl{}, corr[m] = 0;
+  constexpr int NBK = K / 32;
+  const u16* srow = G > 0 ? s + n * (K / G) : nullptr;
+  auto block = [&](int kb, int slot) {
+    v32c wc = wcodes<FMT, K>(w, n, kb);
+    float dw = G > 0 ? h2f(srow[(kb * 32) / G]) : 1.0f;
+    for (int m = 0; m < M; ++m) {
+      v32c xv;
+      __builtin_memcpy(&xv, xq + m * K + kb * 32, 32);
+      v8fl f = __builtin_convertvector(dot32(wc, xv), v8fl) * (dw * xd[m * NBK + kb]);
+      if (slot == 0) acc[m][0] += f;
+      else acc[m][1] += f;
+      corr[m] += dw * xc[m * NBK + kb];
+    }
+  };
+  int kb = 0;
+  for (; kb + 1 < NBK; kb += 2) {
+    block(kb, 0);
+    block(kb + 1, 1);
+  }
+  if constexpr (NBK % 2 == 1) block(NBK - 1, 0);
+  float rs = row_scale<FMT, G>(s, n);
   for (int m = 0; m < M; ++m) {
-    float t = 0;
-    for (int j = 0; j < 32; ++j) t += acc[m][j];
-    out[m] = t * rs;
+    v8fl t = acc[m][0] + acc[m][1];
+    float sum = 0;
+    for (int i = 0; i < 8; ++i) sum += t[i];
+    out[m] = (sum - corr[m]) * rs;
+  }
+}
+#endif
+
+
+// Scratch floats for M rows of K quantized activations (codes, scales, offsets).
+constexpr i64 gemv_x_floats(i64 K, i64 M) { return M * (K / 4 + 2 * (K / 32)) + 16; }
+
+// Activations of a GEMV in the form its weight format wants: floats as they are, or
+// (integer formats with integer dot products) quantized once for all output rows.
+template <int FMT, int K>
+struct GemvX {
+  static constexpr bool quantized =
+#if defined(LATHE_VNNI)
+      FMT == I8 || FMT == I4;
+#elif defined(LATHE_INT_DOT)
+      FMT == I4;
+#else
+      false;
+#endif
+  const float* x = nullptr;
+  i64 ldx = K;
+  i8* q = nullptr;
+  float *d = nullptr, *c = nullptr;
+  // Scratch floats needed for M rows.
+  static constexpr i64 scratch_floats(int M) { return quantized ? gemv_x_floats(K, M) : 0; }
+  void prepare(const float* xs, i64 ld, int M, float* scratch) {
+    x = xs;
+    ldx = ld;
+#ifdef LATHE_INT_DOT
+    if constexpr (quantized) {
+      q = (i8*)scratch;
+      d = scratch + M * (K / 4);
+      c = d + M * (K / 32);
+      for (int m = 0; m < M; ++m) quant_x<K, FMT == I4 ? 8 : 128>(xs + m * ld, q + m * K, d + m * (K / 32), c + m * (K / 32));
+    }
+#endif
+  }
+};
+
+template <int FMT, int K, int G>
+inline void gemv_row(const void* w, const u16* s, i64 n, const float* x, i64 ldx, int M, float* out);
+
+// One output row for M activation rows prepared in `gx` (m0: first row of this call).
+template <int FMT, int K, int G>
+inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& gx, int m0, int M, float* out) {
+#ifdef LATHE_INT_DOT
+  if constexpr (GemvX<FMT, K>::quantized) {
+    const i8* q = gx.q + m0 * K;
+    const float* d = gx.d + m0 * (K / 32);
+    const float* c = gx.c + m0 * (K / 32);
+    switch (M) {
+      case 1: return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
+      case 2: return gemv_row_q<FMT, K, G, 2>(w, s, n, q, d, c, out);
+      case 3: return gemv_row_q<FMT, K, G, 3>(w, s, n, q, d, c, out);
+      case 4: return gemv_row_q<FMT, K, G, 4>(w, s, n, q, d, c, out);
+      default:
+        for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
+        return;
+    }
+  }
+#endif
+  gemv_row<FMT, K, G>(w, s, n, gx.x + m0 * gx.ldx, gx.ldx, M, out);
+}
+
+template <int FMT, int K, int G>
+inline void gemv_row(const void* w, const u16* s, i64 n, const float* x, i64 ldx, int M, float* out) {
+  switch (M) {
+    case 1: return gemv_row_m<FMT, K, G, 1>(w, s, n, x, ldx, out);
+    case 2: return gemv_row_m<FMT, K, G, 2>(w, s, n, x, ldx, out);
+    case 3: return gemv_row_m<FMT, K, G, 3>(w, s, n, x, ldx, out);
+    case 4: return gemv_row_m<FMT, K, G, 4>(w, s, n, x, ldx, out);
+    default:
+      for (int m0 = 0; m0 < M; m0 += 4) {
+        int mt = M - m0 < 4 ? M - m0 : 4;
+        gemv_row<FMT, K, G>(w, s, n, x + m0 * ldx, ldx, mt, out + m0);
+      }
   }
 }
 
@@ -253,29 +526,35 @@ inline i64 kv_index(const LatheStep* st, int layer, int kv, int slot, int t, int
   i64 blk = st->block_table[(i64)slot * st->blocks_per_slot + t / NB];
   return (((blk * L + layer) * 2 + kv) * KVH + h) * NB + t % NB;
 }
+// A cached K or V vector of D floats (D a multiple of 16; of 32 for I4).
 template <int KF, int D>
 inline void kv_load(const LatheCtx* c, i64 v, float* o) {
   if constexpr (KF == F32) {
-    const float* p = (const float*)c->kv + v * D;
-    for (int i = 0; i < D; ++i) o[i] = p[i];
-  } else if constexpr (KF == F16) {
+    __builtin_memcpy(o, (const float*)c->kv + v * D, D * 4);
+  } else if constexpr (KF == F16 || KF == BF16) {
     const u16* p = (const u16*)c->kv + v * D;
-    for (int i = 0; i < D; ++i) o[i] = h2f(p[i]);
-  } else if constexpr (KF == BF16) {
-    const u16* p = (const u16*)c->kv + v * D;
-    for (int i = 0; i < D; ++i) o[i] = bf2f(p[i]);
+    for (int i = 0; i < D; i += 16) {
+      vh h;
+      __builtin_memcpy(&h, p + i, 32);
+      vstore(o + i, KF == F16 ? h2f_v(h) : bf2f_v(h));
+    }
   } else if constexpr (KF == I8) {
     const i8* p = (const i8*)c->kv + v * D;
     float sc = h2f(c->kv_scales[v]);
-    for (int i = 0; i < D; ++i) o[i] = float(p[i]) * sc;
+    for (int i = 0; i < D; i += 16) {
+      vsb q;
+      __builtin_memcpy(&q, p + i, 16);
+      vstore(o + i, __builtin_convertvector(q, vf) * sc);
+    }
   } else {
     const u8* p = c->kv + v * (D / 2);
     float sc = h2f(c->kv_scales[v]);
-    for (int b = 0; b < D / 32; ++b)
-      for (int j = 0; j < 16; ++j) {
-        o[b * 32 + j] = float(int(p[b * 16 + j] & 15) - 8) * sc;
-        o[b * 32 + j + 16] = float(int(p[b * 16 + j] >> 4) - 8) * sc;
-      }
+    for (int b = 0; b < D / 32; ++b) {
+      vb q;
+      __builtin_memcpy(&q, p + b * 16, 16);
+      vstore(o + b * 32, (__builtin_convertvector(q & 15, vf) - 8.0f) * sc);
+      vstore(o + b * 32 + 16, (__builtin_convertvector(q >> 4, vf) - 8.0f) * sc);
+    }
   }
 }
 template <int KF, int D>

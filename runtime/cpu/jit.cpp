@@ -1,6 +1,7 @@
 // The one translation unit that includes Clang and LLVM headers.
 #include "runtime/cpu/jit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -55,10 +56,12 @@ std::string offending_lines(const std::string& source, const std::string& diag) 
   std::string out;
   size_t pos = 0;
   int shown = 0;
+  std::vector<int> done;
   while ((pos = diag.find("kernel.cpp:", pos)) != std::string::npos && shown < 3) {
     pos += 11;
     int line = std::atoi(diag.c_str() + pos);
-    if (line <= 0 || line > int(lines.size())) continue;
+    if (line <= 0 || line > int(lines.size()) || std::find(done.begin(), done.end(), line) != done.end()) continue;
+    done.push_back(line);
     out += "  --- kernel.cpp around line " + std::to_string(line) + " ---\n";
     for (int l = std::max(1, line - 2); l <= std::min(int(lines.size()), line + 2); ++l)
       out += (l == line ? "  > " : "    ") + std::to_string(l) + ": " + lines[size_t(l - 1)] + "\n";
@@ -79,7 +82,8 @@ struct CpuJit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string cpu, features;
-  std::map<std::string, void*> loaded;  // key -> symbol address
+  std::map<std::string, bool> loaded;                        // objects added, by key
+  std::map<std::pair<std::string, std::string>, void*> addrs;  // (key, symbol) -> address
 
   std::vector<std::string> flags() const {
     return {"-x", "c++", "-std=c++17", "-O3", "-march=native", "-fno-exceptions", "-fno-rtti",
@@ -102,10 +106,12 @@ struct CpuJit::Impl {
     return hex;
   }
 
-  void* add_object(std::unique_ptr<llvm::MemoryBuffer> obj, const std::string& symbol, const std::string& kernel) {
+  void add_object(std::unique_ptr<llvm::MemoryBuffer> obj, const std::string& kernel) {
     auto rt = jit->getMainJITDylib().createResourceTracker();
     if (auto err = jit->addObjectFile(rt, std::move(obj)))
       throw Error("JIT: cannot load the object of kernel " + kernel + ": " + llvm::toString(std::move(err)));
+  }
+  void* lookup(const std::string& symbol, const std::string& kernel) {
     auto sym = jit->lookup(symbol);
     if (!sym) throw Error("JIT: kernel " + kernel + " has no symbol " + symbol + ": " + llvm::toString(sym.takeError()));
     return reinterpret_cast<void*>(sym->getAddress());
@@ -182,9 +188,13 @@ CpuJit::~CpuJit() = default;
 void* CpuJit::get(const std::string& source, const std::string& symbol, const std::string& kernel) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::string key = impl_->key_of(source);
-  if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) {
+  if (auto it = impl_->addrs.find({key, symbol}); it != impl_->addrs.end()) {
     ++impl_->stats.memory_hits;
     return it->second;
+  }
+  if (impl_->loaded.count(key)) {  // the object is loaded; another of its symbols
+    ++impl_->stats.memory_hits;
+    return impl_->addrs[{key, symbol}] = impl_->lookup(symbol, kernel);
   }
   namespace fs = std::filesystem;
   fs::path file = fs::path(impl_->dir) / (key + ".o");
@@ -193,8 +203,9 @@ void* CpuJit::get(const std::string& source, const std::string& symbol, const st
   if (impl_->opts.disk_cache && fs::exists(file, ec)) {
     auto buf = llvm::MemoryBuffer::getFile(file.string());
     if (buf) {
-      void* addr = impl_->add_object(std::move(*buf), symbol, kernel);
-      impl_->loaded[key] = addr;
+      impl_->add_object(std::move(*buf), kernel);
+      impl_->loaded[key] = true;
+      void* addr = impl_->addrs[{key, symbol}] = impl_->lookup(symbol, kernel);
       ++impl_->stats.disk_hits;
       impl_->stats.load_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return addr;
@@ -216,9 +227,9 @@ void* CpuJit::get(const std::string& source, const std::string& symbol, const st
     fs::rename(tmp, file, ec);
     if (ec) fs::remove(tmp, ec);
   }
-  void* addr = impl_->add_object(std::move(obj), symbol, kernel);
-  impl_->loaded[key] = addr;
-  return addr;
+  impl_->add_object(std::move(obj), kernel);
+  impl_->loaded[key] = true;
+  return impl_->addrs[{key, symbol}] = impl_->lookup(symbol, kernel);
 }
 
 const JitStats& CpuJit::stats() const { return impl_->stats; }

@@ -29,6 +29,26 @@ double available_memory_bytes() {
   return 0;
 }
 
+double cpu_session_bytes(const Plan& plan) {
+  const Graph& g = plan.decode;
+  double weights = 0;
+  for (ValueId v : g.values_of(ValueKind::weight)) weights += value_bytes(g.value(v), graph_bindings(g));
+  Bindings full{g.attrs.i("B"), 1, g.attrs.i("final_context")};
+  double kv = 0;
+  for (ValueId v : g.values_of(ValueKind::state)) kv += value_bytes(g.value(v), full);
+  double arena = double(std::max(plan.prefill.attrs.i("arena_bytes", 0), plan.decode.attrs.i("arena_bytes", 0)));
+  return weights + kv + arena;
+}
+
+void check_fits_in_memory(const Plan& plan) {
+  double need = cpu_session_bytes(plan), avail = available_memory_bytes();
+  if (avail > 0 && need > 0.9 * avail)
+    throw Error("this plan needs " + std::to_string(int64_t(need / 1e6)) + " MB of host memory (weights, KV cache for " +
+                std::to_string(plan.decode.attrs.i("B")) + " x " + std::to_string(plan.decode.attrs.i("final_context")) +
+                " positions, activations) but only " + std::to_string(int64_t(avail / 1e6)) +
+                " MB are available; use smaller --batch / --gen or quantized --weights / --kv");
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -75,6 +95,7 @@ struct CpuSession::Impl {
   int compiled = 0, cached = 0;
 
   Impl(const Plan& p, const WeightStore& w, CpuJit& j, SessionOptions o) : plan(p), weights(w), jit(j), opts(o) {
+    check_fits_in_memory(plan);
     int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     pool = std::make_unique<ThreadPool>(threads);
     jit_before = jit.stats();

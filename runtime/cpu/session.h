@@ -68,4 +68,10 @@ class CpuSession {
 // Bytes of memory available to this process (MemAvailable), or 0 when unknown.
 double available_memory_bytes();
 
+// Host memory a CPU session of this plan needs: weights in their formats, the KV
+// cache, the activation arena. Throws lathe::Error when it exceeds what is available
+// (checked before anything is allocated).
+double cpu_session_bytes(const Plan& plan);
+void check_fits_in_memory(const Plan& plan);
+
 }  // namespace lathe

@@ -122,5 +122,45 @@ expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/notplan"
 [ -f "$tmp/notplan/keep" ] || bad "compile clobbered a non-plan directory"
 expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/plan" --passes fuse-qkv,bogus
 
+# ---- run (CPU backend) ----
+export LATHE_CACHE_DIR="$tmp/jit-cache"
+expect_rc 0 "$LATHE" run tiny --prompt-tokens 16 --gen 8 --format json
+python3 - "$tmp/out" <<'PY' || bad "run json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["tokens"]) == 8 and len(d["generated"]) == 1
+for k in ("ttft_ms", "tpot_ms", "prefill_ms", "decode_ms", "predicted", "jit"):
+    assert k in d, k
+assert d["jit"]["compiled"] > 0
+PY
+first=$(python3 -c "import json; print(json.load(open('$tmp/out'))['tokens'])")
+expect_rc 0 "$LATHE" run tiny --prompt-tokens 16 --gen 8 --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['jit']['compiled'] == 0 and d['jit']['cached'] > 0, d['jit']" || bad "second run compiled again (no cache)"
+[ "$(python3 -c "import json; print(json.load(open('$tmp/out'))['tokens'])")" = "$first" ] || bad "greedy decode not deterministic"
+expect_rc 0 "$LATHE" run tiny-moe --tokens "1,2,3;4,5" --gen 3 --weights int4:g32 --kv int8 --kv-layout paged:4 --per-op
+grep -q "decode_attention" "$tmp/out" || bad "run --per-op lacks kernels"
+expect_rc 0 "$LATHE" run tiny --tokens 5,6,7 --gen 4 --temperature 0.8 --top-k 20 --top-p 0.9 --sample-seed 3
+expect_rc 0 "$LATHE" compile tiny cpu-host --act f32 -o "$tmp/tplan" --batch 2 --prompt 8 --gen 4 --emit cpu
+ls "$tmp/tplan/kernels/cpu/" | grep -q "^k_.*\.cpp$" || bad "--emit cpu wrote no kernels"
+grep -q "extern \"C\" void k_" "$tmp/tplan/kernels/cpu/"k_*.cpp || bad "emitted kernels lack functions"
+expect_rc 0 "$LATHE" run "$tmp/tplan" --tokens "1,2;3,4,5" --gen 3
+expect_rc 2 "$LATHE" run "$tmp/tplan" --tokens "1,2,3,4,5,6,7,8,9,10" --gen 2
+grep -q "plan allows" "$tmp/err" || bad "over-long prompt error"
+expect_rc 2 "$LATHE" run tiny --backend tpu --gen 2
+expect_rc 2 "$LATHE" run tiny --tokens 1,x --gen 2
+expect_rc 2 "$LATHE" run tiny --tokens 99999 --gen 2
+cp -r "$tmp/tplan" "$tmp/trunc"; head -c 2000 "$tmp/tplan/plan.json" >"$tmp/trunc/plan.json"
+expect_rc 2 "$LATHE" run "$tmp/trunc" --gen 2
+grep -q "truncated or corrupted" "$tmp/err" || bad "truncated plan error: $(cat "$tmp/err")"
+cp -r "$tmp/tplan" "$tmp/v9"; sed -i 's/"lathe_plan": 1/"lathe_plan": 9/' "$tmp/v9/plan.json"
+expect_rc 2 "$LATHE" run "$tmp/v9" --gen 2
+grep -q "version 9" "$tmp/err" || bad "plan version error"
+expect_rc 2 "$LATHE" run tiny --act bf16 --gen 2
+expect_rc 2 "$LATHE" run llama-3-70b --batch 4000 --prompt-tokens 4096 --gen 4096
+grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" probe --buffer-mb 64 -o "$tmp/probe.toml"
+expect_rc 0 "$LATHE" check "$tmp/probe.toml"
+expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

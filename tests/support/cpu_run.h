@@ -30,9 +30,14 @@ inline Plan make_plan(const std::string& model, Workload w, const PlanOptions& o
   return p;
 }
 
-// One JIT for the whole test binary: kernels shared between configurations compile once.
+// One JIT for the whole test binary: kernels shared between configurations compile
+// once; the disk cache lives in the build tree (fresh on every clean build).
 inline CpuJit& test_jit() {
+#ifdef LATHE_TEST_CACHE_DIR
+  static CpuJit jit(JitOptions{LATHE_TEST_CACHE_DIR, true});
+#else
   static CpuJit jit(JitOptions{"", false});
+#endif
   return jit;
 }
 

@@ -1,0 +1,284 @@
+// lathe run: execute a plan for real (prefill + decode) and set the measured time of
+// every kernel beside its prediction. lathe probe: measure this machine.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unistd.h>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "ir/assert.h"
+#include "runtime/cpu/probe.h"
+#include "runtime/cpu/session.h"
+#include "runtime/sampler.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir;
+  int64_t prompt_tokens = 16, batch = 1, gen = 16;
+  PlanFlags plan;
+  std::vector<std::string> sets;
+  int threads = 0;
+  uint64_t seed = 1, sample_seed = 0;
+  double temperature = 0, top_p = 1;
+  int top_k = 0;
+  bool per_op = false, no_cache = false;
+};
+
+std::vector<std::vector<int32_t>> parse_tokens(const std::string& s) {
+  std::vector<std::vector<int32_t>> out(1);
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    try {
+      size_t used = 0;
+      long long v = std::stoll(cur, &used);
+      if (used != cur.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(cur);
+      out.back().push_back(int32_t(v));
+    } catch (...) {
+      throw Error("--tokens: '" + cur + "' is not a token id");
+    }
+    cur.clear();
+  };
+  for (char c : s) {
+    if (c == ',' || c == ' ') flush();
+    else if (c == ';') {
+      flush();
+      out.emplace_back();
+    } else cur += c;
+  }
+  flush();
+  for (const auto& seq : out)
+    if (seq.empty()) throw Error("--tokens: empty sequence (write ids as 1,2,3 and separate sequences with ';')");
+  return out;
+}
+
+std::string ms(double s) { return fmt_double(s * 1e3, s * 1e3 < 10 ? 3 : 2); }
+
+int run_run(const RunArgs& a) {
+  if (a.backend != "cpu" && a.backend != "cuda")
+    throw Error("--backend: unknown backend '" + a.backend + "' (expected cpu or cuda)");
+  if (a.backend == "cuda") throw Error("--backend cuda: no CUDA runtime in this build of lathe run (see `lathe compile --emit cuda`)");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool from_plan = fs::is_directory(a.model, ec) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
+  std::vector<std::vector<int32_t>> prompts;
+  if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
+
+  Plan plan;
+  std::string model_name;
+  if (from_plan) {
+    plan = load_plan_dir(a.model);
+    model_name = plan.model;
+  } else {
+    PlanSpec spec = a.plan.plan_spec();
+    PlanRequest req;
+    req.model = a.model;
+    req.hardware = a.hw;
+    req.sets = a.sets;
+    req.options = spec.options;
+    if (!req.options.act_dtype) req.options.act_dtype = DType::f32;
+    int64_t batch = prompts.empty() ? a.batch : int64_t(prompts.size());
+    int64_t longest = a.prompt_tokens;
+    if (!prompts.empty()) {
+      longest = 0;
+      for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+    }
+    req.workload = {batch, longest, std::max<int64_t>(a.gen, 1)};
+    LowerHooks hooks;
+    hooks.record = false;
+    Planned p = make_plan(req, hooks, false);
+    for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+    plan = to_plan(p);
+    model_name = p.model.name;
+  }
+  int64_t vocab = plan.decode.attrs.i("vocab");
+  if (prompts.empty())
+    for (int64_t s = 0; s < a.batch; ++s) {
+      std::vector<int32_t> t;
+      for (int64_t i = 0; i < a.prompt_tokens; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
+      prompts.push_back(t);
+    }
+  for (const auto& p : prompts)
+    for (int32_t t : p)
+      if (t >= vocab) throw Error("--tokens: id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
+
+  check_fits_in_memory(plan);  // before a byte of weights is allocated
+  auto t_weights = std::chrono::steady_clock::now();
+  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
+  double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
+  CpuJit jit(JitOptions{a.cache_dir, !a.no_cache});
+  SessionOptions so;
+  so.threads = threads;
+  CpuSession session(plan, weights, jit, so);
+
+  std::vector<Sampler> samplers;
+  for (size_t s = 0; s < prompts.size(); ++s)
+    samplers.emplace_back(SamplerOptions{a.temperature, a.top_k, a.top_p, a.sample_seed + s});
+  std::vector<std::vector<int32_t>> generated(prompts.size());
+  auto t0 = std::chrono::steady_clock::now();
+  StepResult r = session.prefill(prompts);
+  std::vector<int32_t> next;
+  for (size_t s = 0; s < prompts.size(); ++s) next.push_back(samplers[s].sample(r.logits[s]));
+  double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double prefill_s = r.seconds, prefill_pred = r.predicted_s;
+  for (size_t s = 0; s < prompts.size(); ++s) generated[s].push_back(next[s]);
+  double decode_s = 0, decode_pred = 0;
+  int steps = 0;
+  for (int64_t i = 1; i < a.gen; ++i) {
+    r = session.decode(next);
+    decode_s += r.seconds;
+    decode_pred += r.predicted_s;
+    ++steps;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      next[s] = samplers[s].sample(r.logits[s]);
+      generated[s].push_back(next[s]);
+    }
+  }
+  double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t prompt_total = 0;
+  for (const auto& p : prompts) prompt_total += int64_t(p.size());
+  double tpot = steps ? decode_s / steps : 0, tpot_pred = steps ? decode_pred / steps : 0;
+  double batch = double(prompts.size());
+
+  if (a.format == "json") {
+    nlohmann::json j;
+    std::vector<int32_t> flat;
+    for (const auto& g : generated) flat.insert(flat.end(), g.begin(), g.end());
+    j["backend"] = a.backend;
+    j["model"] = model_name;
+    j["target"] = plan.target.name;
+    j["threads"] = session.threads();
+    j["tokens"] = flat;
+    j["generated"] = generated;
+    j["batch"] = prompts.size();
+    j["prompt_tokens"] = prompt_total;
+    j["decode_steps"] = steps;
+    j["ttft_ms"] = ttft * 1e3;
+    j["tpot_ms"] = tpot * 1e3;
+    j["e2e_ms"] = e2e * 1e3;
+    j["prefill_ms"] = prefill_s * 1e3;
+    j["decode_ms"] = decode_s * 1e3;
+    j["prefill_tokens_per_s"] = prefill_s > 0 ? double(prompt_total) / prefill_s : 0;
+    j["decode_tokens_per_s"] = tpot > 0 ? batch / tpot : 0;
+    j["predicted"] = {{"target", plan.target.name},
+                      {"prefill_ms", prefill_pred * 1e3},
+                      {"decode_ms", decode_pred * 1e3},
+                      {"tpot_ms", tpot_pred * 1e3},
+                      {"simulated", true}};
+    j["jit"] = {{"compiled", session.kernels_compiled()},
+                {"cached", session.kernels_cached()},
+                {"compile_s", session.compile_s()}};
+    j["weights_init_s"] = weights_s;
+    if (a.per_op) {
+      j["kernels"] = nlohmann::json::array();
+      for (const KernelTiming& t : session.timings())
+        j["kernels"].push_back({{"phase", std::string(phase_name(t.phase))},
+                                {"name", t.name},
+                                {"kernel", t.label},
+                                {"calls", t.calls},
+                                {"measured_ms", t.measured_s * 1e3},
+                                {"predicted_ms", t.predicted_s * 1e3}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "lathe run: " << model_name << " on the CPU (" << session.threads() << " threads), predictions for "
+            << describe_target(plan.target) << "\n";
+  std::cout << "  JIT: " << session.kernels_compiled() << " kernels compiled, " << session.kernels_cached()
+            << " from the cache, " << fmt_double(session.compile_s(), 2) << " s; weights (seed " << a.seed << ") "
+            << human_bytes(weights.bytes()) << " in " << fmt_double(weights_s, 2) << " s\n";
+  for (size_t s = 0; s < generated.size() && s < 8; ++s) {
+    std::cout << "  sequence " << s << " (" << prompts[s].size() << " prompt tokens): ";
+    for (int32_t t : generated[s]) std::cout << t << " ";
+    std::cout << "\n";
+  }
+  Table t({"phase", "tokens", "measured ms", "predicted ms", "measured/predicted", "tokens/s"});
+  t.add({"prefill", std::to_string(prompt_total), ms(prefill_s), ms(prefill_pred),
+         fmt_double(prefill_pred > 0 ? prefill_s / prefill_pred : 0, 2),
+         fmt_double(prefill_s > 0 ? double(prompt_total) / prefill_s : 0, 1)});
+  t.add({"decode", std::to_string(steps) + " steps", ms(decode_s), ms(decode_pred),
+         fmt_double(decode_pred > 0 ? decode_s / decode_pred : 0, 2), fmt_double(tpot > 0 ? batch / tpot : 0, 1)});
+  std::cout << "\n" << t.text("  ");
+  std::cout << "  TTFT " << ms(ttft) << " ms, TPOT " << ms(tpot) << " ms (predicted " << ms(tpot_pred) << "), E2E "
+            << ms(e2e) << " ms\n";
+  if (a.per_op) {
+    Table k({"phase", "kernel", "node", "calls", "measured ms", "predicted ms", "ratio"});
+    for (const KernelTiming& x : session.timings())
+      k.add({std::string(phase_name(x.phase)), x.label, x.name, std::to_string(x.calls), fmt_double(x.measured_s * 1e3, 4),
+             fmt_double(x.predicted_s * 1e3, 4), fmt_double(x.predicted_s > 0 ? x.measured_s / x.predicted_s : 0, 2)});
+    std::cout << "\nPer kernel (totals over all calls)\n" << k.text("  ");
+  }
+  return 0;
+}
+
+struct ProbeArgs {
+  std::string out, name;
+  int threads = 0;
+  double buffer_mb = 512;
+};
+
+int run_probe(const ProbeArgs& a) {
+  CpuJit jit;
+  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::cerr << "lathe probe: measuring memory bandwidth and FMA throughput on " << threads << " threads...\n";
+  ProbeResult p = probe_machine(jit, threads, a.buffer_mb);
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  std::string name = a.name.empty() ? "probe-" + std::string(host) : a.name;
+  std::string toml = probe_to_toml(p, name);
+  if (a.out.empty()) std::cout << toml;
+  else {
+    write_file_atomic(a.out, toml);
+    std::cout << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
+              << fmt_double(p.fma_gflops_all, 1) << " GFLOP/s (" << fmt_double(p.fma_gflops_one, 1)
+              << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s, loop overhead "
+              << fmt_double(p.loop_overhead_us, 2) << " us\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
+  cmd->add_option("MODEL", a->model, "built-in model, model TOML, or a plan directory from `lathe compile`")->required();
+  cmd->add_option("--backend", a->backend, "cpu (JIT-compiled C++) or cuda");
+  cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");
+  cmd->add_option("--prompt-tokens", a->prompt_tokens, "synthetic prompt length")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--tokens", a->tokens, "prompt token ids, e.g. 1,2,3 (';' separates sequences)");
+  cmd->add_option("--batch", a->batch, "synthetic prompts in the batch")->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd->add_option("--gen", a->gen, "tokens to generate per sequence")->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  a->plan.add_to(cmd);
+  cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
+  cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--seed", a->seed, "seed of the synthetic weights");
+  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
+  cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
+  cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
+  cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));
+  cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
+  cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");
+  cmd->callback([&r, a] { r.action = [a] { return run_run(*a); }; });
+
+  auto p = std::make_shared<ProbeArgs>();
+  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA peak) and write a hardware spec");
+  pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
+  pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
+  pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));
+  pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size")->check(CLI::Range(64.0, 65536.0));
+  pr->callback([&r, p] { r.action = [p] { return run_probe(*p); }; });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,259 @@
+#include "runtime/cpu/probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "runtime/cpu/blas.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/weights.h"
+
+namespace lathe {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Compiled by the JIT with -march=native, like the kernels it stands for.
+const char* kProbeSource = R"(
+typedef float v16 __attribute__((vector_size(64)));
+// Twelve independent FMA chains per lane. Coefficients come from memory and differ
+// per lane, and every lane is stored, so the compiler cannot fold the chains (with
+// -fassociative-math it otherwise sums the lanes first and runs one scalar chain).
+extern "C" void lathe_probe_fma(long iters, const float* coef, float* out) {
+  v16 b, c, a[12];
+  for (int i = 0; i < 16; ++i) {
+    b[i] = coef[i];
+    c[i] = coef[16 + i];
+  }
+  for (int k = 0; k < 12; ++k)
+    for (int i = 0; i < 16; ++i) a[k][i] = coef[32 + i] + float(k);
+  for (long it = 0; it < iters; ++it) {
+    a[0] = a[0] * b + c; a[1] = a[1] * b + c; a[2] = a[2] * b + c; a[3] = a[3] * b + c;
+    a[4] = a[4] * b + c; a[5] = a[5] * b + c; a[6] = a[6] * b + c; a[7] = a[7] * b + c;
+    a[8] = a[8] * b + c; a[9] = a[9] * b + c; a[10] = a[10] * b + c; a[11] = a[11] * b + c;
+  }
+  for (int k = 0; k < 12; ++k)
+    for (int i = 0; i < 16; ++i) out[k * 16 + i] = a[k][i];
+}
+// Streaming read with eight independent 16-lane accumulators (many loads in flight,
+// as the GEMV kernels have).
+extern "C" float lathe_probe_read(const float* p, long n) {
+  v16 s[8] = {};
+  for (long i = 0; i + 127 < n; i += 128)
+    for (int k = 0; k < 8; ++k) {
+      v16 v;
+      __builtin_memcpy(&v, p + i + 16 * k, 64);
+      s[k] += v;
+    }
+  v16 t = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+  float r = 0;
+  for (int i = 0; i < 16; ++i) r += t[i];
+  return r;
+}
+)";
+constexpr double kFlopsPerIter = 12.0 * 16 * 2;
+
+std::string read_text(const char* path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string cpuinfo_field(const std::string& info, const std::string& key) {
+  size_t p = info.find(key);
+  if (p == std::string::npos) return "";
+  p = info.find(':', p);
+  size_t e = info.find('\n', p);
+  std::string v = info.substr(p + 1, e - p - 1);
+  while (!v.empty() && v.front() == ' ') v.erase(v.begin());
+  return v;
+}
+
+struct ReadJob {
+  float (*fn)(const float*, long);
+  const float* base;
+  long per_item;
+  float sink;
+};
+
+}  // namespace
+
+ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double seconds) {
+  ProbeResult r;
+  ThreadPool pool(threads);
+  r.threads = pool.threads();
+  auto fma_raw = reinterpret_cast<void (*)(long, const float*, float*)>(jit.get(kProbeSource, "lathe_probe_fma", "probe"));
+  static float coef[48];
+  for (int i = 0; i < 16; ++i) {
+    coef[i] = 0.9999f - 1e-6f * float(i);
+    coef[16 + i] = 1e-6f * float(i + 1);
+    coef[32 + i] = 1.0f + 0.01f * float(i);
+  }
+  auto fma = [fma_raw](long n) {
+    float out[12 * 16];
+    fma_raw(n, coef, out);
+    return out[0] + out[191];
+  };
+  auto rd = reinterpret_cast<float (*)(const float*, long)>(jit.get(kProbeSource, "lathe_probe_read", "probe"));
+
+  // FMA throughput: calibrate the iteration count to ~0.1 s, keep the best of three.
+  long iters = 1 << 20;
+  for (;;) {
+    auto t0 = Clock::now();
+    volatile float v = fma(iters);
+    (void)v;
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s > 0.1 * seconds || iters > (1L << 34)) break;
+    iters *= 2;
+  }
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    volatile float v = fma(iters);
+    (void)v;
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.fma_gflops_one = std::max(r.fma_gflops_one, kFlopsPerIter * double(iters) / s / 1e9);
+  }
+  struct FmaJob {
+    void (*fn)(long, const float*, float*);
+    long iters;
+  } fj{fma_raw, iters};
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    pool.parallel_for(
+        r.threads, 1,
+        [](void* c, long b, long e, int) {
+          auto* j = static_cast<FmaJob*>(c);
+          float out[12 * 16];
+          for (long i = b; i < e; ++i) j->fn(j->iters, coef, out);
+        },
+        &fj);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.fma_gflops_all = std::max(r.fma_gflops_all, kFlopsPerIter * double(iters) * r.threads / s / 1e9);
+  }
+
+  // Streaming read bandwidth over a buffer far larger than the caches.
+  long n = long(buffer_mb * 1e6 / 4);
+  AlignedBuffer buf(size_t(n) * 4);
+  float* p = static_cast<float*>(buf.data());
+  pool.parallel_for(
+      n, 1 << 16,
+      [](void* c, long b, long e, int) {
+        float* q = static_cast<float*>(c);
+        for (long i = b; i < e; ++i) q[i] = float(i & 1023) * 1e-3f;
+      },
+      p);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    volatile float v = rd(p, n);
+    (void)v;
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.read_gbs_one = std::max(r.read_gbs_one, double(n) * 4 / s / 1e9);
+  }
+  int items = r.threads * 8;
+  ReadJob job{rd, p, n / items, 0};
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    pool.parallel_for(
+        items, 1,
+        [](void* c, long b, long e, int) {
+          auto* j = static_cast<ReadJob*>(c);
+          for (long i = b; i < e; ++i) j->sink += j->fn(j->base + i * j->per_item, j->per_item);
+        },
+        &job);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.read_gbs = std::max(r.read_gbs, double(job.per_item) * items * 4 / s / 1e9);
+  }
+
+  // GEMM efficiency of the path prefill kernels take: each thread multiplies a
+  // 256-row activation tile by its share of a 2048 x 2048 weight (sgemm_nt).
+  {
+    const long M = 256, N = 2048, K = 2048;
+    AlignedBuffer A(size_t(M * K) * 4), B(size_t(N * K) * 4), C(size_t(M * N) * 4);
+    for (long i = 0; i < M * K; ++i) static_cast<float*>(A.data())[i] = float(i % 7) * 0.1f;
+    for (long i = 0; i < N * K; ++i) static_cast<float*>(B.data())[i] = float(i % 5) * 0.1f;
+    struct Job {
+      float *a, *b, *c;
+      long M, N, K, per;
+    } job{static_cast<float*>(A.data()), static_cast<float*>(B.data()), static_cast<float*>(C.data()), M, N, K,
+          N / r.threads};
+    for (int rep = 0; rep < 4; ++rep) {
+      auto t0 = Clock::now();
+      pool.parallel_for(
+          r.threads, 1,
+          [](void* c, long b, long e, int) {
+            auto* j = static_cast<Job*>(c);
+            for (long i = b; i < e; ++i)
+              sgemm_nt(j->M, j->per, j->K, j->a, j->K, j->b + i * j->per * j->K, j->K, j->c + i * j->per, j->N, 0.0f);
+          },
+          &job);
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      r.gemm_gflops = std::max(r.gemm_gflops, 2.0 * M * (job.per * r.threads) * K / s / 1e9);
+    }
+    r.gemm_efficiency = r.fma_gflops_all > 0 ? std::min(1.0, r.gemm_gflops / r.fma_gflops_all) : 0.7;
+  }
+
+  // Loop overhead: empty parallel loops.
+  const int loops = 20000;
+  auto t0 = Clock::now();
+  for (int i = 0; i < loops; ++i)
+    pool.parallel_for(r.threads * 4, 1, [](void*, long, long, int) {}, nullptr);
+  r.loop_overhead_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / loops;
+
+  std::string info = read_text("/proc/cpuinfo");
+  r.cpu_model = cpuinfo_field(info, "model name");
+  r.clock_mhz = std::atof(cpuinfo_field(info, "cpu MHz").c_str());
+  r.isa = jit.host_cpu();
+  std::string mem = read_text("/proc/meminfo");
+  r.memory_gb = std::atof(cpuinfo_field(mem, "MemTotal").c_str()) * 1024.0 / 1e9;
+  std::string l3 = read_text("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  if (!l3.empty()) r.l3_mb = std::atof(l3.c_str()) / 1024.0 * (l3.find('M') != std::string::npos ? 1024.0 : 1.0);
+  return r;
+}
+
+std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
+  char buf[4096];
+  std::snprintf(buf, sizeof buf,
+                "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
+                "# Streaming read %.1f GB/s (one thread %.1f GB/s); f32 FMA %.1f GFLOP/s all threads,\n"
+                "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA).\n"
+                "# efficiency.gemm is that measurement; the others are lathe's CPU defaults until\n"
+                "# `lathe calibrate` fits them.\n"
+                "[hardware]\n"
+                "name = \"%s\"\n"
+                "description = \"%s, %d threads (measured %s)\"\n"
+                "kind = \"cpu\"\n"
+                "sm_count = %d                  # threads the runtime uses\n"
+                "clock_mhz = %.0f\n"
+                "memory_gb = %.1f\n"
+                "hbm_bandwidth_gbs = %.2f       # measured streaming read, all threads\n"
+                "l2_mb = %.1f                   # last-level cache\n"
+                "smem_per_sm_kb = 0\n"
+                "launch_overhead_us = %.2f      # measured parallel-loop round trip\n"
+                "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
+                "price_per_hour = 0\n\n"
+                "[hardware.peak_tflops]\n"
+                "fp32 = %.5f                    # measured FMA throughput, all threads\n\n"
+                "[hardware.efficiency]\n"
+                "gemm = %.3f                    # measured sgemm / FMA peak\n"
+                "attention = 0.40\n"
+                "memory = 0.85\n"
+                "elementwise = 0.50\n",
+                date, p.cpu_model.c_str(), p.isa.c_str(), p.threads, p.read_gbs, p.read_gbs_one, p.fma_gflops_all,
+                p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops, 100.0 * p.gemm_efficiency, name.c_str(),
+                p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs, p.l3_mb,
+                p.loop_overhead_us, p.fma_gflops_all / 1e3, std::max(0.05, p.gemm_efficiency));
+  return buf;
+}
+
+}  // namespace lathe

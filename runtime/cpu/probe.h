@@ -1,0 +1,33 @@
+// Measures this machine's ceilings for the CPU backend: streaming read bandwidth,
+// f32 FMA throughput (one core and all cores, with kernels JIT-compiled for the
+// host's vector ISA) and the thread pool's per-loop overhead.
+#pragma once
+
+#include <string>
+
+#include "runtime/cpu/jit.h"
+
+namespace lathe {
+
+struct ProbeResult {
+  int threads = 0;
+  double read_gbs = 0;             // all threads, GB/s (1e9)
+  double read_gbs_one = 0;         // one thread
+  double fma_gflops_one = 0;       // one thread
+  double fma_gflops_all = 0;       // all threads
+  double loop_overhead_us = 0;     // parallel_for round trip with an empty body
+  double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads
+  double gemm_efficiency = 0;      // gemm_gflops / fma_gflops_all
+  double memory_gb = 0;            // MemTotal
+  double l3_mb = 0;
+  double clock_mhz = 0;
+  std::string cpu_model, isa;
+};
+
+// `buffer_mb` sizes the streaming buffer (well above the last-level cache).
+ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb = 512, double seconds_per_test = 0.5);
+
+// A hardware spec (TOML text) for this machine from the measurements.
+std::string probe_to_toml(const ProbeResult& p, const std::string& name);
+
+}  // namespace lathe
