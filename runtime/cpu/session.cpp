@@ -187,6 +187,9 @@ struct CpuSession::Impl {
     ctx.sgemm_nt = &sgemm_nt;
     ctx.kv = static_cast<unsigned char*>(kv.data());
     ctx.kv_scales = static_cast<unsigned short*>(kv_scales.data());
+    // Fault every page in now, so the first step is not charged for it.
+    for (AlignedBuffer* b : {&arena, &kv, &kv_scales, &tokens, &scratch, &shared})
+      if (b->size()) std::memset(b->data(), 0, b->size());
   }
 
   void* value_ptr(const Graph& g, ValueId v) {
