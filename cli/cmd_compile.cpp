@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "cli/emit.h"
 #include "cli/planning.h"
+#include "codegen/cuda/emit_cuda.h"
 #include "codegen/plan.h"
 #include "ir/assert.h"
 #include "ir/text.h"
@@ -24,6 +25,7 @@ struct CompileArgs {
   std::vector<std::string> sets, print_after;
   bool print_after_change = false, report = false;
   std::string dump_dir, emit;
+  bool nvrtc = false;
 };
 
 std::string md_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
@@ -133,7 +135,9 @@ int run_compile(const CompileArgs& a) {
   files["decode.ir"] = print_graph(p.lowered.decode);
   std::string report = pass_report_md(p);
   files["report.md"] = report;
-  if (!a.emit.empty() && a.emit != "none") add_emitted_kernels(plan, a.emit, files);
+  if (a.nvrtc && a.emit != "cuda") throw Error("--nvrtc goes with --emit cuda");
+  if (!a.emit.empty() && a.emit != "none")
+    add_emitted_kernels(plan, a.emit, files, a.nvrtc ? cuda_arch_for(p.target.compute_capability) : 0);
   write_dir_atomic(a.out, files);
   if (!a.dump_dir.empty()) write_dir_atomic(a.dump_dir, [&] {
       auto d = dumps;
@@ -167,6 +171,9 @@ void register_compile(CLI::App& app, Registry& r) {
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");
   cmd->add_option("--dump-dir", a->dump_dir, "write NN_pass.phase.ir after every pass into DIR");
   cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu)");
+  cmd->add_flag("--nvrtc", a->nvrtc,
+                "with --emit cuda: compile every kernel with NVRTC for the target's sm_XX and report registers, "
+                "shared memory and spills (kernels/cuda/nvrtc_report.md)");
   cmd->callback([&r, a] { r.action = [a] { return run_compile(*a); }; });
 }
 

@@ -1,6 +1,7 @@
 // lathe run: execute a plan for real (prefill + decode) and set the measured time of
 // every kernel beside its prediction. lathe probe: measure this machine.
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,8 @@
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_session.h"
 #include "runtime/sampler.h"
 
 namespace lathe::cli {
@@ -62,10 +65,83 @@ std::vector<std::vector<int32_t>> parse_tokens(const std::string& s) {
 
 std::string ms(double s) { return fmt_double(s * 1e3, s * 1e3 < 10 ? 3 : 2); }
 
+// The built-in hardware spec that describes a detected GPU (for predictions).
+std::string builtin_target_for(const CudaDeviceInfo& d) {
+  std::string n = d.name;
+  if (n.find("H200") != std::string::npos) return "h200";
+  if (n.find("H100") != std::string::npos) return "h100-sxm";
+  if (n.find("A100") != std::string::npos) return d.memory_gb > 50 ? "a100-80g" : "a100-40g";
+  if (n.find("L4") != std::string::npos) return "l4";
+  if (n.find("4090") != std::string::npos) return "rtx-4090";
+  if (n.find("Orin") != std::string::npos) return "jetson-agx-orin-64g";
+  std::cerr << "lathe: warning: no built-in spec for " << n << "; predictions use h100-sxm (pass --hw)\n";
+  return "h100-sxm";
+}
+
+// The backends behind one interface for `lathe run`.
+struct Backend {
+  std::shared_ptr<void> keep;  // owns the session (and its JIT)
+  std::function<StepResult(const std::vector<std::vector<int32_t>>&)> prefill;
+  std::function<StepResult(const std::vector<int32_t>&)> decode;
+  std::function<const std::vector<KernelTiming>&()> timings;
+  std::string device;
+  int threads = 0, compiled = 0, cached = 0;
+  double compile_s = 0;
+};
+
+Backend cpu_backend(const Plan& plan, const WeightStore& weights, const RunArgs& a, int threads) {
+  struct Own {
+    explicit Own(const JitOptions& o) : jit(o) {}
+    CpuJit jit;
+    std::unique_ptr<CpuSession> s;
+  };
+  auto own = std::make_shared<Own>(JitOptions{a.cache_dir, !a.no_cache});
+  SessionOptions so;
+  so.threads = threads;
+  own->s = std::make_unique<CpuSession>(plan, weights, own->jit, so);
+  CpuSession* s = own->s.get();
+  Backend b;
+  b.keep = own;
+  b.prefill = [s](const auto& p) { return s->prefill(p); };
+  b.decode = [s](const auto& t) { return s->decode(t); };
+  b.timings = [s]() -> const std::vector<KernelTiming>& { return s->timings(); };
+  b.threads = s->threads();
+  b.device = "the CPU (" + std::to_string(b.threads) + " threads)";
+  b.compiled = s->kernels_compiled();
+  b.cached = s->kernels_cached();
+  b.compile_s = s->compile_s();
+  return b;
+}
+
+Backend cuda_backend(const Plan& plan, const WeightStore& weights, const RunArgs& a) {
+  CudaSessionOptions o;
+  o.time_kernels = a.per_op;  // per-kernel events; otherwise decode runs as CUDA graphs
+  o.nvrtc.cache_dir = a.cache_dir.empty() ? "" : a.cache_dir + "/cuda";
+  o.nvrtc.disk_cache = !a.no_cache;
+  auto s = std::make_shared<CudaSession>(plan, weights, o);
+  Backend b;
+  b.keep = s;
+  CudaSession* p = s.get();
+  b.prefill = [p](const auto& x) { return p->prefill(x); };
+  b.decode = [p](const auto& t) { return p->decode(t); };
+  b.timings = [p]() -> const std::vector<KernelTiming>& { return p->timings(); };
+  b.device = p->device_name() + " (sm_" + std::to_string(p->device_arch()) + ")";
+  b.compiled = p->kernels_compiled();
+  b.cached = p->kernels_cached();
+  b.compile_s = p->compile_s();
+  return b;
+}
+
 int run_run(const RunArgs& a) {
   if (a.backend != "cpu" && a.backend != "cuda")
     throw Error("--backend: unknown backend '" + a.backend + "' (expected cpu or cuda)");
-  if (a.backend == "cuda") throw Error("--backend cuda: no CUDA runtime in this build of lathe run (see `lathe compile --emit cuda`)");
+  const bool cuda = a.backend == "cuda";
+  std::string hw = a.hw;
+  if (cuda) {
+    std::string why;
+    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
+    if (hw == "cpu-host") hw = builtin_target_for(CudaApi(0).device());
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   bool from_plan = fs::is_directory(a.model, ec) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
@@ -81,10 +157,10 @@ int run_run(const RunArgs& a) {
     PlanSpec spec = a.plan.plan_spec();
     PlanRequest req;
     req.model = a.model;
-    req.hardware = a.hw;
+    req.hardware = hw;
     req.sets = a.sets;
     req.options = spec.options;
-    if (!req.options.act_dtype) req.options.act_dtype = DType::f32;
+    if (!req.options.act_dtype) req.options.act_dtype = cuda ? DType::bf16 : DType::f32;
     int64_t batch = prompts.empty() ? a.batch : int64_t(prompts.size());
     int64_t longest = a.prompt_tokens;
     if (!prompts.empty()) {
@@ -115,10 +191,7 @@ int run_run(const RunArgs& a) {
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
-  CpuJit jit(JitOptions{a.cache_dir, !a.no_cache});
-  SessionOptions so;
-  so.threads = threads;
-  CpuSession session(plan, weights, jit, so);
+  Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);
 
   std::vector<Sampler> samplers;
   for (size_t s = 0; s < prompts.size(); ++s)
@@ -156,7 +229,8 @@ int run_run(const RunArgs& a) {
     j["backend"] = a.backend;
     j["model"] = model_name;
     j["target"] = plan.target.name;
-    j["threads"] = session.threads();
+    j["threads"] = session.threads;
+    j["device"] = session.device;
     j["tokens"] = flat;
     j["generated"] = generated;
     j["batch"] = prompts.size();
@@ -174,9 +248,7 @@ int run_run(const RunArgs& a) {
                       {"decode_ms", decode_pred * 1e3},
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
-    j["jit"] = {{"compiled", session.kernels_compiled()},
-                {"cached", session.kernels_cached()},
-                {"compile_s", session.compile_s()}};
+    j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
     if (a.per_op) {
       j["kernels"] = nlohmann::json::array();
@@ -191,10 +263,10 @@ int run_run(const RunArgs& a) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "lathe run: " << model_name << " on the CPU (" << session.threads() << " threads), predictions for "
+  std::cout << "lathe run: " << model_name << " on " << session.device << ", predictions for "
             << describe_target(plan.target) << "\n";
-  std::cout << "  JIT: " << session.kernels_compiled() << " kernels compiled, " << session.kernels_cached()
-            << " from the cache, " << fmt_double(session.compile_s(), 2) << " s; weights (seed " << a.seed << ") "
+  std::cout << "  " << (cuda ? "NVRTC: " : "JIT: ") << session.compiled << " kernels compiled, " << session.cached
+            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights (seed " << a.seed << ") "
             << human_bytes(weights.bytes()) << " in " << fmt_double(weights_s, 2) << " s\n";
   for (size_t s = 0; s < generated.size() && s < 8; ++s) {
     std::cout << "  sequence " << s << " (" << prompts[s].size() << " prompt tokens): ";
@@ -252,7 +324,8 @@ void register_run(CLI::App& app, Registry& r) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
   cmd->add_option("MODEL", a->model, "built-in model, model TOML, or a plan directory from `lathe compile`")->required();
-  cmd->add_option("--backend", a->backend, "cpu (JIT-compiled C++) or cuda");
+  cmd->add_option("--backend", a->backend,
+                  "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");
   cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "synthetic prompt length")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--tokens", a->tokens, "prompt token ids, e.g. 1,2,3 (';' separates sequences)");

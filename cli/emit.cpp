@@ -4,6 +4,8 @@
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/cuda/emit_cuda.h"
+#include "codegen/cuda/nvrtc.h"
 #include "ir/assert.h"
 
 namespace lathe::cli {
@@ -32,11 +34,55 @@ void emit_cpu(const Plan& plan, std::map<std::string, std::string>& files) {
   files["kernels/cpu/launch_order.txt"] = order;
 }
 
+// kernels/cuda/: one self-contained <symbol>.cu per distinct kernel (prelude + the
+// node's entry points; NVRTC compiles each alone), launch_order.txt, and with
+// `nvrtc_arch` > 0 a compile report (registers, shared memory, spills per kernel).
+void emit_cuda(const Plan& plan, std::map<std::string, std::string>& files, int nvrtc_arch) {
+  std::map<std::string, std::pair<const CudaKernel*, std::vector<std::string>>> kernels;
+  std::vector<CudaKernel> all;
+  for (const Graph* g : {&plan.prefill, &plan.decode})
+    for (CudaKernel& k : emit_cuda_kernels(*g)) all.push_back(std::move(k));
+  std::string order = "# phase node kernel entry-points\n";
+  size_t i = 0;
+  for (const Graph* g : {&plan.prefill, &plan.decode})
+    for (size_t n = 0; n < g->num_nodes(); ++n, ++i) {
+      const CudaKernel& k = all[i];
+      std::string base = k.entries[0].symbol.substr(0, 18);
+      auto& e = kernels[base];
+      e.first = &k;
+      e.second.push_back(std::string(phase_name(g->phase)) + "/" + k.node_name);
+      order += std::string(phase_name(g->phase)) + " " + k.node_name + " " + k.label;
+      for (const CudaEntry& en : k.entries) order += " " + en.symbol;
+      order += "\n";
+    }
+  files["kernels/cuda/launch_order.txt"] = order;
+  std::string report = "| kernel | entry | registers | shared bytes | spill stores | spill loads |\n|---|---|---:|---:|---:|---:|\n";
+  Nvrtc nvrtc;
+  if (nvrtc_arch > 0 && !nvrtc.available()) throw Error("--nvrtc: " + nvrtc.why_unavailable());
+  for (const auto& [base, e] : kernels) {
+    std::string users = "// launched by:";
+    for (size_t u = 0; u < e.second.size(); ++u) users += (u % 6 == 0 ? "\n//  " : " ") + e.second[u];
+    files["kernels/cuda/" + base + ".cu"] = users + "\n" + e.first->source;
+    if (nvrtc_arch > 0) {
+      CudaBinary bin = nvrtc.compile(e.first->source, base, nvrtc_arch);
+      // One cubin holds every entry point; ptxas reports each function in turn.
+      for (const CudaFunctionInfo& f : bin.functions)
+        report += "| " + e.first->label + " | " + f.name + " | " + std::to_string(f.registers) + " | " +
+                  std::to_string(f.shared_bytes) + " | " + std::to_string(f.spill_stores) + " | " +
+                  std::to_string(f.spill_loads) + " |\n";
+      files["kernels/cuda/" + base + ".sm" + std::to_string(nvrtc_arch) + ".log"] = bin.log;
+    }
+  }
+  if (nvrtc_arch > 0) files["kernels/cuda/nvrtc_report.md"] = report;
+}
+
 }  // namespace
 
-void add_emitted_kernels(const Plan& plan, const std::string& backend, std::map<std::string, std::string>& files) {
+void add_emitted_kernels(const Plan& plan, const std::string& backend, std::map<std::string, std::string>& files,
+                         int nvrtc_arch) {
   if (backend == "cpu") return emit_cpu(plan, files);
-  throw Error("--emit " + backend + ": kernel emitter not part of this build yet");
+  if (backend == "cuda") return emit_cuda(plan, files, nvrtc_arch);
+  throw Error("--emit: unknown backend '" + backend + "' (expected cpu or cuda)");
 }
 
 }  // namespace lathe::cli

@@ -9,6 +9,9 @@
 
 namespace lathe::cli {
 
-void add_emitted_kernels(const Plan& plan, const std::string& backend, std::map<std::string, std::string>& files);
+// nvrtc_arch > 0 (cuda only): also compile each kernel with NVRTC for sm_<arch> and
+// write the ptxas report.
+void add_emitted_kernels(const Plan& plan, const std::string& backend, std::map<std::string, std::string>& files,
+                         int nvrtc_arch = 0);
 
 }  // namespace lathe::cli

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sys/mman.h>
 #include <thread>
 
@@ -32,6 +33,32 @@ int64_t WeightTensor::rows() const {
   int64_t r = 1;
   for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
   return r;
+}
+
+// fp8 e4m3 (1 sign, 4 exponent bits with bias 7, 3 mantissa bits, max 448, no
+// infinities), round to nearest even, saturating.
+uint8_t float_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  double a = std::fabs(double(f));
+  if (a >= 448.0) return sign | 0x7e;
+  if (a < std::ldexp(1.0, -6)) {  // subnormal: m x 2^-9, m in 0..7
+    double m = std::nearbyint(a / std::ldexp(1.0, -9));
+    return sign | uint8_t(m);  // m == 8 is exactly the smallest normal (0x08)
+  }
+  int e = std::ilogb(a);
+  double mant = a / std::ldexp(1.0, e) - 1.0;
+  double m = std::nearbyint(mant * 8.0);
+  if (m >= 8.0) m = 0, ++e;
+  if (e > 8) return sign | 0x7e;
+  return sign | uint8_t(((e + 7) << 3) | int(m));
+}
+
+float e4m3_to_float(uint8_t c) {
+  int e = (c >> 3) & 15, m = c & 7;
+  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
+  double v = e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return float((c & 0x80) ? -v : v);
 }
 
 size_t packed_bytes(const Format& f, int64_t rows, int64_t K) {
@@ -67,6 +94,18 @@ void pack_rows(const float* x, int64_t rows, int64_t K, const Format& f, void* p
           lk::quant_i4(x + r * K + k, g, static_cast<uint8_t*>(payload) + (r * K + k) / 2, scales + (r * K + k) / g);
       return;
     }
+    case DType::fp8_e4m3: {
+      // One f32 scale per row: amax / 448 (the scales buffer holds floats).
+      float* sc = reinterpret_cast<float*>(scales);
+      for (int64_t r = 0; r < rows; ++r) {
+        float amax = 0;
+        for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[r * K + k]));
+        float d = amax / 448.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        sc[r] = d;
+        for (int64_t k = 0; k < K; ++k) static_cast<uint8_t*>(payload)[r * K + k] = float_to_e4m3(x[r * K + k] * id);
+      }
+      return;
+    }
     default: throw Error("cannot pack weights as " + format_name(f) + " on the host");
   }
 }
@@ -94,6 +133,11 @@ void unpack_rows(const void* payload, const uint16_t* scales, int64_t rows, int6
           out[i + j] = float(int(p[i / 2 + j] & 15) - 8) * sc;
           out[i + j + 16] = float(int(p[i / 2 + j] >> 4) - 8) * sc;
         }
+      return;
+    }
+    case DType::fp8_e4m3: {
+      const float* sc = reinterpret_cast<const float*>(scales);
+      for (int64_t i = 0; i < rows * K; ++i) out[i] = e4m3_to_float(static_cast<const uint8_t*>(payload)[i]) * sc[i / K];
       return;
     }
     default: throw Error("cannot unpack " + format_name(f));
@@ -186,7 +230,7 @@ WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const We
         int64_t rows = t.rows(), K = t.cols();
         t.payload = AlignedBuffer(packed_bytes(t.format, rows, K));
         size_t ns = scale_count(t.format, rows, K);
-        if (ns) t.scales = AlignedBuffer(ns * 2);
+        if (ns) t.scales = AlignedBuffer(ns * size_t(dtype_bits(t.format.scale_dtype) / 8));
         std::vector<float> values(size_t(rows * K));
         source(t.name, t.shape, values.data());
         pack_rows(values.data(), rows, K, t.format, t.payload.data(), static_cast<uint16_t*>(t.scales.data()));

@@ -37,7 +37,7 @@ struct WeightTensor {
   Format format;
   std::vector<int64_t> shape;  // [..., rows, K]; rows x K is the matrix packed
   AlignedBuffer payload;
-  AlignedBuffer scales;  // f16 per group (empty for float formats)
+  AlignedBuffer scales;  // f16 per group (f32 per row for fp8; empty for float formats)
   int64_t rows() const;
   int64_t cols() const { return shape.empty() ? 0 : shape.back(); }
 };
@@ -47,6 +47,9 @@ struct WeightTensor {
 size_t packed_bytes(const Format& f, int64_t rows, int64_t K);
 size_t scale_count(const Format& f, int64_t rows, int64_t K);
 void pack_rows(const float* x, int64_t rows, int64_t K, const Format& f, void* payload, uint16_t* scales);
+// fp8 e4m3 codes (round to nearest even, saturating at +-448).
+uint8_t float_to_e4m3(float f);
+float e4m3_to_float(uint8_t c);
 // Unpacks back to floats (tests, the reference's view of quantized checkpoints).
 void unpack_rows(const void* payload, const uint16_t* scales, int64_t rows, int64_t K, const Format& f, float* out);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "codegen/cpu/kernel_lib.h"
+#include "codegen/kernel_facts.h"
 #include "ir/assert.h"
 #include "ir/buffers.h"
 #include "ir/text.h"
@@ -108,29 +109,12 @@ struct Emitter {
 
   // KV-cache template arguments: KF, LAY, L, KVH, TCAP, NB, SLOTS.
   std::string kv_args() const {
-    ValueId st = g.values_of(ValueKind::state).front();
-    const Value& state = g.value(st);
-    int kf = 0;
-    switch (state.format.dtype) {
-      case DType::f32: kf = lk::F32; break;
-      case DType::f16: kf = lk::F16; break;
-      case DType::bf16: kf = lk::BF16; break;
-      case DType::int8: kf = lk::I8; break;
-      case DType::int4: kf = lk::I4; break;
-      default: fail("a " + std::string(dtype_name(state.format.dtype)) + " KV cache runs on GPUs only");
-    }
-    auto layout = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
-    if (!layout) fail("bad kv_layout attribute");
-    int lay = layout->kind == KvLayoutKind::LHTD   ? lk::LHTD
-              : layout->kind == KvLayoutKind::LTHD ? lk::LTHD
-              : layout->kind == KvLayoutKind::TLHD ? lk::TLHD
-                                                   : lk::PAGED;
-    int64_t d = g.attrs.i("head_dim");
-    if (d % 16 != 0) fail("the CPU backend needs head_dim to be a multiple of 16 (got " + std::to_string(d) + ")");
-    if (kf == lk::I4 && d % 32 != 0) fail("an int4 KV cache needs head_dim to be a multiple of 32");
-    return std::to_string(kf) + ", " + std::to_string(lay) + ", " + num(g.attrs.i("layers")) + ", " +
-           num(g.attrs.i("kv_heads")) + ", " + num(g.attrs.i("final_context")) + ", " + std::to_string(layout->block) +
-           ", " + num(g.attrs.i("B"));
+    KvFacts k = kv_facts(g);
+    if (k.format == format_code(DType::fp8_e4m3)) fail("an fp8 KV cache runs on GPUs only");
+    if (k.head_dim % 16 != 0)
+      fail("the CPU backend needs head_dim to be a multiple of 16 (got " + std::to_string(k.head_dim) + ")");
+    if (k.format == lk::I4 && k.head_dim % 32 != 0) fail("an int4 KV cache needs head_dim to be a multiple of 32");
+    return kv_template_args(k);
   }
   int64_t plan_S() const { return g.attrs.i("S"); }
   int64_t plan_T() const { return g.attrs.i("T"); }

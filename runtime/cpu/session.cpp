@@ -15,6 +15,7 @@
 #include "ir/buffers.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/step.h"
 #include "simulator/cost.h"
 
 namespace lathe {
@@ -85,11 +86,7 @@ struct CpuSession::Impl {
   LatheCtx ctx{};
   Program prefill, decode;
   std::vector<KernelTiming> timings;
-  // KV geometry and sequence state.
-  int64_t slots = 0, tcap = 0, block = 16, blocks_per_slot = 0;
-  bool paged = false;
-  std::vector<int> block_table, free_blocks;
-  std::vector<int64_t> lengths;  // tokens in the cache per live sequence
+  SequenceState seqs{plan.decode};
   JitStats jit_before;
   double compile_s = 0;
   int compiled = 0, cached = 0;
@@ -113,31 +110,19 @@ struct CpuSession::Impl {
 
   void setup_kv() {
     const Graph& g = plan.decode;
-    slots = g.attrs.i("B");
-    tcap = g.attrs.i("final_context");
-    auto layout = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
-    if (!layout) throw Error("plan: bad kv_layout '" + g.attrs.s("kv_layout") + "'");
-    paged = layout->kind == KvLayoutKind::paged;
-    block = layout->block;
     int64_t L = g.attrs.i("layers"), kvh = g.attrs.i("kv_heads"), d = g.attrs.i("head_dim");
-    int64_t vectors = 0;
-    if (paged) {
-      blocks_per_slot = (tcap + block - 1) / block;
-      vectors = slots * blocks_per_slot * L * 2 * kvh * block;
-    } else {
-      vectors = L * 2 * slots * tcap * kvh;
-    }
+    int64_t vectors = seqs.paged() ? seqs.slots() * seqs.blocks_per_slot() * L * 2 * kvh * seqs.block()
+                                   : L * 2 * seqs.slots() * seqs.capacity() * kvh;
     const Value& state = g.value(g.values_of(ValueKind::state).front());
     double bytes = double(vectors) * double(d) * dtype_bits(state.format.dtype) / 8.0;
     double scale_bytes = state.format.has_scales() ? double(vectors) * 2.0 : 0.0;
     double avail = available_memory_bytes();
     if (avail > 0 && bytes + scale_bytes > 0.9 * avail)
       throw Error("the KV cache needs " + std::to_string(int64_t((bytes + scale_bytes) / 1e6)) + " MB (" +
-                  std::to_string(slots) + " sequences x " + std::to_string(tcap) + " positions) but only " +
+                  std::to_string(seqs.slots()) + " sequences x " + std::to_string(seqs.capacity()) + " positions) but only " +
                   std::to_string(int64_t(avail / 1e6)) + " MB of memory are available");
     kv = AlignedBuffer(size_t(bytes));
     if (scale_bytes > 0) kv_scales = AlignedBuffer(size_t(scale_bytes));
-    if (paged) block_table.assign(size_t(slots * blocks_per_slot), -1);
   }
 
   void build(Program& prog, const Graph& g) {
@@ -245,70 +230,16 @@ struct CpuSession::Impl {
     for (AlignedBuffer& b : loose) std::fill_n(static_cast<float*>(b.data()), b.size() / 4, nan);
   }
 
-  void ensure_blocks(int slot, int64_t upto) {
-    if (!paged) return;
-    for (int64_t b = 0; b * block < upto; ++b) {
-      int& e = block_table[size_t(slot * blocks_per_slot + b)];
-      if (e >= 0) continue;
-      if (free_blocks.empty()) throw Error("paged KV cache: out of blocks");
-      e = free_blocks.back();
-      free_blocks.pop_back();
-    }
-  }
-
   StepResult run(Program& prog, const std::vector<std::vector<int32_t>>& new_tokens, bool fresh) {
     const Graph& g = *prog.graph;
-    int n_seq = int(new_tokens.size());
-    if (n_seq == 0) throw Error("no sequences to run");
-    if (n_seq > slots)
-      throw Error("batch of " + std::to_string(n_seq) + " exceeds the plan's " + std::to_string(slots) +
-                  " sequences; recompile the plan with --batch " + std::to_string(n_seq));
-    if (fresh) {
-      lengths.assign(size_t(n_seq), 0);
-      if (paged) {
-        std::fill(block_table.begin(), block_table.end(), -1);
-        free_blocks.clear();
-        // Hand out blocks in a scrambled order (pairs swapped, taken from the end) so
-        // physical and logical blocks differ and the block table is really used.
-        int64_t total = slots * blocks_per_slot;
-        for (int64_t b = 0; b < total; ++b) free_blocks.push_back(int(b));
-        for (int64_t b = 0; b + 1 < total; b += 2) std::swap(free_blocks[size_t(b)], free_blocks[size_t(b + 1)]);
-      }
-    } else if (size_t(n_seq) != lengths.size()) {
-      throw Error("decode needs one token for each of the " + std::to_string(lengths.size()) + " live sequences");
-    }
-    std::vector<LatheSeq> seqs(static_cast<size_t>(n_seq));
-    std::vector<int> row_seq, row_pos;
-    int32_t* tok = static_cast<int32_t*>(tokens.data());
-    int rows = 0;
-    int64_t max_len = 0, max_ctx = 0;
-    int64_t vocab = g.attrs.i("vocab");
-    for (int s = 0; s < n_seq; ++s) {
-      const auto& t = new_tokens[size_t(s)];
-      if (t.empty()) throw Error("sequence " + std::to_string(s) + " has no tokens");
-      if (int64_t(t.size()) > prog.plan.S)
-        throw Error("sequence " + std::to_string(s) + " has " + std::to_string(t.size()) +
-                    " new tokens; the plan allows " + std::to_string(prog.plan.S) + " (recompile with a longer --prompt)");
-      int64_t past = lengths[size_t(s)];
-      if (past + int64_t(t.size()) > tcap)
-        throw Error("sequence " + std::to_string(s) + " would reach " + std::to_string(past + int64_t(t.size())) +
-                    " tokens; the plan's KV cache holds " + std::to_string(tcap) + " (recompile with a larger --gen)");
-      seqs[size_t(s)] = LatheSeq{s, int(past), int(t.size()), rows};
-      for (size_t i = 0; i < t.size(); ++i) {
-        if (t[i] < 0 || t[i] >= vocab)
-          throw Error("token id " + std::to_string(t[i]) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-        tok[rows] = t[i];
-        row_seq.push_back(s);
-        row_pos.push_back(int(past + int64_t(i)));
-        ++rows;
-      }
-      ensure_blocks(s, past + int64_t(t.size()));
-      max_len = std::max<int64_t>(max_len, int64_t(t.size()));
-      max_ctx = std::max<int64_t>(max_ctx, past + int64_t(t.size()));
-    }
-    LatheStep step{n_seq, rows, seqs.data(), row_seq.data(), row_pos.data(), block_table.data(), int(blocks_per_slot)};
+    const int64_t vocab = g.attrs.i("vocab");
+    StepPlan sp = seqs.begin(new_tokens, fresh, prog.plan.S, vocab);
+    const int n_seq = int(sp.seqs.size());
+    std::copy(sp.tokens.begin(), sp.tokens.end(), static_cast<int32_t*>(tokens.data()));
+    LatheStep step{n_seq, int(sp.tokens.size()), sp.seqs.data(), sp.row_seq.data(), sp.row_pos.data(),
+                   seqs.block_table().data(), int(seqs.blocks_per_slot())};
     if (opts.poison) poison();
-    Bindings bind{n_seq, max_len, max_ctx};
+    Bindings bind = sp.bindings();
     StepResult r;
     auto t0 = Clock::now();
     for (const Launch& l : prog.launches) {
@@ -327,7 +258,7 @@ struct CpuSession::Impl {
       r.predicted_s += pred;
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (int s = 0; s < n_seq; ++s) lengths[size_t(s)] += int64_t(new_tokens[size_t(s)].size());
+    seqs.commit(sp);
     const float* lg = logits_of(prog);
     for (int s = 0; s < n_seq; ++s) r.logits.emplace_back(lg + int64_t(s) * vocab, lg + int64_t(s + 1) * vocab);
     if (int32_t* am = argmax_of(prog)) r.argmax.assign(am, am + n_seq);

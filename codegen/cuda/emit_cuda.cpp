@@ -1,0 +1,339 @@
+#include "codegen/cuda/emit_cuda.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "codegen/cpu/emit_cpu.h"  // kernel_bindings: the buffer order both backends share
+#include "codegen/kernel_facts.h"
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "ir/text.h"
+#include "simulator/cost.h"
+
+namespace lathe {
+
+int cuda_arch_for(int cc) {
+  if (cc >= 90) return 90;
+  if (cc >= 89) return 89;
+  if (cc >= 86) return 86;
+  return 80;
+}
+
+namespace {
+
+constexpr int kGemvWarps = 8;
+
+std::string num(int64_t v) { return std::to_string(v); }
+std::string fnum(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+struct Emitter {
+  const Graph& g;
+  const Node& n;
+  CudaKernel k;
+  std::vector<int> data, scales, outs;
+  std::string code;  // entry functions with $SYM placeholders ($SYM0, $SYM1)
+  std::string T;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error("CUDA backend: node " + n.name + " (" + std::string(op_name(n.kind)) + "): " + why);
+  }
+  const Value& in(size_t i) const { return g.value(n.inputs[i]); }
+  const Value& out(size_t i) const { return g.value(n.outputs[i]); }
+  int64_t c(const Dim& d) const {
+    if (!d.is_const()) fail("dimension " + d.str() + " must be a constant here");
+    return d.coef;
+  }
+  int64_t attr(const char* key) const {
+    if (!n.attrs.has(key)) fail(std::string("missing attribute ") + key);
+    return n.attrs.i(key);
+  }
+  void bind() {
+    data.assign(n.inputs.size(), -1);
+    scales.assign(n.inputs.size(), -1);
+    outs.assign(n.outputs.size(), -1);
+    for (const KernelBinding& kb : kernel_bindings(g, n.id)) {
+      const Value& v = g.value(kb.value);
+      int index = int(k.bufs.size());
+      if (kb.input >= 0) {
+        (kb.scales ? scales : data)[size_t(kb.input)] = index;
+        k.bufs.push_back(value_ref(v) + (kb.scales ? " scales" : " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape)));
+      } else {
+        outs[size_t(kb.output)] = index;
+        k.bufs.push_back("-> " + value_ref(v) + " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape));
+      }
+    }
+  }
+  std::string ptr(const std::string& type, int index) const {
+    return "(" + type + ")b[" + std::to_string(index) + "]";
+  }
+  std::string act_in(size_t i) const { return ptr("const T*", data[i]); }
+  std::string act_out(size_t o) const { return ptr("T*", outs[o]); }
+  std::string wptr(size_t i) const { return "b[" + std::to_string(data[i]) + "]"; }
+  std::string sptr(size_t i) const { return scales[i] < 0 ? "nullptr" : "b[" + std::to_string(scales[i]) + "]"; }
+
+  std::string fmt_args(const Value& w, int64_t K) {
+    int f = format_code(w.format.dtype);
+    if (f == 5) k.fp8 = true;
+    if (K % 32 != 0) fail("reduction length " + std::to_string(K) + " is not a multiple of 32");
+    return std::to_string(f) + ", " + num(K) + ", " + std::to_string(w.format.group);
+  }
+  std::string kv_args() {
+    KvFacts kv = kv_facts(g);
+    if (kv.format == 5) k.fp8 = true;
+    if (kv.head_dim % 32 != 0) fail("the CUDA backend needs head_dim to be a multiple of 32");
+    return kv_template_args(kv);
+  }
+  void entry(int index, const std::string& body, CudaGrid grid, int block, int64_t p0 = 0, int64_t p1 = 0,
+             int64_t max_rows = -1, int64_t p2 = 0) {
+    code += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") $SYM" +
+            std::to_string(index) + "(const LatheCudaStep* st, void* const* b, long layer) {\n  typedef " + T +
+            " T;\n  (void)layer;\n" + body + "}\n\n";
+    k.entries.push_back({"", grid, block, p0, p1, p2, max_rows});
+  }
+
+  void gemm() {
+    auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+    if (!p) fail("malformed GEMM");
+    const Value& x = in(size_t(p->x));
+    int64_t K = c(x.shape.back());
+    const Value& w0 = in(size_t(p->first_weight));
+    for (int i = 1; i < p->num_weights; ++i)
+      if (!(in(size_t(p->first_weight + i)).format == w0.format)) fail("weights of one GEMM differ in format");
+    std::string pro = n.attrs.s("prologue", "none"), epi = n.attrs.s("epilogue", "none");
+    int nw = p->num_weights;
+    std::string ns, ws, ss;
+    std::vector<int64_t> widths;
+    for (int i = 0; i < 4; ++i) {
+      int64_t N = 0;
+      if (i < nw) {
+        const Value& w = in(size_t(p->first_weight + i));
+        N = c(w.shape[w.shape.size() - 2]);
+        widths.push_back(N);
+      }
+      ns += (i ? ", " : "") + num(N);
+    }
+    for (int i = 0; i < nw; ++i) {
+      ws += (i ? ", " : "") + wptr(size_t(p->first_weight + i));
+      ss += (i ? ", " : "") + sptr(size_t(p->first_weight + i));
+    }
+    std::string os;
+    for (size_t o = 0; o < n.outputs.size(); ++o) os += (o ? ", " : "") + std::string("b[") + num(outs[o]) + "]";
+    std::string arrays = "  const void* W[] = {" + ws + "};\n  const void* S[] = {" + ss + "};\n  void* const O[] = {" +
+                         os + "};\n";
+    std::string fa = fmt_args(w0, K);
+    int64_t tiles = 0;
+    int segs = epi == "silu_mul" || epi == "combine" || epi == "combine_residual" ? 1 : nw;
+    for (int i = 0; i < segs; ++i) tiles += (widths[size_t(i)] + 63) / 64;
+    int64_t total_rows = epi == "silu_mul" || epi == "combine" || epi == "combine_residual" ? widths[0] : 0;
+    if (!total_rows)
+      for (int64_t w : widths) total_rows += w;
+    if (n.kind == OpKind::expert_matmul) {
+      int64_t topk = c(in(size_t(p->idx)).shape[2]), E = c(w0.shape[0]);
+      int ipro = pro == "gather" ? 2 : 0;
+      int iepi = epi == "silu_mul" ? 2 : epi == "combine" ? 3 : epi == "combine_residual" ? 4 : 0;
+      std::string desc = "  const lk::ExpertDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
+                         ", " + std::to_string(iepi) + ", " + num(topk) + ", " + num(E) + "};\n";
+      std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " + ptr("const int*", data[size_t(p->idx)]) +
+                         ", W, S, " + (p->gates >= 0 ? ptr("const float*", data[size_t(p->gates)]) : "nullptr") + ", " +
+                         (p->residual >= 0 ? act_in(size_t(p->residual)) : "nullptr") + ", O);\n";
+      entry(0, desc + arrays + "  lk::expert_gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ">" + args,
+            CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 16 / topk);
+      entry(1, desc + arrays + "  lk::expert_gemm_kernel<T, " + fa + ">" + args, CudaGrid::expert_tiles, 128, tiles, E,
+            -1, topk);
+      if (iepi >= 3) {
+        k.scratch_bytes = g.attrs.i("B") * g.attrs.i("S") * widths[0] * 4;
+        k.counters = 1;
+      }
+      return;
+    }
+    int ipro = pro == "rms_norm" ? 1 : 0;
+    int iepi = epi == "silu_mul" ? 2 : epi == "residual" ? 1 : 0;
+    bool last = n.kind == OpKind::lm_head;
+    std::string desc = "  const lk::GemmDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
+                       ", " + std::to_string(iepi) + ", " + fnum(n.attrs.f("eps", 1e-5)) + "f, " + (last ? "1" : "0") +
+                       "};\n";
+    std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " +
+                       (p->norm >= 0 ? act_in(size_t(p->norm)) : std::string("nullptr")) + ", W, S, O, " +
+                       (p->residual >= 0 ? act_in(size_t(p->residual)) : std::string("nullptr")) + ");\n";
+    entry(0, desc + arrays + "  lk::gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ", " +
+                     (ipro ? "true" : "false") + ">" + args,
+          CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 8);
+    entry(1, desc + arrays + "  lk::gemm_kernel<T, " + fa + ">" + args, CudaGrid::gemm_tiles, 128, tiles,
+          last ? 1 : 0);
+  }
+
+  void run() {
+    k.node = n.id;
+    k.node_name = n.name;
+    k.label = kernel_label(n);
+    k.layer = n.attrs.i("layer", 0);
+    std::string act = g.attrs.s("act_dtype", "f32");
+    if (act == "bf16") T = "__nv_bfloat16";
+    else if (act == "f16") T = "__half";
+    else fail("the CUDA backend computes in bf16 or f16 activations (plan has " + act + "; use --act bf16)");
+    bind();
+    const Attrs& a = n.attrs;
+    const int64_t S = g.attrs.i("S"), TP = g.attrs.i("T");
+    switch (n.kind) {
+      case OpKind::matmul:
+      case OpKind::lm_head:
+      case OpKind::expert_matmul: gemm(); break;
+      case OpKind::embedding: {
+        int64_t K = c(in(1).shape[1]);
+        entry(0, "  lk::embedding_kernel<T, " + fmt_args(in(1), K) + ">(st, " + ptr("const int*", data[0]) + ", " +
+                     wptr(1) + ", " + sptr(1) + ", " + act_out(0) + ");\n",
+              CudaGrid::rows, 128);
+        break;
+      }
+      case OpKind::rms_norm:
+        entry(0, "  lk::rms_norm_kernel<T, " + num(c(in(0).shape.back())) + ">(st, " + act_in(0) + ", " + act_in(1) +
+                     ", " + act_out(0) + ", " + fnum(a.f("eps")) + "f);\n",
+              CudaGrid::rows, 256);
+        break;
+      case OpKind::silu:
+      case OpKind::mul:
+      case OpKind::add: {
+        int64_t width = 1;
+        for (size_t i = 2; i < in(0).shape.size(); ++i) width *= c(in(0).shape[i]);
+        int op = n.kind == OpKind::silu ? 0 : n.kind == OpKind::mul ? 1 : 2;
+        entry(0, "  lk::elementwise_kernel<T, " + std::to_string(op) + ", " + num(width) + ">(st, " + act_in(0) + ", " +
+                     (n.kind == OpKind::silu ? std::string("nullptr") : act_in(1)) + ", " + act_out(0) + ");\n",
+              CudaGrid::elements, 256, width);
+        break;
+      }
+      case OpKind::rope:
+        entry(0, "  lk::rope_kernel<T, " + num(attr("heads")) + ", " + num(attr("head_dim")) + ">(st, " + act_in(0) +
+                     ", " + act_out(0) + ", " + fnum(a.f("theta")) + ");\n",
+              CudaGrid::rows, 128);
+        break;
+      case OpKind::kv_write:
+        entry(0, "  lk::kv_write_kernel<T, " + kv_args() + ", " + num(attr("head_dim")) + ">(st, int(layer), " +
+                     act_in(0) + ", " + act_in(1) + ");\n",
+              CudaGrid::rows, 256);
+        break;
+      case OpKind::kv_read:
+        entry(0, "  lk::kv_read_kernel<T, " + kv_args() + ", " + num(attr("head_dim")) + ", " + num(TP) +
+                     ">(st, int(layer), " + act_out(0) + ", " + act_out(1) + ");\n",
+              CudaGrid::seq_x, 128, attr("kv_heads"));
+        break;
+      case OpKind::qk:
+        entry(0, "  lk::qk_kernel<T, " + num(attr("heads")) + ", " + num(attr("kv_heads")) + ", " + num(attr("head_dim")) +
+                     ", " + num(S) + ", " + num(TP) + ">(st, " + act_in(0) + ", " + act_in(1) + ", " +
+                     ptr("float*", outs[0]) + ", " + fnum(a.f("scale")) + "f);\n",
+              CudaGrid::seq_x, 128, attr("heads"));
+        break;
+      case OpKind::mask:
+      case OpKind::softmax: {
+        int64_t h = c(in(0).shape[1]);
+        entry(0, std::string("  lk::") + (n.kind == OpKind::mask ? "mask" : "softmax") + "_kernel<" + num(h) + ", " +
+                     num(S) + ", " + num(TP) + ">(st, " + ptr("const float*", data[0]) + ", " + ptr("float*", outs[0]) +
+                     ");\n",
+              CudaGrid::seq_x, 128, h);
+        break;
+      }
+      case OpKind::pv: {
+        int64_t h = c(in(0).shape[1]);
+        entry(0, "  lk::pv_kernel<T, " + num(h) + ", " + num(attr("kv_heads")) + ", " + num(attr("head_dim")) + ", " +
+                     num(S) + ", " + num(TP) + ">(st, " + ptr("const float*", data[0]) + ", " + act_in(1) + ", " +
+                     act_out(0) + ");\n",
+              CudaGrid::seq_x, 128, h);
+        break;
+      }
+      case OpKind::rope_kvwrite:
+        entry(0, "  lk::rope_kvwrite_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
+                     ">(st, int(layer), " + act_in(0) + ", " + act_in(1) + ", " + act_in(2) + ", " + act_out(0) + ", " +
+                     fnum(a.f("theta")) + ");\n",
+              CudaGrid::rows, 256);
+        break;
+      case OpKind::flash_attention:
+        entry(0, "  lk::flash_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
+                     ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) + "f);\n",
+              CudaGrid::flash, 128, attr("heads"));
+        break;
+      case OpKind::decode_attention: {
+        KvFacts kv = kv_facts(g);
+        // Splits over the context: enough blocks to fill a GPU at batch 1, at least
+        // 256 positions each.
+        int64_t splits = std::clamp<int64_t>(kv.capacity / 256, 1, 32);
+        int64_t gq = attr("heads") / attr("kv_heads"), d = attr("head_dim");
+        entry(0, "  lk::decode_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(d) + ", " +
+                     num(splits) + ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) +
+                     "f);\n",
+              CudaGrid::decode_splits, 128, attr("kv_heads"), splits);
+        k.scratch_bytes = kv.slots * attr("kv_heads") * splits * gq * (d + 2) * 4;
+        k.counters = kv.slots * attr("kv_heads");
+        break;
+      }
+      case OpKind::moe_router: {
+        int64_t K = c(in(0).shape.back());
+        entry(0, "  lk::router_kernel<T, " + fmt_args(in(1), K) + ", " + num(attr("experts")) + ", " + num(attr("top_k")) +
+                     ">(st, " + act_in(0) + ", " + wptr(1) + ", " + sptr(1) + ", " + ptr("int*", outs[0]) + ", " +
+                     ptr("float*", outs[1]) + ");\n",
+              CudaGrid::rows, 256);
+        break;
+      }
+      case OpKind::moe_dispatch:
+        entry(0, "  lk::dispatch_kernel<T, " + num(c(in(0).shape.back())) + ", " + num(attr("top_k")) + ">(st, " +
+                     act_in(0) + ", " + act_out(0) + ");\n",
+              CudaGrid::rows, 128);
+        break;
+      case OpKind::moe_combine:
+        entry(0, "  lk::combine_kernel<T, " + num(c(in(0).shape.back())) + ", " + num(attr("top_k")) + ">(st, " +
+                     act_in(0) + ", " + ptr("const float*", data[1]) + ", " + act_out(0) + ");\n",
+              CudaGrid::rows, 128);
+        break;
+      case OpKind::sample:
+        entry(0, "  lk::argmax_kernel<" + num(c(in(0).shape[1])) + ">(st, " + ptr("const float*", data[0]) + ", " +
+                     ptr("int*", outs[0]) + ");\n",
+              CudaGrid::seqs, 256);
+        break;
+      case OpKind::all_reduce:
+      case OpKind::all_gather: fail("tensor parallelism is simulated only; the CUDA backend runs tp = 1");
+    }
+    char sym[40];
+    std::snprintf(sym, sizeof sym, "k_%016llx", (unsigned long long)fnv1a(code + (k.fp8 ? "fp8" : "")));
+    for (size_t i = 0; i < k.entries.size(); ++i) {
+      std::string s = std::string(sym) + (k.entries.size() > 1 ? (i == 0 ? "_gemv" : "_gemm") : "");
+      k.entries[i].symbol = s;
+      std::string ph = "$SYM" + std::to_string(i);
+      for (size_t at; (at = code.find(ph)) != std::string::npos;) code.replace(at, ph.size(), s);
+    }
+    std::string head = "// kernel " + n.name + " = " + std::string(op_name(n.kind)) + " (" + k.label + ")\n";
+    if (!n.absorbed.empty()) {
+      head += "// absorbs:";
+      for (const std::string& s : n.absorbed) head += " " + s;
+      head += "\n";
+    }
+    for (size_t i = 0; i < k.bufs.size(); ++i) head += "//   b[" + std::to_string(i) + "] " + k.bufs[i] + "\n";
+    k.body = head + code;
+    k.source = (k.fp8 ? "#define LATHE_FP8 1\n" : "") + std::string(cuda_prelude_text()) +
+               "\n// ---------------------------------------------------------------- kernel\n" + code;
+  }
+};
+
+}  // namespace
+
+CudaKernel emit_cuda_kernel(const Graph& g, NodeId id) {
+  Emitter e{g, g.node(id), {}, {}, {}, {}, {}, {}};
+  e.run();
+  return e.k;
+}
+
+std::vector<CudaKernel> emit_cuda_kernels(const Graph& g) {
+  std::vector<CudaKernel> out;
+  for (NodeId id : g.topo_order()) out.push_back(emit_cuda_kernel(g, id));
+  return out;
+}
+
+}  // namespace lathe

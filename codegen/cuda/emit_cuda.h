@@ -1,0 +1,61 @@
+// codegen/cuda: one CUDA kernel per lowered node for NVRTC, specialized by the node's
+// constants (activation type, weight format and group, dims, KV layout and dtype,
+// tile sizes) as template arguments of the building blocks in cuda_prelude.cuh.
+// GEMM-family nodes get two entry points, a warp-per-row GEMV for decode (up to 8
+// rows) and a tensor-core tiled GEMM for prefill; the runtime launches the one that
+// fits the step, so each node is still one kernel launch.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace lathe {
+
+// How the runtime sizes the grid of an entry point for a step.
+enum class CudaGrid : uint8_t {
+  warps,          // ceil(p0 / (block / 32)): one warp per output row (GEMV)
+  gemm_tiles,     // (p0 column tiles, ceil(rows / 64)); p1 = 1: rows are sequences (lm_head)
+  expert_tiles,   // (p0 column tiles, ceil(rows x top_k (p2) / 64), experts = p1)
+  rows,           // one block per new token
+  seq_x,          // n_seq x p0 blocks (p0 = heads or kv heads)
+  flash,          // n_seq x p0 heads x ceil(max_len / 32)
+  decode_splits,  // n_seq x p0 kv heads x p1 splits
+  elements,       // ceil(rows x p0 / block) blocks, capped at 65535
+  seqs,           // one block per sequence
+};
+
+struct CudaEntry {
+  std::string symbol;
+  CudaGrid grid = CudaGrid::rows;
+  int block = 128;
+  int64_t p0 = 0, p1 = 0, p2 = 0;  // grid parameters (expert_tiles: p2 = top_k)
+  int64_t max_rows = -1;  // GEMV entries: used when rows <= max_rows (else the next entry)
+};
+
+struct CudaKernel {
+  NodeId node = kNone;
+  std::string node_name, label;
+  std::string body;    // the __global__ functions (what --emit cuda shows after the prelude)
+  std::string source;  // complete translation unit for NVRTC
+  std::vector<CudaEntry> entries;
+  int64_t layer = 0;
+  int64_t scratch_bytes = 0;  // device scratch the kernel needs, zeroed before launch
+  int64_t counters = 0;       // zeroed counters for "last block" combines
+  bool fp8 = false;
+  std::vector<std::string> bufs;
+};
+
+std::string_view cuda_prelude_text();
+
+// Emits the kernel of one node. Throws lathe::Error for nodes the CUDA backend cannot
+// run (f32 activations, tensor-parallel collectives, dims that are not multiples of 32).
+CudaKernel emit_cuda_kernel(const Graph& g, NodeId id);
+std::vector<CudaKernel> emit_cuda_kernels(const Graph& g);
+
+// sm_80, sm_86, sm_89 or sm_90 for a target compute capability (86 for 87).
+int cuda_arch_for(int compute_capability);
+
+}  // namespace lathe

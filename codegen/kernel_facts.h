@@ -1,0 +1,28 @@
+// Facts about a lowered node that every kernel emitter specializes on, computed in
+// one place for codegen/cpu and codegen/cuda: format codes (the Fmt enums of the
+// kernel preludes) and the KV cache's geometry.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace lathe {
+
+// F32 0, F16 1, BF16 2, I8 3, I4 4, FP8 5 (both preludes use these values).
+int format_code(DType t);
+
+struct KvFacts {
+  int format = 0;  // format_code of the cache dtype
+  int layout = 0;  // LHTD 0, LTHD 1, TLHD 2, paged 3
+  int64_t layers = 0, kv_heads = 0, head_dim = 0;
+  int64_t capacity = 0;  // positions per slot (the plan's final context)
+  int64_t block = 16;    // paged block size
+  int64_t slots = 0;     // sequences (the plan's batch)
+};
+// Throws lathe::Error when the graph has no KV state or a bad layout attribute.
+KvFacts kv_facts(const Graph& g);
+// "KF, LAY, L, KVH, TCAP, NB, SLOTS" template arguments.
+std::string kv_template_args(const KvFacts& k);
+
+}  // namespace lathe

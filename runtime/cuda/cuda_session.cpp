@@ -1,0 +1,346 @@
+#include "runtime/cuda/cuda_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "codegen/cpu/emit_cpu.h"  // kernel_bindings
+#include "codegen/cuda/emit_cuda.h"
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/step.h"
+#include "simulator/cost.h"
+
+namespace lathe {
+
+namespace {
+
+// Host mirror of LatheCudaStep (cuda_prelude.cuh): four ints, eight pointers.
+struct CudaStepHost {
+  int n_seq, n_rows, blocks_per_slot, max_len;
+  uint64_t seq, row_seq, row_pos, block_table, kv, kv_scales, scratch, counters;
+};
+static_assert(sizeof(CudaStepHost) == 80, "LatheCudaStep layout");
+
+struct Entry {
+  CuFunction fn = nullptr;
+  CudaEntry spec;
+};
+
+struct Launch {
+  NodeId node = kNone;
+  std::string name;
+  std::vector<Entry> entries;
+  CuDevicePtr bufs = 0;  // device array of pointers
+  long layer = 0;
+  int64_t scratch_bytes = 0, counters = 0;
+  bool zero_scratch = false;
+  int timing = -1;
+  // cuBLAS path for plain f16/bf16 GEMMs of more than 8 rows.
+  bool blas = false;
+  CuDevicePtr a = 0, w = 0, c = 0;
+  int64_t n = 0, k = 0;
+};
+
+struct Program {
+  const Graph* graph = nullptr;
+  Bindings plan;
+  std::vector<Launch> launches;
+  int64_t logits_offset = -1, argmax_offset = -1;
+  CuGraphExec graph_exec = nullptr;
+  int graph_seqs = -1;
+};
+
+int64_t value_offset(const Graph& g, ValueId v) {
+  int64_t off = g.value(v).offset;
+  if (off < 0) throw Error("CUDA backend: " + g.name + " has no memory plan (run the memory-plan pass)");
+  return off;
+}
+
+}  // namespace
+
+double cuda_session_bytes(const Plan& plan) { return cpu_session_bytes(plan); }
+
+struct CudaSession::Impl {
+  Plan plan;
+  const WeightStore& weights;
+  CudaSessionOptions opts;
+  CudaApi api;
+  int arch = 80;
+  Nvrtc nvrtc;
+  CuStream stream = nullptr;
+  std::map<std::string, std::pair<CuDevicePtr, CuDevicePtr>> dweights;  // payload, scales
+  CuDevicePtr kv = 0, kv_scales = 0, arena = 0, stepbuf = 0, scratch = 0, counters = 0;
+  int64_t scratch_bytes = 0, counter_words = 0, arena_bytes = 0;
+  size_t off_seqs = 0, off_row_seq = 0, off_row_pos = 0, off_blocks = 0, off_tokens = 0, step_bytes = 0;
+  Program prefill, decode;
+  SequenceState seqs{plan.decode};
+  std::vector<KernelTiming> timings;
+  std::vector<CudaFunctionInfo> info;
+  double compile_s = 0;
+  int compiled = 0, cached = 0;
+  std::vector<CuEvent> ev_begin, ev_end;
+
+  Impl(const Plan& p, const WeightStore& w, CudaSessionOptions o)
+      : plan(p), weights(w), opts(o), api(o.device), nvrtc(o.nvrtc) {
+    const CudaDeviceInfo& d = api.device();
+    arch = cuda_arch_for(d.compute_capability);
+    if (d.compute_capability < 80)
+      throw Error("CUDA backend: " + d.name + " is sm_" + std::to_string(d.compute_capability) +
+                  "; lathe's kernels need sm_80 or newer (bf16 tensor cores)");
+    double need = cuda_session_bytes(plan);
+    if (need > d.free_gb * 1e9 * 0.95)
+      throw Error("the plan needs " + std::to_string(need / 1e9) + " GB of device memory; " + d.name + " has " +
+                  std::to_string(d.free_gb) + " GB free");
+    if (!nvrtc.available()) throw Error("CUDA backend: " + nvrtc.why_unavailable());
+    stream = api.stream();
+    upload_weights();
+    build(prefill, plan.prefill);
+    build(decode, plan.decode);
+    allocate();
+    bind(prefill);
+    bind(decode);
+  }
+  ~Impl() {
+    for (Program* p : {&prefill, &decode}) api.graph_destroy(p->graph_exec);
+    for (auto& [n, wp] : dweights) api.free(wp.first), api.free(wp.second);
+    for (Program* p : {&prefill, &decode})
+      for (Launch& l : p->launches) api.free(l.bufs);
+    for (CuDevicePtr b : {kv, kv_scales, arena, stepbuf, scratch, counters}) api.free(b);
+  }
+
+  void upload_weights() {
+    for (const auto& [name, t] : weights.tensors()) {
+      CuDevicePtr pay = api.alloc(t.payload.size(), name.c_str());
+      api.upload(pay, t.payload.data(), t.payload.size());
+      CuDevicePtr sc = 0;
+      if (t.scales.size()) {
+        sc = api.alloc(t.scales.size(), name.c_str());
+        api.upload(sc, t.scales.data(), t.scales.size());
+      }
+      dweights[name] = {pay, sc};
+    }
+  }
+
+  void build(Program& prog, const Graph& g) {
+    prog.graph = &g;
+    prog.plan = graph_bindings(g);
+    std::map<std::string, CuModule> modules;
+    for (NodeId id : g.topo_order()) {
+      CudaKernel k = emit_cuda_kernel(g, id);
+      std::string key = k.entries[0].symbol;
+      auto it = modules.find(key);
+      if (it == modules.end()) {
+        CudaBinary bin = nvrtc.compile(k.source, key, arch);
+        compile_s += bin.compile_s;
+        (bin.cached ? cached : compiled) += 1;
+        for (const CudaFunctionInfo& f : bin.functions) info.push_back(f);
+        it = modules.emplace(key, api.load_module(bin.cubin, key)).first;
+      }
+      Launch l;
+      l.node = id;
+      l.name = k.node_name;
+      l.layer = long(k.layer);
+      l.scratch_bytes = k.scratch_bytes;
+      l.counters = k.counters;
+      l.zero_scratch = g.node(id).kind == OpKind::expert_matmul;
+      for (const CudaEntry& e : k.entries) l.entries.push_back({api.function(it->second, e.symbol), e});
+      scratch_bytes = std::max(scratch_bytes, k.scratch_bytes);
+      counter_words = std::max(counter_words, k.counters);
+      const Node& n = g.node(id);
+      if (n.kind == OpKind::lm_head) prog.logits_offset = value_offset(g, n.outputs[0]);
+      if (n.kind == OpKind::sample) prog.argmax_offset = value_offset(g, n.outputs[0]);
+      KernelTiming t;
+      t.node = id;
+      t.name = k.node_name;
+      t.label = k.label;
+      t.phase = g.phase;
+      l.timing = int(timings.size());
+      timings.push_back(t);
+      prog.launches.push_back(std::move(l));
+    }
+    arena_bytes = std::max(arena_bytes, g.attrs.i("arena_bytes", 0));
+  }
+
+  void allocate() {
+    const Graph& g = plan.decode;
+    int64_t L = g.attrs.i("layers"), kvh = g.attrs.i("kv_heads"), d = g.attrs.i("head_dim");
+    int64_t vectors = seqs.paged() ? seqs.slots() * seqs.blocks_per_slot() * L * 2 * kvh * seqs.block()
+                                   : L * 2 * seqs.slots() * seqs.capacity() * kvh;
+    const Format& f = g.value(g.values_of(ValueKind::state).front()).format;
+    kv = api.alloc(size_t(double(vectors) * double(d) * dtype_bits(f.dtype) / 8.0), "KV cache");
+    if (f.has_scales()) kv_scales = api.alloc(size_t(vectors) * (f.dtype == DType::fp8_e4m3 ? 4 : 2), "KV scales");
+    arena = api.alloc(size_t(arena_bytes), "activations");
+    if (scratch_bytes) scratch = api.alloc(size_t(scratch_bytes), "kernel scratch");
+    counters = api.alloc(size_t(std::max<int64_t>(counter_words, 1)) * 4, "counters");
+    int64_t max_rows = std::max(plan.prefill.attrs.i("B") * plan.prefill.attrs.i("S"), seqs.slots());
+    auto align = [](size_t v) { return (v + 255) / 256 * 256; };
+    off_seqs = align(sizeof(CudaStepHost));
+    off_row_seq = align(off_seqs + size_t(seqs.slots()) * sizeof(LatheSeq));
+    off_row_pos = align(off_row_seq + size_t(max_rows) * 4);
+    off_blocks = align(off_row_pos + size_t(max_rows) * 4);
+    off_tokens = align(off_blocks + seqs.block_table().size() * 4 + 4);
+    step_bytes = align(off_tokens + size_t(max_rows) * 4);
+    stepbuf = api.alloc(step_bytes, "step");
+  }
+
+  void bind(Program& prog) {
+    const Graph& g = *prog.graph;
+    for (Launch& l : prog.launches) {
+      std::vector<uint64_t> ptrs;
+      for (const KernelBinding& kb : kernel_bindings(g, l.node)) {
+        const Value& v = g.value(kb.value);
+        if (v.kind == ValueKind::weight) {
+          const auto& wp = dweights.at(v.name);
+          ptrs.push_back(kb.scales ? wp.second : wp.first);
+        } else if (v.kind == ValueKind::input) {
+          ptrs.push_back(stepbuf + off_tokens);
+        } else {
+          ptrs.push_back(arena + uint64_t(value_offset(g, kb.value)));
+        }
+      }
+      l.bufs = api.alloc(std::max<size_t>(ptrs.size(), 1) * 8, "kernel arguments");
+      api.upload(l.bufs, ptrs.data(), ptrs.size() * 8);
+      // Plain f16/bf16 GEMMs (no prologue or epilogue, one weight of the activation
+      // dtype) go to cuBLAS in prefill.
+      const Node& n = g.node(l.node);
+      auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+      if (n.kind == OpKind::matmul && p && p->num_weights == 1 && n.attrs.s("prologue", "none") == "none" &&
+          n.attrs.s("epilogue", "none") == "none" && api.blas_available()) {
+        const Value& w = g.value(n.inputs[size_t(p->first_weight)]);
+        std::string act = g.attrs.s("act_dtype");
+        if (std::string(dtype_name(w.format.dtype)) == act) {
+          l.blas = true;
+          l.a = ptrs[size_t(p->x)];
+          l.w = ptrs[size_t(p->first_weight)];
+          l.c = ptrs.back();
+          l.n = w.shape[0].coef;
+          l.k = w.shape[1].coef;
+        }
+      }
+    }
+  }
+
+  void launch(const Launch& l, const StepPlan& sp, bool& bf16) {
+    const int rows = int(sp.tokens.size()), n_seq = int(sp.seqs.size());
+    if (l.counters) api.memset32(counters, 0, size_t(l.counters), stream);
+    if (l.zero_scratch && l.scratch_bytes) api.memset32(scratch, 0, size_t(l.scratch_bytes / 4), stream);
+    // GEMM-family: the GEMV entry when the rows fit it, else the tiled entry.
+    const Entry* e = &l.entries[0];
+    const int64_t used_rows = e->spec.grid == CudaGrid::warps && l.entries.size() > 1 &&
+                                      l.entries[1].spec.grid == CudaGrid::gemm_tiles && l.entries[1].spec.p1 == 1
+                                  ? n_seq
+                                  : rows;
+    if (l.entries.size() > 1 && used_rows > e->spec.max_rows) e = &l.entries[1];
+    if (l.blas && e != &l.entries[0]) {
+      api.gemm_nt(stream, bf16, rows, l.n, l.k, l.a, l.w, l.c, 0.0f);
+      return;
+    }
+    const CudaEntry& s = e->spec;
+    auto cdiv = [](int64_t a, int64_t b) { return unsigned((a + b - 1) / b); };
+    unsigned gx = 1, gy = 1, gz = 1;
+    switch (s.grid) {
+      case CudaGrid::warps: gx = cdiv(s.p0, s.block / 32); break;
+      case CudaGrid::gemm_tiles: gx = unsigned(s.p0), gy = cdiv(s.p1 == 1 ? n_seq : rows, 64); break;
+      case CudaGrid::expert_tiles: gx = unsigned(s.p0), gy = cdiv(int64_t(rows) * s.p2, 64), gz = unsigned(s.p1); break;
+      case CudaGrid::rows: gx = unsigned(rows); break;
+      case CudaGrid::seq_x: gx = unsigned(n_seq * s.p0); break;
+      case CudaGrid::flash: gx = unsigned(n_seq * s.p0) * cdiv(sp.max_len, 32); break;
+      case CudaGrid::decode_splits: gx = unsigned(n_seq * s.p0 * s.p1); break;
+      case CudaGrid::elements: gx = unsigned(std::min<int64_t>(65535, cdiv(int64_t(rows) * s.p0, s.block))); break;
+      case CudaGrid::seqs: gx = unsigned(n_seq); break;
+    }
+    CuDevicePtr st = stepbuf, bufs = l.bufs;
+    long layer = l.layer;
+    void* params[] = {&st, &bufs, &layer};
+    api.launch(e->fn, std::max(gx, 1u), gy, gz, unsigned(s.block), stream, params, l.name);
+  }
+
+  StepResult run(Program& prog, const std::vector<std::vector<int32_t>>& new_tokens, bool fresh) {
+    const Graph& g = *prog.graph;
+    const int64_t vocab = g.attrs.i("vocab");
+    StepPlan sp = seqs.begin(new_tokens, fresh, prog.plan.S, vocab);
+    const int n_seq = int(sp.seqs.size()), rows = int(sp.tokens.size());
+    // One upload carries the step: header, sequences, rows, block table, tokens.
+    std::vector<unsigned char> host(step_bytes, 0);
+    CudaStepHost h{n_seq, rows, int(seqs.blocks_per_slot()), int(sp.max_len), stepbuf + off_seqs,
+                   stepbuf + off_row_seq, stepbuf + off_row_pos, stepbuf + off_blocks, kv, kv_scales, scratch, counters};
+    std::memcpy(host.data(), &h, sizeof h);
+    std::memcpy(host.data() + off_seqs, sp.seqs.data(), sp.seqs.size() * sizeof(LatheSeq));
+    std::memcpy(host.data() + off_row_seq, sp.row_seq.data(), sp.row_seq.size() * 4);
+    std::memcpy(host.data() + off_row_pos, sp.row_pos.data(), sp.row_pos.size() * 4);
+    std::memcpy(host.data() + off_blocks, seqs.block_table().data(), seqs.block_table().size() * 4);
+    std::memcpy(host.data() + off_tokens, sp.tokens.data(), sp.tokens.size() * 4);
+    api.upload(stepbuf, host.data(), host.size(), stream);
+    bool bf16 = g.attrs.s("act_dtype") == "bf16";
+    StepResult r;
+    auto t0 = std::chrono::steady_clock::now();
+    Bindings bind = sp.bindings();
+    for (const Launch& l : prog.launches) {
+      double pred = cost_node(g, g.node(l.node), plan.target, bind).time_s;
+      timings[size_t(l.timing)].predicted_s += pred;
+      timings[size_t(l.timing)].calls += 1;
+      r.predicted_s += pred;
+    }
+    const bool use_graph = opts.graphs && !opts.time_kernels && g.phase == Phase::decode;
+    if (use_graph) {
+      if (prog.graph_exec && prog.graph_seqs != n_seq) {
+        api.graph_destroy(prog.graph_exec);
+        prog.graph_exec = nullptr;
+      }
+      if (!prog.graph_exec) {
+        api.begin_capture(stream);
+        for (const Launch& l : prog.launches) launch(l, sp, bf16);
+        prog.graph_exec = api.end_capture(stream);
+        prog.graph_seqs = n_seq;
+      }
+      api.graph_launch(prog.graph_exec, stream);
+    } else if (opts.time_kernels) {
+      while (ev_begin.size() < prog.launches.size()) ev_begin.push_back(api.event()), ev_end.push_back(api.event());
+      for (size_t i = 0; i < prog.launches.size(); ++i) {
+        api.record(ev_begin[i], stream);
+        launch(prog.launches[i], sp, bf16);
+        api.record(ev_end[i], stream);
+      }
+    } else {
+      for (const Launch& l : prog.launches) launch(l, sp, bf16);
+    }
+    api.sync(stream);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (opts.time_kernels)
+      for (size_t i = 0; i < prog.launches.size(); ++i)
+        timings[size_t(prog.launches[i].timing)].measured_s += api.elapsed_ms(ev_begin[i], ev_end[i]) / 1e3;
+    seqs.commit(sp);
+    std::vector<float> logits(size_t(n_seq * vocab));
+    api.download(logits.data(), arena + uint64_t(prog.logits_offset), logits.size() * 4);
+    for (int s = 0; s < n_seq; ++s) r.logits.emplace_back(logits.begin() + s * vocab, logits.begin() + (s + 1) * vocab);
+    if (prog.argmax_offset >= 0) {
+      r.argmax.resize(size_t(n_seq));
+      api.download(r.argmax.data(), arena + uint64_t(prog.argmax_offset), size_t(n_seq) * 4);
+    }
+    return r;
+  }
+};
+
+CudaSession::CudaSession(const Plan& plan, const WeightStore& weights, CudaSessionOptions o)
+    : impl_(std::make_unique<Impl>(plan, weights, o)) {}
+CudaSession::~CudaSession() = default;
+StepResult CudaSession::prefill(const std::vector<std::vector<int32_t>>& prompts) {
+  return impl_->run(impl_->prefill, prompts, true);
+}
+StepResult CudaSession::decode(const std::vector<int32_t>& tokens) {
+  std::vector<std::vector<int32_t>> t;
+  for (int32_t x : tokens) t.push_back({x});
+  return impl_->run(impl_->decode, t, false);
+}
+const std::vector<KernelTiming>& CudaSession::timings() const { return impl_->timings; }
+std::string CudaSession::device_name() const { return impl_->api.device().name; }
+int CudaSession::device_arch() const { return impl_->arch; }
+double CudaSession::compile_s() const { return impl_->compile_s; }
+int CudaSession::kernels_compiled() const { return impl_->compiled; }
+int CudaSession::kernels_cached() const { return impl_->cached; }
+const std::vector<CudaFunctionInfo>& CudaSession::kernel_info() const { return impl_->info; }
+
+}  // namespace lathe
