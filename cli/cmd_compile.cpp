@@ -137,7 +137,7 @@ int run_compile(const CompileArgs& a) {
   files["report.md"] = report;
   if (a.nvrtc && a.emit != "cuda") throw Error("--nvrtc goes with --emit cuda");
   if (!a.emit.empty() && a.emit != "none")
-    add_emitted_kernels(plan, a.emit, files, a.nvrtc ? cuda_arch_for(p.target.compute_capability) : 0);
+    add_emitted_kernels(plan, a.emit, files, a.nvrtc ? p.target.compute_capability : 0);  // validated by the emitter
   write_dir_atomic(a.out, files);
   if (!a.dump_dir.empty()) write_dir_atomic(a.dump_dir, [&] {
       auto d = dumps;

@@ -16,6 +16,7 @@
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/cuda_session.h"
 #include "runtime/sampler.h"
 
@@ -293,20 +294,68 @@ int run_run(const RunArgs& a) {
 }
 
 struct ProbeArgs {
-  std::string out, name;
-  int threads = 0;
-  double buffer_mb = 512;
+  std::string out, name, backend = "cpu", format = "text";
+  int threads = 0, device = 0;
+  double buffer_mb = 0;  // 0: 512 MB on CPUs, 2048 MB on GPUs
 };
 
+// lathe probe --backend cuda: the GPU's copy bandwidth and cuBLAS GEMM rate.
+int run_probe_cuda(const ProbeArgs& a) {
+  std::string why;
+  if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
+  std::cerr << "lathe probe: measuring device copy bandwidth and cuBLAS GEMM rate...\n";
+  CudaProbeResult p = probe_cuda(a.device, a.buffer_mb > 0 ? a.buffer_mb : 2048);
+  Target base = load_target(builtin_target_for(p.device));
+  std::string name = a.name.empty() ? "probe-" + base.name : a.name;
+  if (a.format == "json") {
+    nlohmann::json j = {{"device", p.device.name},
+                        {"compute_capability", p.device.compute_capability},
+                        {"sm_count", p.device.sm_count},
+                        {"memory_gb", p.device.memory_gb},
+                        {"copy_gbs", p.copy_gbs},
+                        {"copy_mb", p.copy_mb},
+                        {"gemm_n", p.gemm_n},
+                        {"gemm_tflops_bf16", p.gemm_tflops_bf16},
+                        {"gemm_tflops_f16", p.gemm_tflops_f16},
+                        {"datasheet", base.name},
+                        {"datasheet_bandwidth_gbs", base.hbm_bandwidth_gbs},
+                        {"datasheet_bf16_tflops", base.peak_bf16}};
+    std::cout << j.dump(2) << "\n";
+    if (!a.out.empty()) write_file_atomic(a.out, cuda_probe_to_toml(p, base, name));
+    return 0;
+  }
+  std::string toml = cuda_probe_to_toml(p, base, name);
+  if (a.out.empty()) std::cout << toml;
+  else {
+    write_file_atomic(a.out, toml);
+    std::cout << "wrote " << a.out << ": " << p.device.name << " copy " << fmt_double(p.copy_gbs, 1)
+              << " GB/s (datasheet " << fmt_double(base.hbm_bandwidth_gbs, 0) << "), cuBLAS bf16 "
+              << fmt_double(p.gemm_tflops_bf16, 1) << " TFLOP/s (datasheet " << fmt_double(base.peak_bf16, 1)
+              << ")\n";
+  }
+  return 0;
+}
+
 int run_probe(const ProbeArgs& a) {
+  if (a.backend == "cuda") return run_probe_cuda(a);
   CpuJit jit;
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::cerr << "lathe probe: measuring memory bandwidth and FMA throughput on " << threads << " threads...\n";
-  ProbeResult p = probe_machine(jit, threads, a.buffer_mb);
+  ProbeResult p = probe_machine(jit, threads, a.buffer_mb > 0 ? a.buffer_mb : 512);
   char host[256] = "host";
   ::gethostname(host, sizeof host - 1);
   std::string name = a.name.empty() ? "probe-" + std::string(host) : a.name;
   std::string toml = probe_to_toml(p, name);
+  if (a.format == "json") {
+    nlohmann::json j = {{"cpu", p.cpu_model},           {"isa", p.isa},
+                        {"threads", p.threads},         {"read_gbs", p.read_gbs},
+                        {"read_gbs_one", p.read_gbs_one}, {"fma_gflops", p.fma_gflops_all},
+                        {"fma_gflops_one", p.fma_gflops_one}, {"sgemm_gflops", p.gemm_gflops},
+                        {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb}};
+    std::cout << j.dump(2) << "\n";
+    if (!a.out.empty()) write_file_atomic(a.out, toml);
+    return 0;
+  }
   if (a.out.empty()) std::cout << toml;
   else {
     write_file_atomic(a.out, toml);
@@ -350,7 +399,13 @@ void register_run(CLI::App& app, Registry& r) {
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
   pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));
-  pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size")->check(CLI::Range(64.0, 65536.0));
+  pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size (default 512 on CPUs, 2048 on GPUs)")
+      ->check(CLI::Range(64.0, 65536.0));
+  pr->add_option("--backend", p->backend, "cpu (this machine) or cuda (the GPU: copy bandwidth, cuBLAS GEMM rate)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  pr->add_option("--device", p->device, "CUDA device ordinal")->check(CLI::Range(0, 63));
+  pr->add_option("--format", p->format, "text (the TOML, or a summary with -o) or json (the measurements; -o still writes the TOML)")
+      ->check(CLI::IsMember({"text", "json"}));
   pr->callback([&r, p] { r.action = [p] { return run_probe(*p); }; });
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 #include "frontend/specs.h"
@@ -137,10 +138,18 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
   fs::path target(dir);
   if (fs::exists(target, ec)) {
     if (!fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
-    bool empty = fs::is_empty(target, ec);
-    if (!empty && !fs::exists(target / "plan.json", ec))
-      throw Error(dir + ": exists and is not a lathe plan directory (no plan.json); refusing to replace it");
   }
+  // An existing directory that is not a plan (a scratch folder, a folder holding a log):
+  // add the plan's entries to it, one atomic rename each, plan.json last, and refuse
+  // when any of them would overwrite a file that is not ours.
+  bool merge = fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !fs::exists(target / "plan.json", ec);
+  std::set<std::string> top;
+  for (const auto& kv : files) top.insert(fs::path(kv.first).begin()->string());
+  if (merge)
+    for (const auto& t : top)
+      if (fs::exists(target / t, ec))
+        throw Error(dir + ": exists, is not a lathe plan directory (no plan.json) and already holds '" + t +
+                    "'; refusing to overwrite it");
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   if (!fs::exists(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
   fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
@@ -160,6 +169,22 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
+  }
+  if (merge) {
+    std::vector<std::string> order(top.begin(), top.end());
+    std::stable_partition(order.begin(), order.end(), [](const std::string& t) { return t != "plan.json"; });
+    std::vector<std::string> moved;
+    for (const auto& t : order) {
+      fs::rename(tmp / t, target / t, ec);
+      if (ec) {
+        for (const auto& m : moved) fs::remove_all(target / m, ec);
+        fs::remove_all(tmp, ec);
+        throw Error(dir + ": cannot move '" + t + "' into place");
+      }
+      moved.push_back(t);
+    }
+    fs::remove_all(tmp, ec);
+    return;
   }
   fs::path old = parent / (target.filename().string() + ".old." + std::to_string(::getpid()));
   if (fs::exists(target, ec)) fs::rename(target, old, ec);

@@ -81,7 +81,14 @@ void emit_cuda(const Plan& plan, std::map<std::string, std::string>& files, int 
 void add_emitted_kernels(const Plan& plan, const std::string& backend, std::map<std::string, std::string>& files,
                          int nvrtc_arch) {
   if (backend == "cpu") return emit_cpu(plan, files);
-  if (backend == "cuda") return emit_cuda(plan, files, nvrtc_arch);
+  if (backend == "cuda") {
+    try {
+      cuda_arch_for(plan.target.compute_capability);
+    } catch (const Error& e) {
+      throw Error("--emit cuda: " + plan.target.name + ": " + e.what());
+    }
+    return emit_cuda(plan, files, nvrtc_arch);
+  }
   throw Error("--emit: unknown backend '" + backend + "' (expected cpu or cuda)");
 }
 

@@ -784,9 +784,14 @@ __device__ void decode_attention_kernel(const LatheCudaStep* st, int layer, cons
       a += wacc[w][g][d] * f;
       s += wl[w][g] * f;
     }
-    part[g * (D + 2) + d] = a;
-    if (d == 0) part[g * (D + 2) + D] = mx, part[g * (D + 2) + D + 1] = s;
+    if constexpr (SPLITS == 1) {  // one split: no partials, no merge
+      o[row * (H * D) + (kvh * GQ + g) * D + d] = fromf<T>(a / s);
+    } else {
+      part[g * (D + 2) + d] = a;
+      if (d == 0) part[g * (D + 2) + D] = mx, part[g * (D + 2) + D + 1] = s;
+    }
   }
+  if constexpr (SPLITS == 1) return;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&st->counters[s_i * KVH + kvh], 1u) == SPLITS - 1;

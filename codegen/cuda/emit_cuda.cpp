@@ -13,10 +13,10 @@
 namespace lathe {
 
 int cuda_arch_for(int cc) {
-  if (cc >= 90) return 90;
-  if (cc >= 89) return 89;
-  if (cc >= 86) return 86;
-  return 80;
+  if (cc <= 0) throw Error("the CUDA backend needs a GPU target (this one has no compute capability)");
+  if (cc < 80)
+    throw Error("the CUDA backend needs sm_80 or newer (bf16 tensor cores); the target is sm_" + std::to_string(cc));
+  return cc;  // NVRTC compiles for the real architecture and says so if it cannot
 }
 
 namespace {

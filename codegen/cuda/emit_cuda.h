@@ -55,7 +55,8 @@ std::string_view cuda_prelude_text();
 CudaKernel emit_cuda_kernel(const Graph& g, NodeId id);
 std::vector<CudaKernel> emit_cuda_kernels(const Graph& g);
 
-// sm_80, sm_86, sm_89 or sm_90 for a target compute capability (86 for 87).
+// The NVRTC architecture for a target's compute capability (80 for sm_80, 90 for
+// sm_90, ...). Throws lathe::Error for CPU targets and GPUs older than sm_80.
 int cuda_arch_for(int compute_capability);
 
 }  // namespace lathe

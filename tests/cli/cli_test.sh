@@ -118,8 +118,11 @@ expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/plan" --no-pass fuse-qkv --p
 grep -q "IR after fuse-gate-up" "$tmp/out" || bad "--print-ir-after-change"
 grep -q "IR after quantize-weights" "$tmp/out" && bad "--print-ir-after-change printed an unchanged pass"
 mkdir -p "$tmp/notplan"; echo x >"$tmp/notplan/keep"
-expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/notplan"
-[ -f "$tmp/notplan/keep" ] || bad "compile clobbered a non-plan directory"
+expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/notplan"
+[ -f "$tmp/notplan/keep" ] && [ -f "$tmp/notplan/plan.json" ] || bad "compile into a non-plan directory lost a file"
+mkdir -p "$tmp/notplan2"; echo mine >"$tmp/notplan2/report.md"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/notplan2"
+grep -q mine "$tmp/notplan2/report.md" && [ ! -e "$tmp/notplan2/plan.json" ] || bad "compile overwrote a file it does not own"
 expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/plan" --passes fuse-qkv,bogus
 
 # ---- run (CPU backend) ----
@@ -161,6 +164,37 @@ grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "
 expect_rc 0 "$LATHE" probe --buffer-mb 64 -o "$tmp/probe.toml"
 expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
+
+# ---- CUDA backend (compiles without a GPU; runs only with one) ----
+expect_rc 0 "$LATHE" compile tiny-moe h100-sxm --act bf16 --weights int4:g32 --kv int8 -o "$tmp/cplan" --emit cuda
+ls "$tmp/cplan/kernels/cuda/" | grep -q "^k_.*\.cu$" || bad "--emit cuda wrote no kernels"
+grep -q "__global__" "$tmp/cplan/kernels/cuda/"k_*.cu || bad "emitted CUDA lacks kernels"
+grep -q "decode_attention" "$tmp/cplan/kernels/cuda/launch_order.txt" || bad "launch order lacks decode attention"
+if [ -e /usr/local/cuda/include/cuda_fp16.h ]; then
+  expect_rc 0 "$LATHE" compile tiny a100-80g --act f16 --kv int4 -o "$tmp/nplan" --emit cuda --nvrtc
+  grep -q "decode_attention" "$tmp/nplan/kernels/cuda/nvrtc_report.md" || bad "--nvrtc report lacks kernels"
+  awk -F'|' 'NR>2 && ($6+0 > 0 || $7+0 > 0) {exit 1}' "$tmp/nplan/kernels/cuda/nvrtc_report.md" || bad "--nvrtc reports spills"
+fi
+sed 's/compute_capability = "9.0"/compute_capability = "7.5"/; s/name = "h200"/name = "old-gpu"/' "$SRC/specs/hardware/h200.toml" >"$tmp/old-gpu.toml"
+expect_rc 2 "$LATHE" compile tiny "$tmp/old-gpu.toml" --act f16 -o "$tmp/oldplan" --emit cuda
+grep -q "sm_80 or newer" "$tmp/err" || bad "sm_75 target: unclear error: $(cat "$tmp/err")"
+if [ -e /usr/local/cuda/include/cuda_fp16.h ]; then
+  sed 's/compute_capability = "9.0"/compute_capability = "13.5"/; s/name = "h200"/name = "future-gpu"/' "$SRC/specs/hardware/h200.toml" >"$tmp/future.toml"
+  expect_rc 2 "$LATHE" compile tiny "$tmp/future.toml" --act f16 -o "$tmp/futplan" --emit cuda --nvrtc
+  grep -q "cannot compile for sm_135" "$tmp/err" || bad "unsupported architecture: unclear error: $(cat "$tmp/err")"
+  [ -e "$tmp/futplan" ] && bad "a failed compile left a plan directory"
+fi
+expect_rc 2 "$LATHE" compile tiny h100-sxm --act f32 -o "$tmp/f32plan" --emit cuda
+grep -q "bf16 or f16" "$tmp/err" || bad "f32 activations for CUDA: unclear error: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" compile tiny a100-80g --act bf16 --weights fp8 -o "$tmp/fp8plan"
+grep -q "sm_89" "$tmp/err" || bad "fp8 on sm_80: unclear error"
+# Without a GPU (CI) the CUDA backend must say so and exit 2; with one it runs.
+"$LATHE" run tiny --backend cuda --gen 2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ]; then grep -q "no CUDA device" "$tmp/err" || bad "run --backend cuda without a GPU: $(cat "$tmp/err")"
+elif [ $rc -ne 0 ]; then bad "run --backend cuda exited $rc: $(head -c 300 "$tmp/err")"; fi
+"$LATHE" probe --backend cuda >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ]; then grep -q "no CUDA device" "$tmp/err" || bad "probe --backend cuda without a GPU: $(cat "$tmp/err")"
+elif [ $rc -ne 0 ]; then bad "probe --backend cuda exited $rc"; fi
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
