@@ -1,7 +1,7 @@
 #include "cli/scenario_args.h"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include "ir/assert.h"
 
@@ -9,11 +9,14 @@ namespace lathe::cli {
 
 void ScenarioArgs::add_to(CLI::App* cmd, const std::vector<std::string>& formats) {
   cmd->add_option("MODEL", model, "built-in model name or model TOML (or set in --scenario)");
-  cmd->add_option("HW", hardware, "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
-  cmd->add_option("--scenario", scenario, "built-in scenario name or scenario TOML; flags override it");
+  cmd->add_option("HW", hardware,
+                  "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
+  cmd->add_option("--scenario", scenario,
+                  "built-in scenario name or scenario TOML; flags override it");
   plan.add_to(cmd);
   cmd->add_option("--set", sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
-  cmd->add_flag("--ideal", ideal, "pure roofline step costs: no efficiency factors, no launch overhead");
+  cmd->add_flag("--ideal", ideal,
+                "pure roofline step costs: no efficiency factors, no launch overhead");
   std::string list;
   for (const std::string& f : formats) list += (list.empty() ? "" : ", ") + f;
   cmd->add_option("--format", format, list)->check(CLI::IsMember(formats));
@@ -26,13 +29,16 @@ ScenarioSpec ScenarioArgs::resolve(ScenarioKind kind, const Workload& workload, 
   if (!scenario.empty()) {
     s = load_scenario(scenario);
     if (s.kind != kind)
-      throw Error(scenario + ": a " + std::string(scenario_kind_name(s.kind)) + " scenario; this command runs " +
-                  std::string(scenario_kind_name(kind)) + " scenarios");
+      throw Error(scenario + ": a " + std::string(scenario_kind_name(s.kind)) +
+                  " scenario; this command runs " + std::string(scenario_kind_name(kind)) +
+                  " scenarios");
     if (!plan.plan_file.empty()) throw Error("give --scenario or --plan, not both");
   }
   PlanSpec ps;
-  if (!plan.plan_file.empty()) ps = load_plan(plan.plan_file);
-  else ps.options = s.options;
+  if (!plan.plan_file.empty())
+    ps = load_plan(plan.plan_file);
+  else
+    ps.options = s.options;
   req.model = !model.empty() ? model : s.model ? *s.model : ps.model.value_or("");
   req.hardware = !hardware.empty() ? hardware : s.hardware ? *s.hardware : ps.hardware.value_or("");
   if (req.hardware.empty() && default_hardware) req.hardware = default_hardware;
@@ -45,7 +51,8 @@ ScenarioSpec ScenarioArgs::resolve(ScenarioKind kind, const Workload& workload, 
   return s;
 }
 
-Progress::Progress(std::string label) : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
+Progress::Progress(std::string label)
+    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
 
 Progress::~Progress() {
   if (tty_ && last_ >= 0) std::fprintf(stderr, "\r%*s\r", int(label_.size()) + 16, "");

@@ -11,10 +11,14 @@ namespace lathe {
 
 std::string_view scenario_kind_name(ScenarioKind k) {
   switch (k) {
-    case ScenarioKind::serve: return "serve";
-    case ScenarioKind::rag: return "rag";
-    case ScenarioKind::moe: return "moe";
-    case ScenarioKind::edge: return "edge";
+    case ScenarioKind::serve:
+      return "serve";
+    case ScenarioKind::rag:
+      return "rag";
+    case ScenarioKind::moe:
+      return "moe";
+    case ScenarioKind::edge:
+      return "edge";
   }
   return "?";
 }
@@ -45,7 +49,8 @@ struct Extra {
         r.fail_at(e, key, "expected numbers, got " + std::string(e.kind_name()));
       double d = e.kind == TomlValue::Kind::integer ? double(e.integer) : e.floating;
       if (!(d >= lo && d <= hi))
-        r.fail_at(e, key, "expected numbers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        r.fail_at(e, key,
+                  "expected numbers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
       out.push_back(d);
     }
     return out;
@@ -56,7 +61,8 @@ struct Extra {
     std::vector<int64_t> out;
     for (const TomlValue& e : v->array) {
       if (e.kind != TomlValue::Kind::integer || e.integer < lo || e.integer > hi)
-        r.fail_at(e, key, "expected integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        r.fail_at(e, key,
+                  "expected integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
       out.push_back(e.integer);
     }
     return out;
@@ -66,7 +72,8 @@ struct Extra {
     if (!v) return std::nullopt;
     std::vector<std::string> out;
     for (const TomlValue& e : v->array) {
-      if (e.kind != TomlValue::Kind::string) r.fail_at(e, key, "expected strings, got " + std::string(e.kind_name()));
+      if (e.kind != TomlValue::Kind::string)
+        r.fail_at(e, key, "expected strings, got " + std::string(e.kind_name()));
       out.push_back(e.str);
     }
     return out;
@@ -89,7 +96,9 @@ void read_serve(const TomlValue& t, const std::string& source, ServeOptions& o) 
   TableReader r(t, "scenario.serve", source);
   if (auto b = r.get_string("batching")) {
     auto k = parse_batching(*b);
-    if (!k) r.fail_at(*t.get("batching"), "batching", "expected static, dynamic, continuous or chunked, got \"" + *b + "\"");
+    if (!k)
+      r.fail_at(*t.get("batching"), "batching",
+                "expected static, dynamic, continuous or chunked, got \"" + *b + "\"");
     o.batching = *k;
   }
   Extra x{r, t};
@@ -102,7 +111,9 @@ void read_serve(const TomlValue& t, const std::string& source, ServeOptions& o) 
   o.replicas = r.get_int("replicas", 1, 4096).value_or(o.replicas);
   if (auto s = r.get_string("router")) {
     auto k = parse_router(*s);
-    if (!k) r.fail_at(*t.get("router"), "router", "expected round-robin or least-loaded, got \"" + *s + "\"");
+    if (!k)
+      r.fail_at(*t.get("router"), "router",
+                "expected round-robin or least-loaded, got \"" + *s + "\"");
     o.router = *k;
   }
   o.slo_ttft_s = x.ms("slo_ttft_ms", o.slo_ttft_s, 1e9);
@@ -110,7 +121,8 @@ void read_serve(const TomlValue& t, const std::string& source, ServeOptions& o) 
   r.finish();
 }
 
-void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions& a, std::optional<std::string>& csv) {
+void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions& a,
+                   std::optional<std::string>& csv) {
   TableReader r(t, "scenario.arrivals", source);
   Extra x{r, t};
   a.rate_per_s = r.get_double("rate", 1e-6, 1e7).value_or(a.rate_per_s);
@@ -123,7 +135,8 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   if (auto c = r.get_string("csv")) {
     std::filesystem::path p(*c);
     std::filesystem::path dir = std::filesystem::path(source).parent_path();
-    csv = p.is_absolute() || dir.empty() || source.starts_with("<built-in>") ? p.string() : (dir / p).string();
+    csv = p.is_absolute() || dir.empty() || source.starts_with("<built-in>") ? p.string()
+                                                                             : (dir / p).string();
   }
   r.finish();
 }
@@ -135,7 +148,9 @@ void read_rag(const TomlValue& t, const std::string& source, RagOptions& o) {
     o.modes.clear();
     for (size_t i = 0; i < modes->size(); ++i) {
       auto m = parse_rag_mode((*modes)[i]);
-      if (!m) r.fail_at(t.get("modes")->array[i], "modes", "expected sequential, overlapped, prefetch or timeout");
+      if (!m)
+        r.fail_at(t.get("modes")->array[i], "modes",
+                  "expected sequential, overlapped, prefetch or timeout");
       o.modes.push_back(*m);
     }
   }
@@ -150,8 +165,10 @@ void read_rag(const TomlValue& t, const std::string& source, RagOptions& o) {
   o.prefetch_hit = r.get_double("prefetch_hit", 0, 1).value_or(o.prefetch_hit);
   o.cpu_cores = r.get_int("cpu_cores", 1, 4096).value_or(o.cpu_cores);
   o.runtime_threads = r.get_int("runtime_threads", 0, 4096).value_or(o.runtime_threads);
-  o.retrieval_ref_threads = r.get_int("retrieval_ref_threads", 1, 4096).value_or(o.retrieval_ref_threads);
-  o.retrieval_parallel_fraction = r.get_double("retrieval_parallel_fraction", 0, 1).value_or(o.retrieval_parallel_fraction);
+  o.retrieval_ref_threads =
+      r.get_int("retrieval_ref_threads", 1, 4096).value_or(o.retrieval_ref_threads);
+  o.retrieval_parallel_fraction =
+      r.get_double("retrieval_parallel_fraction", 0, 1).value_or(o.retrieval_parallel_fraction);
   o.samples = r.get_int("samples", 1, 10000000).value_or(o.samples);
   o.seed = uint64_t(r.get_int("seed", 0, INT64_MAX).value_or(int64_t(o.seed)));
   r.finish();
@@ -161,10 +178,14 @@ void read_moe(const TomlValue& t, const std::string& source, MoeOptions& o) {
   TableReader r(t, "scenario.moe", source);
   Extra x{r, t};
   if (auto l = r.get_string("load")) {
-    if (*l == "uniform") o.load = ExpertLoadKind::uniform;
-    else if (*l == "zipf") o.load = ExpertLoadKind::zipf;
-    else if (*l == "histogram") o.load = ExpertLoadKind::histogram;
-    else r.fail_at(*t.get("load"), "load", "expected uniform, zipf or histogram, got \"" + *l + "\"");
+    if (*l == "uniform")
+      o.load = ExpertLoadKind::uniform;
+    else if (*l == "zipf")
+      o.load = ExpertLoadKind::zipf;
+    else if (*l == "histogram")
+      o.load = ExpertLoadKind::histogram;
+    else
+      r.fail_at(*t.get("load"), "load", "expected uniform, zipf or histogram, got \"" + *l + "\"");
   }
   o.zipf_skew = r.get_double("zipf_skew", 0, 10).value_or(o.zipf_skew);
   if (auto h = x.numbers("histogram", 0, kHuge)) o.histogram = *h;
@@ -186,14 +207,16 @@ void read_edge(const TomlValue& t, const std::string& source, EdgeOptions& o) {
   if (auto w = x.strings("weights")) {
     for (size_t i = 0; i < w->size(); ++i) {
       std::string why;
-      if (!parse_weight_format((*w)[i], &why)) r.fail_at(t.get("weights")->array[i], "weights", why);
+      if (!parse_weight_format((*w)[i], &why))
+        r.fail_at(t.get("weights")->array[i], "weights", why);
     }
     o.weights = *w;
   }
   o.prompt = r.get_int("prompt", 1, 1 << 24).value_or(o.prompt);
   o.gen = r.get_int("gen", 1, 1 << 24).value_or(o.gen);
   o.os_reserve_gb = r.get_double("os_reserve_gb", 0, 1e6).value_or(o.os_reserve_gb);
-  o.cpu_bandwidth_share = r.get_double("cpu_bandwidth_share", 0, 0.95).value_or(o.cpu_bandwidth_share);
+  o.cpu_bandwidth_share =
+      r.get_double("cpu_bandwidth_share", 0, 0.95).value_or(o.cpu_bandwidth_share);
   if (auto k = x.strings("kv_dtypes")) {
     for (size_t i = 0; i < k->size(); ++i) {
       std::string why;
@@ -205,10 +228,12 @@ void read_edge(const TomlValue& t, const std::string& source, EdgeOptions& o) {
   if (auto b = x.integers("beams", 1, 64)) o.beams = *b;
   r.allow("claims");
   if (const TomlValue* c = t.get("claims")) {
-    if (c->kind != TomlValue::Kind::array) r.fail_at(*c, "claims", "expected [[scenario.edge.claims]] tables");
+    if (c->kind != TomlValue::Kind::array)
+      r.fail_at(*c, "claims", "expected [[scenario.edge.claims]] tables");
     for (size_t i = 0; i < c->array.size(); ++i) {
       const TomlValue& e = c->array[i];
-      if (e.kind != TomlValue::Kind::table) r.fail_at(e, "claims", "expected [[scenario.edge.claims]] tables");
+      if (e.kind != TomlValue::Kind::table)
+        r.fail_at(e, "claims", "expected [[scenario.edge.claims]] tables");
       TableReader cr(e, "scenario.edge.claims[" + std::to_string(i) + "]", source);
       Claim cl;
       cl.label = cr.require_string("label");
@@ -243,9 +268,11 @@ ScenarioSpec parse_scenario_toml(std::string_view text, std::string_view source_
   std::string kind = r.require_string("kind");
   const char* tables[] = {"serve", "rag", "moe", "edge"};
   bool known = false;
-  for (ScenarioKind k : {ScenarioKind::serve, ScenarioKind::rag, ScenarioKind::moe, ScenarioKind::edge})
+  for (ScenarioKind k :
+       {ScenarioKind::serve, ScenarioKind::rag, ScenarioKind::moe, ScenarioKind::edge})
     if (scenario_kind_name(k) == kind) s.kind = k, known = true;
-  if (!known) r.fail_at(*t.get("kind"), "kind", "expected serve, rag, moe or edge, got \"" + kind + "\"");
+  if (!known)
+    r.fail_at(*t.get("kind"), "kind", "expected serve, rag, moe or edge, got \"" + kind + "\"");
   s.model = r.get_string("model");
   s.hardware = r.get_string("hardware");
   read_plan_options(r, t, s.options);
@@ -254,14 +281,17 @@ ScenarioSpec parse_scenario_toml(std::string_view text, std::string_view source_
     const TomlValue* sub = r.get_table(name);
     if (!sub) continue;
     if (kind != name)
-      r.fail_at(*sub, name, "a scenario of kind \"" + kind + "\" takes [scenario." + kind + "], not [scenario." + name + "]");
+      r.fail_at(*sub, name,
+                "a scenario of kind \"" + kind + "\" takes [scenario." + kind +
+                    "], not [scenario." + name + "]");
     if (s.kind == ScenarioKind::serve) read_serve(*sub, source, s.serve);
     if (s.kind == ScenarioKind::rag) read_rag(*sub, source, s.rag);
     if (s.kind == ScenarioKind::moe) read_moe(*sub, source, s.moe);
     if (s.kind == ScenarioKind::edge) read_edge(*sub, source, s.edge);
   }
   if (const TomlValue* a = r.get_table("arrivals")) {
-    if (s.kind != ScenarioKind::serve) r.fail_at(*a, "arrivals", "only serve scenarios take [scenario.arrivals]");
+    if (s.kind != ScenarioKind::serve)
+      r.fail_at(*a, "arrivals", "only serve scenarios take [scenario.arrivals]");
     read_arrivals(*a, source, s.arrivals, s.arrivals_csv);
   }
   r.finish();
@@ -281,7 +311,8 @@ ScenarioSpec load_scenario(std::string_view name_or_path) {
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
   std::string hint = closest_match(arg, names);
-  throw Error("unknown scenario '" + arg + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+  throw Error("unknown scenario '" + arg + "'" +
+              (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
               "; built-in scenarios: " + list + "; or give a path to a TOML file");
 }
 

@@ -26,25 +26,33 @@ std::string num(double v) {
 
 double Distribution::mean() const {
   switch (kind) {
-    case Kind::fixed: return a;
-    case Kind::uniform: return 0.5 * (a + b);
-    case Kind::lognormal: return a * std::exp(0.5 * b * b);
+    case Kind::fixed:
+      return a;
+    case Kind::uniform:
+      return 0.5 * (a + b);
+    case Kind::lognormal:
+      return a * std::exp(0.5 * b * b);
   }
   return a;
 }
 
 double Distribution::min() const {
   switch (kind) {
-    case Kind::fixed: return a;
-    case Kind::uniform: return a;
-    case Kind::lognormal: return 0;
+    case Kind::fixed:
+      return a;
+    case Kind::uniform:
+      return a;
+    case Kind::lognormal:
+      return 0;
   }
   return 0;
 }
 
 std::optional<Distribution> parse_distribution(std::string_view s, std::string* why) {
   auto fail = [&](const std::string& msg) -> std::optional<Distribution> {
-    if (why) *why = msg + " (expected fixed:V, uniform:LO,HI or lognormal:MEDIAN,SIGMA; got '" + std::string(s) + "')";
+    if (why)
+      *why = msg + " (expected fixed:V, uniform:LO,HI or lognormal:MEDIAN,SIGMA; got '" +
+             std::string(s) + "')";
     return std::nullopt;
   };
   size_t colon = s.find(':');
@@ -54,11 +62,13 @@ std::optional<Distribution> parse_distribution(std::string_view s, std::string* 
     return fail("not a distribution");
   }
   std::string_view kind = s.substr(0, colon), args = s.substr(colon + 1);
-  if (kind != "fixed" && kind != "uniform" && kind != "lognormal") return fail("unknown distribution '" + std::string(kind) + "'");
+  if (kind != "fixed" && kind != "uniform" && kind != "lognormal")
+    return fail("unknown distribution '" + std::string(kind) + "'");
   size_t comma = args.find(',');
   double x = 0, y = 0;
   if (kind == "fixed") {
-    if (comma != std::string_view::npos || !parse_number(args, x) || x <= 0) return fail("fixed needs one positive value");
+    if (comma != std::string_view::npos || !parse_number(args, x) || x <= 0)
+      return fail("fixed needs one positive value");
     return Distribution{Distribution::Kind::fixed, x, 0};
   }
   if (comma == std::string_view::npos || !parse_number(args.substr(0, comma), x) ||
@@ -77,26 +87,33 @@ std::optional<Distribution> parse_distribution(std::string_view s, std::string* 
 
 std::string distribution_name(const Distribution& d) {
   switch (d.kind) {
-    case Distribution::Kind::fixed: return "fixed:" + num(d.a);
-    case Distribution::Kind::uniform: return "uniform:" + num(d.a) + "," + num(d.b);
-    case Distribution::Kind::lognormal: return "lognormal:" + num(d.a) + "," + num(d.b);
+    case Distribution::Kind::fixed:
+      return "fixed:" + num(d.a);
+    case Distribution::Kind::uniform:
+      return "uniform:" + num(d.a) + "," + num(d.b);
+    case Distribution::Kind::lognormal:
+      return "lognormal:" + num(d.a) + "," + num(d.b);
   }
   return "?";
 }
 
 std::string_view batching_name(BatchingKind k) {
   switch (k) {
-    case BatchingKind::static_batch: return "static";
-    case BatchingKind::dynamic_batch: return "dynamic";
-    case BatchingKind::continuous: return "continuous";
-    case BatchingKind::chunked: return "chunked";
+    case BatchingKind::static_batch:
+      return "static";
+    case BatchingKind::dynamic_batch:
+      return "dynamic";
+    case BatchingKind::continuous:
+      return "continuous";
+    case BatchingKind::chunked:
+      return "chunked";
   }
   return "?";
 }
 
 std::optional<BatchingKind> parse_batching(std::string_view s) {
-  for (BatchingKind k : {BatchingKind::static_batch, BatchingKind::dynamic_batch, BatchingKind::continuous,
-                         BatchingKind::chunked})
+  for (BatchingKind k : {BatchingKind::static_batch, BatchingKind::dynamic_batch,
+                         BatchingKind::continuous, BatchingKind::chunked})
     if (batching_name(k) == s) return k;
   return std::nullopt;
 }
@@ -113,10 +130,14 @@ std::optional<RouterKind> parse_router(std::string_view s) {
 
 std::string_view rag_mode_name(RagMode m) {
   switch (m) {
-    case RagMode::sequential: return "sequential";
-    case RagMode::overlapped: return "overlapped";
-    case RagMode::prefetch: return "prefetch";
-    case RagMode::timeout: return "timeout";
+    case RagMode::sequential:
+      return "sequential";
+    case RagMode::overlapped:
+      return "overlapped";
+    case RagMode::prefetch:
+      return "prefetch";
+    case RagMode::timeout:
+      return "timeout";
   }
   return "?";
 }
@@ -129,18 +150,24 @@ std::optional<RagMode> parse_rag_mode(std::string_view s) {
 
 std::string_view expert_load_name(ExpertLoadKind k) {
   switch (k) {
-    case ExpertLoadKind::uniform: return "uniform";
-    case ExpertLoadKind::zipf: return "zipf";
-    case ExpertLoadKind::histogram: return "histogram";
+    case ExpertLoadKind::uniform:
+      return "uniform";
+    case ExpertLoadKind::zipf:
+      return "zipf";
+    case ExpertLoadKind::histogram:
+      return "histogram";
   }
   return "?";
 }
 
 std::string_view placement_name(PlacementKind k) {
   switch (k) {
-    case PlacementKind::round_robin: return "round-robin";
-    case PlacementKind::balanced: return "balanced";
-    case PlacementKind::replicated: return "replicated";
+    case PlacementKind::round_robin:
+      return "round-robin";
+    case PlacementKind::balanced:
+      return "balanced";
+    case PlacementKind::replicated:
+      return "replicated";
   }
   return "?";
 }

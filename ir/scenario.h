@@ -55,12 +55,12 @@ struct ArrivalOptions {
 
 struct ServeOptions {
   BatchingKind batching = BatchingKind::continuous;
-  int64_t max_batch = 64;            // sequences per batch (running sequences, continuous)
-  double batch_timeout_s = 0.020;    // dynamic: dispatch when the oldest waited this long
-  int64_t token_budget = 512;        // chunked: tokens (decode + prefill chunks) per step
-  int64_t max_prefill_tokens = 8192; // continuous: prompt tokens per prefill step
-  double memory_fraction = 0.90;     // of device memory for weights + KV + activations
-  int64_t kv_block = 16;             // KV allocation unit in tokens (paged cache)
+  int64_t max_batch = 64;             // sequences per batch (running sequences, continuous)
+  double batch_timeout_s = 0.020;     // dynamic: dispatch when the oldest waited this long
+  int64_t token_budget = 512;         // chunked: tokens (decode + prefill chunks) per step
+  int64_t max_prefill_tokens = 8192;  // continuous: prompt tokens per prefill step
+  double memory_fraction = 0.90;      // of device memory for weights + KV + activations
+  int64_t kv_block = 16;              // KV allocation unit in tokens (paged cache)
   int64_t replicas = 1;
   RouterKind router = RouterKind::round_robin;
   double slo_ttft_s = 0, slo_tpot_s = 0;  // 0: no SLO on that metric
@@ -73,21 +73,23 @@ std::string_view rag_mode_name(RagMode m);
 std::optional<RagMode> parse_rag_mode(std::string_view s);
 
 struct RagOptions {
-  std::vector<RagMode> modes = {RagMode::sequential, RagMode::overlapped, RagMode::prefetch, RagMode::timeout};
+  std::vector<RagMode> modes = {RagMode::sequential, RagMode::overlapped, RagMode::prefetch,
+                                RagMode::timeout};
   // Retrieval latency (ms) measured with `retrieval_ref_threads` CPU threads.
   Distribution retrieval_ms{Distribution::Kind::uniform, 50, 200};
-  double preprocess_ms = 5.0;   // CPU: parse, rerank, truncate the retrieved chunks
-  double assembly_ms = 1.0;     // CPU: build and tokenize the final prompt
-  int64_t base_tokens = 256;    // the user's prompt (with the system prompt)
+  double preprocess_ms = 5.0;     // CPU: parse, rerank, truncate the retrieved chunks
+  double assembly_ms = 1.0;       // CPU: build and tokenize the final prompt
+  int64_t base_tokens = 256;      // the user's prompt (with the system prompt)
   int64_t context_tokens = 1024;  // retrieved context appended to it
   int64_t output_tokens = 128;
-  double timeout_ms = 150;         // timeout mode: give up on retrieval after this
-  double prefetch_lead_ms = 100;   // prefetch: retrieval starts this long before the request
-  double prefetch_hit = 0.5;       // prefetch: share of requests whose prefetched context is used
+  double timeout_ms = 150;        // timeout mode: give up on retrieval after this
+  double prefetch_lead_ms = 100;  // prefetch: retrieval starts this long before the request
+  double prefetch_hit = 0.5;      // prefetch: share of requests whose prefetched context is used
   int64_t cpu_cores = 16;
-  int64_t runtime_threads = 0;     // 0: 60% of the cores (the article's 50-70% advice)
+  int64_t runtime_threads = 0;  // 0: 60% of the cores (the article's 50-70% advice)
   int64_t retrieval_ref_threads = 4;
-  double retrieval_parallel_fraction = 0.9;  // Amdahl fraction of retrieval that scales with threads
+  double retrieval_parallel_fraction =
+      0.9;  // Amdahl fraction of retrieval that scales with threads
   int64_t samples = 2000;
   uint64_t seed = 1;
 };
@@ -102,14 +104,14 @@ std::string_view placement_name(PlacementKind k);
 
 struct MoeOptions {
   ExpertLoadKind load = ExpertLoadKind::zipf;
-  double zipf_skew = 1.0;          // p(rank r) ~ 1 / r^skew
-  std::vector<double> histogram;   // measured tokens per expert (load = histogram)
-  int64_t gpus = 4;                // expert-parallel degree
+  double zipf_skew = 1.0;         // p(rank r) ~ 1 / r^skew
+  std::vector<double> histogram;  // measured tokens per expert (load = histogram)
+  int64_t gpus = 4;               // expert-parallel degree
   std::vector<int64_t> batches = {1, 64};
-  int64_t context = 1024;          // decode context of every sequence
-  int64_t prompt = 0;              // > 0: a prefill pass of this many tokens per sequence
-  int64_t hot_replicas = 0;        // replicated: experts copied to a second GPU (0: gpus / 2)
-  int64_t samples = 256;           // sampled routing steps per batch size
+  int64_t context = 1024;    // decode context of every sequence
+  int64_t prompt = 0;        // > 0: a prefill pass of this many tokens per sequence
+  int64_t hot_replicas = 0;  // replicated: experts copied to a second GPU (0: gpus / 2)
+  int64_t samples = 256;     // sampled routing steps per batch size
   uint64_t seed = 1;
 };
 
@@ -126,10 +128,10 @@ struct Claim {
 struct EdgeOptions {
   std::vector<std::string> weights = {"f16", "int8", "int4:g128"};
   int64_t prompt = 512, gen = 128;
-  double os_reserve_gb = 8.0;         // unified memory kept for the OS and the CPU side
-  double cpu_bandwidth_share = 0.0;   // share of memory bandwidth the CPU side uses meanwhile
+  double os_reserve_gb = 8.0;        // unified memory kept for the OS and the CPU side
+  double cpu_bandwidth_share = 0.0;  // share of memory bandwidth the CPU side uses meanwhile
   std::vector<std::string> kv_dtypes = {"f16", "int8", "int4"};
-  int64_t kv_context = 4096;          // context for the KV-compression comparison
+  int64_t kv_context = 4096;  // context for the KV-compression comparison
   std::vector<int64_t> beams = {1, 2, 3, 4};
   std::vector<Claim> claims;
 };

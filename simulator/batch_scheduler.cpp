@@ -67,7 +67,9 @@ class BatchReplica : public Replica {
   int64_t kv_tokens() const override {
     return int64_t(batch_.size()) * blocks(max_prompt_ + max_output_) * st_.o.kv_block;
   }
-  int64_t step_prefill_tokens() const override { return step_ == 0 ? int64_t(batch_.size()) * max_prompt_ : 0; }
+  int64_t step_prefill_tokens() const override {
+    return step_ == 0 ? int64_t(batch_.size()) * max_prompt_ : 0;
+  }
   int64_t step_decode_seqs() const override { return step_ == 0 ? 0 : int64_t(batch_.size()); }
 
  private:

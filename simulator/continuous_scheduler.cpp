@@ -3,8 +3,9 @@
 //
 //  1. KV is allocated in blocks of kv_block tokens. A waiting request is admitted
 //     (queue order: class 0 first, then arrival) when a batch slot is free and the
-//     blocks of its prompt are; the first request that cannot be admitted stops
-//     admission, so nothing overtakes it.
+//     blocks of its prompt are, keeping 1% of the blocks free for running sequences
+//     to grow into; the first request that cannot be admitted stops admission, so
+//     nothing overtakes it.
 //  2. continuous: a step with admissions is a prefill step of the admitted prompts
 //     (up to max_prefill_tokens; running sequences wait one step); otherwise every
 //     running sequence decodes one token.
@@ -35,8 +36,10 @@ class ContinuousReplica : public Replica {
     chunk_.clear();
     decoding_.clear();
     step_start_ = now;
-    if (chunked_) plan_chunked(now);
-    else plan_continuous(now);
+    if (chunked_)
+      plan_chunked(now);
+    else
+      plan_continuous(now);
     if (decoding_.empty() && chunk_.empty()) return -1;
     StepShape shape;
     int64_t emitting = 0;
@@ -87,7 +90,9 @@ class ContinuousReplica : public Replica {
   }
 
   int64_t running() const override { return int64_t(seqs_.size()); }
-  int64_t kv_tokens() const override { return (st_.kv_capacity_blocks - free_blocks_) * st_.o.kv_block; }
+  int64_t kv_tokens() const override {
+    return (st_.kv_capacity_blocks - free_blocks_) * st_.o.kv_block;
+  }
   int64_t step_prefill_tokens() const override {
     int64_t n = 0;
     for (const auto& c : chunk_) n += c.second;
@@ -119,7 +124,10 @@ class ContinuousReplica : public Replica {
     s.r = r;
     s.target = st_.reqs[size_t(r)].prompt + st_.generated[size_t(r)];
     s.blocks = blocks(s.target);
-    if (s.blocks > free_blocks_) return false;
+    // Keep a watermark of free blocks (1% as vLLM does) for the running sequences to
+    // grow into, so an admission is not undone by a preemption one step later.
+    int64_t watermark = seqs_.empty() ? 0 : std::max<int64_t>(1, st_.kv_capacity_blocks / 100);
+    if (s.blocks + watermark > free_blocks_) return false;
     dispatch(r, now);
     free_blocks_ -= s.blocks;
     s.slot = take_slot();
@@ -140,7 +148,8 @@ class ContinuousReplica : public Replica {
       for (size_t i = 1; i < seqs_.size(); ++i) {
         const Request& a = st_.reqs[size_t(seqs_[i].r)];
         const Request& b = st_.reqs[size_t(seqs_[victim].r)];
-        if (a.priority > b.priority || (a.priority == b.priority && seqs_[i].r > seqs_[victim].r)) victim = i;
+        if (a.priority > b.priority || (a.priority == b.priority && seqs_[i].r > seqs_[victim].r))
+          victim = i;
       }
       preempt(victim, now);
     }
@@ -157,7 +166,8 @@ class ContinuousReplica : public Replica {
 
   void preempt(size_t i, double now) {
     Seq s = seqs_[i];
-    LATHE_ASSERT(seqs_.size() > 1, "a single sequence cannot outgrow the KV capacity (checked up front)");
+    LATHE_ASSERT(seqs_.size() > 1,
+                 "a single sequence cannot outgrow the KV capacity (checked up front)");
     if (now > s.phase_start) span(s.r, s.slot, s.phase_start, now, s.prefilled < s.target);
     release(s);
     seqs_.erase(seqs_.begin() + std::ptrdiff_t(i));
@@ -203,7 +213,7 @@ class ContinuousReplica : public Replica {
 
   bool chunked_;
   int64_t free_blocks_;
-  std::vector<Seq> seqs_;  // running sequences in admission order
+  std::vector<Seq> seqs_;                          // running sequences in admission order
   std::vector<size_t> decoding_;                   // indices into seqs_ decoding this step
   std::vector<std::pair<size_t, int64_t>> chunk_;  // (index into seqs_, prompt tokens) this step
   double step_start_ = 0;

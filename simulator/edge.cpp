@@ -20,7 +20,8 @@ EdgeMemory edge_memory(const MemoryFootprint& m, const Target& t, double os_rese
 }
 
 Target unified_bandwidth_target(const Target& t, double cpu_share) {
-  if (!(cpu_share >= 0 && cpu_share <= 0.95)) throw Error("CPU bandwidth share must be in [0, 0.95]");
+  if (!(cpu_share >= 0 && cpu_share <= 0.95))
+    throw Error("CPU bandwidth share must be in [0, 0.95]");
   Target x = t;
   if (t.unified_memory > 0) x.hbm_bandwidth_gbs *= 1.0 - cpu_share;
   return x;

@@ -17,14 +17,15 @@ std::vector<double> expert_shares(const MoeOptions& o, int64_t experts) {
   std::vector<double> p(size_t(experts), 1.0);
   if (o.load == ExpertLoadKind::histogram) {
     if (int64_t(o.histogram.size()) != experts)
-      throw Error("moe: the histogram has " + std::to_string(o.histogram.size()) + " entries; the model has " +
-                  std::to_string(experts) + " experts");
+      throw Error("moe: the histogram has " + std::to_string(o.histogram.size()) +
+                  " entries; the model has " + std::to_string(experts) + " experts");
     p = o.histogram;
   } else if (o.load == ExpertLoadKind::zipf) {
     std::vector<size_t> rank(p.size());
     std::iota(rank.begin(), rank.end(), 0);
     Random rng(o.seed ^ 0x5eedULL);
-    for (size_t i = rank.size(); i > 1; --i) std::swap(rank[i - 1], rank[size_t(rng.integer(0, int64_t(i) - 1))]);
+    for (size_t i = rank.size(); i > 1; --i)
+      std::swap(rank[i - 1], rank[size_t(rng.integer(0, int64_t(i) - 1))]);
     for (size_t e = 0; e < p.size(); ++e) p[e] = 1.0 / std::pow(double(rank[e] + 1), o.zipf_skew);
   }
   double sum = std::accumulate(p.begin(), p.end(), 0.0);
@@ -41,7 +42,8 @@ using Placement = std::vector<std::vector<int>>;  // devices holding each expert
 // expert weights, expert ids and gates have one expert and top_k = 1.
 class ExpertCost {
  public:
-  ExpertCost(const Graph& decode, const Target& t, const CostOptions& o) : g_(decode), t_(t), o_(o) {
+  ExpertCost(const Graph& decode, const Target& t, const CostOptions& o)
+      : g_(decode), t_(t), o_(o) {
     int64_t layers = std::max<int64_t>(1, decode.attrs.i("layers", 1));
     for (NodeId id : g_.topo_order()) {
       const Node& n = g_.node(id);
@@ -54,8 +56,8 @@ class ExpertCost {
       };
       for (int w = 0; w < p->num_weights; ++w) {
         const Value& wv = decode.value(n.inputs[size_t(p->first_weight + w)]);
-        expert_bytes_ += value_bytes(wv, {1, 1, 1}) / double(std::max<int64_t>(1, wv.shape[0].eval({1, 1, 1}))) /
-                         double(layers);
+        expert_bytes_ += value_bytes(wv, {1, 1, 1}) /
+                         double(std::max<int64_t>(1, wv.shape[0].eval({1, 1, 1}))) / double(layers);
         shrink(n.inputs[size_t(p->first_weight + w)], 0);
       }
       shrink(n.inputs[size_t(p->idx)], 2);
@@ -157,7 +159,8 @@ Eval evaluate(const Placement& pl, const Setup& s) {
   ev.dispatch_s /= n;
   ev.experts_s /= n;
   ev.router_s = s.router_s;
-  ev.layer_s = ev.router_s + 2 * ev.dispatch_s + ev.experts_s;  // dispatch + combine move the same rows
+  ev.layer_s =
+      ev.router_s + 2 * ev.dispatch_s + ev.experts_s;  // dispatch + combine move the same rows
   return ev;
 }
 
@@ -171,7 +174,8 @@ Placement round_robin(const Setup& s) {
 Placement lpt(const Setup& s, const std::vector<double>& share, int64_t cap) {
   std::vector<size_t> order(share.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share[a] > share[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return share[a] > share[b]; });
   std::vector<double> load(size_t(s.gpus), 0.0);
   std::vector<int64_t> held(size_t(s.gpus), 0);
   Placement p(share.size());
@@ -186,7 +190,9 @@ Placement lpt(const Setup& s, const std::vector<double>& share, int64_t cap) {
   return p;
 }
 
-bool better(const Eval& a, const Eval& b) { return a.layer_s < b.layer_s * (1 - 1e-12); }
+bool better(const Eval& a, const Eval& b) {
+  return a.layer_s < b.layer_s * (1 - 1e-12);
+}
 
 Placement balanced(const Setup& s, const std::vector<double>& share) {
   int64_t cap = (s.experts + s.gpus - 1) / s.gpus;
@@ -220,10 +226,12 @@ Placement balanced(const Setup& s, const std::vector<double>& share) {
   return best;
 }
 
-Placement replicated(const Setup& s, const std::vector<double>& share, Placement base, int64_t hot) {
+Placement replicated(const Setup& s, const std::vector<double>& share, Placement base,
+                     int64_t hot) {
   std::vector<size_t> order(share.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share[a] > share[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return share[a] > share[b]; });
   Eval cur = evaluate(base, s);
   for (int64_t i = 0; i < hot && i < int64_t(order.size()); ++i) {
     size_t e = order[size_t(i)];
@@ -244,15 +252,19 @@ Placement replicated(const Setup& s, const std::vector<double>& share, Placement
 
 }  // namespace
 
-MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& t, const MoeOptions& o, bool ideal) {
+MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& t,
+                       const MoeOptions& o, bool ideal) {
   MoeResult r;
   r.experts = decode.attrs.i("experts", 0);
   r.top_k = decode.attrs.i("top_k", 0);
   r.layers = std::max<int64_t>(1, decode.attrs.i("layers", 1));
   r.gpus = o.gpus;
-  if (r.experts <= 0) throw Error("moe-sim: " + decode.attrs.s("model") + " is not a mixture-of-experts model");
-  if (decode.attrs.i("tp", 1) != 1) throw Error("moe-sim: expert parallelism is modelled with tp 1 per device");
-  if (o.gpus < 1 || o.gpus > r.experts * 8) throw Error("moe-sim: gpus must be in [1, 8 x experts]");
+  if (r.experts <= 0)
+    throw Error("moe-sim: " + decode.attrs.s("model") + " is not a mixture-of-experts model");
+  if (decode.attrs.i("tp", 1) != 1)
+    throw Error("moe-sim: expert parallelism is modelled with tp 1 per device");
+  if (o.gpus < 1 || o.gpus > r.experts * 8)
+    throw Error("moe-sim: gpus must be in [1, 8 x experts]");
   if (o.gpus > 1 && t.link_bytes_per_s() <= 0)
     throw Error("moe-sim: " + t.name + " has no interconnect (nvlink_gbs and pcie_gbs are 0)");
   if (o.samples < 1) throw Error("moe-sim: samples must be >= 1");
@@ -277,20 +289,31 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
       const Node& n = step_graph.node(gr.representative[i]);
       if (n.kind == OpKind::expert_matmul) continue;
       double c = cost_node(step_graph, n, t, b, co).time_s * double(gr.count[i]);
-      if (n.kind == OpKind::moe_router) router += c / double(r.layers);
-      else other += c;
+      if (n.kind == OpKind::moe_router)
+        router += c / double(r.layers);
+      else
+        other += c;
     }
-    Setup s{r.experts, r.top_k, o.gpus, batch, row_bytes, t.link_bytes_per_s(), t.interconnect_latency_us * 1e-6,
-            router, {}, &cost};
+    Setup s{r.experts,
+            r.top_k,
+            o.gpus,
+            batch,
+            row_bytes,
+            t.link_bytes_per_s(),
+            t.interconnect_latency_us * 1e-6,
+            router,
+            {},
+            &cost};
     Random rng(o.seed + uint64_t(batch) * 7919);
     // Large token counts concentrate: fewer samples give the same means.
     int64_t tokens = batch * per_seq;
-    int64_t samples = std::clamp<int64_t>((int64_t(1) << 21) / std::max<int64_t>(1, tokens), std::min<int64_t>(4, o.samples), o.samples);
+    int64_t samples = std::clamp<int64_t>((int64_t(1) << 21) / std::max<int64_t>(1, tokens),
+                                          std::min<int64_t>(4, o.samples), o.samples);
     s.samples.assign(size_t(samples), std::vector<int64_t>(size_t(o.gpus * r.experts), 0));
     for (std::vector<int64_t>& pairs : s.samples) {
       for (int64_t tok = 0; tok < tokens; ++tok) {
         size_t origin = size_t((tok / per_seq) % o.gpus);  // sequences are spread over the devices
-        std::vector<double> w = r.expert_share;  // top_k distinct experts, by weight
+        std::vector<double> w = r.expert_share;            // top_k distinct experts, by weight
         for (int64_t k = 0; k < r.top_k; ++k) {
           size_t e = rng.pick(w);
           w[e] = 0;
@@ -302,8 +325,9 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
     br.batch = batch;
     Placement rr = round_robin(s), bal = balanced(s, r.expert_share);
     Placement rep = replicated(s, r.expert_share, bal, hot);
-    const std::pair<PlacementKind, const Placement*> kinds[] = {
-        {PlacementKind::round_robin, &rr}, {PlacementKind::balanced, &bal}, {PlacementKind::replicated, &rep}};
+    const std::pair<PlacementKind, const Placement*> kinds[] = {{PlacementKind::round_robin, &rr},
+                                                                {PlacementKind::balanced, &bal},
+                                                                {PlacementKind::replicated, &rep}};
     for (const auto& [kind, pl] : kinds) {
       Eval ev = evaluate(*pl, s);
       PlacementResult p;
@@ -323,7 +347,8 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
       p.experts_s = ev.experts_s;
       p.other_s = other;
       p.step_s = other + double(r.layers) * ev.layer_s;
-      p.extra_expert_bytes = double(*std::max_element(copies.begin(), copies.end())) * r.expert_bytes * double(r.layers);
+      p.extra_expert_bytes = double(*std::max_element(copies.begin(), copies.end())) *
+                             r.expert_bytes * double(r.layers);
       br.placements.push_back(std::move(p));
     }
     for (PlacementResult& p : br.placements) p.speedup = br.placements[0].step_s / p.step_s;

@@ -40,9 +40,9 @@ struct PlacementResult {
   std::vector<double> gpu_load_share;            // of the token-expert pairs
   std::vector<double> gpu_expert_s;              // mean expert time per layer per device
   double router_s = 0, dispatch_s = 0, experts_s = 0, combine_s = 0;  // per MoE layer (means)
-  double other_s = 0;   // non-expert kernels of one decode step
-  double step_s = 0;    // one decode step
-  double speedup = 1;   // round-robin step / this step
+  double other_s = 0;             // non-expert kernels of one decode step
+  double step_s = 0;              // one decode step
+  double speedup = 1;             // round-robin step / this step
   double extra_expert_bytes = 0;  // most copied-expert weight bytes on one device
 };
 
@@ -63,9 +63,9 @@ struct MoeResult {
 std::vector<double> expert_shares(const MoeOptions& o, int64_t experts);
 
 // `prefill` and `decode` are a plan's lowered MoE graphs (tp 1); o.prompt > 0 costs a
-// prefill pass of that many tokens per sequence instead of a decode step. Throws lathe::Error for a dense
-// model, tp > 1, no interconnect, or a histogram of the wrong length.
-MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& t, const MoeOptions& o,
-                       bool ideal = false);
+// prefill pass of that many tokens per sequence instead of a decode step. Throws lathe::Error for a
+// dense model, tp > 1, no interconnect, or a histogram of the wrong length.
+MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& t,
+                       const MoeOptions& o, bool ideal = false);
 
 }  // namespace lathe

@@ -17,7 +17,9 @@ uint64_t mix(uint64_t h, uint64_t v) {
 uint64_t hash_type(const Value& v) {
   uint64_t h = mix(uint64_t(v.kind), uint64_t(v.dtype));
   h = mix(h, uint64_t(v.format.group));
-  for (const Dim& d : v.shape) h = mix(h, uint64_t(d.coef) ^ (uint64_t(d.b) << 56) ^ (uint64_t(d.s) << 48) ^ (uint64_t(d.t) << 40));
+  for (const Dim& d : v.shape)
+    h = mix(h, uint64_t(d.coef) ^ (uint64_t(d.b) << 56) ^ (uint64_t(d.s) << 48) ^
+                   (uint64_t(d.t) << 40));
   return h;
 }
 
@@ -30,9 +32,12 @@ uint64_t hash_node(const Graph& g, const Node& n) {
   for (const auto& [k, v] : n.attrs.items()) {
     if (k == "layer") continue;
     h = mix(h, std::hash<std::string>{}(k));
-    if (auto p = std::get_if<int64_t>(&v)) h = mix(h, uint64_t(*p));
-    else if (auto d = std::get_if<double>(&v)) h = mix(h, std::hash<double>{}(*d));
-    else h = mix(h, std::hash<std::string>{}(std::get<std::string>(v)));
+    if (auto p = std::get_if<int64_t>(&v))
+      h = mix(h, uint64_t(*p));
+    else if (auto d = std::get_if<double>(&v))
+      h = mix(h, std::hash<double>{}(*d));
+    else
+      h = mix(h, std::hash<std::string>{}(std::get<std::string>(v)));
   }
   for (ValueId v : n.inputs) h = mix(h, hash_type(g.value(v)));
   for (ValueId v : n.outputs) h = mix(h, hash_type(g.value(v)) * 31);
@@ -40,12 +45,20 @@ uint64_t hash_node(const Graph& g, const Node& n) {
 }
 
 bool same_class(const Graph& g, const Node& a, const Node& b) {
-  if (a.kind != b.kind || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  if (a.kind != b.kind || a.inputs.size() != b.inputs.size() ||
+      a.outputs.size() != b.outputs.size())
+    return false;
   const auto &ia = a.attrs.items(), &ib = b.attrs.items();
   size_t i = 0, j = 0;
   while (i < ia.size() || j < ib.size()) {
-    if (i < ia.size() && ia[i].first == "layer") { ++i; continue; }
-    if (j < ib.size() && ib[j].first == "layer") { ++j; continue; }
+    if (i < ia.size() && ia[i].first == "layer") {
+      ++i;
+      continue;
+    }
+    if (j < ib.size() && ib[j].first == "layer") {
+      ++j;
+      continue;
+    }
     if (i == ia.size() || j == ib.size() || ia[i] != ib[j]) return false;
     ++i, ++j;
   }

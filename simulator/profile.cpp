@@ -12,8 +12,10 @@ namespace {
 double compute_peak(const OpRow& o, const Target& t) {
   switch (o.cls) {
     case KernelClass::attention_decode:
-    case KernelClass::elementwise: return t.peak_fp32 * 1e12;
-    case KernelClass::collective: return 0;
+    case KernelClass::elementwise:
+      return t.peak_fp32 * 1e12;
+    case KernelClass::collective:
+      return 0;
     default: {
       double p = t.matrix_peak_flops(o.math);
       return p > 0 ? p : t.peak_fp32 * 1e12;
@@ -21,7 +23,8 @@ double compute_peak(const OpRow& o, const Target& t) {
   }
 }
 
-std::optional<double> gemm_hit(const Graph& g, const Node& n, const Target& t, const Bindings& b, double unique) {
+std::optional<double> gemm_hit(const Graph& g, const Node& n, const Target& t, const Bindings& b,
+                               double unique) {
   auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
   if (!p) return std::nullopt;
   const Value& x = g.value(n.inputs[size_t(p->x)]);
@@ -47,12 +50,14 @@ std::optional<double> gemm_hit(const Graph& g, const Node& n, const Target& t, c
   double x_bytes = x_rows * K * dtype_bits(x.dtype) / 8.0;
   double tm = M <= 64 ? (M <= 16 ? 16 : (M <= 32 ? 32 : 64)) : t.gemm_tile_m;
   double tn = M <= 64 ? 128 : t.gemm_tile_n;
-  double requested = unique - x_bytes - w_bytes + x_bytes * std::ceil(sumN / tn) + w_bytes * std::ceil(M / tm);
+  double requested =
+      unique - x_bytes - w_bytes + x_bytes * std::ceil(sumN / tn) + w_bytes * std::ceil(M / tm);
   if (requested <= 0 || unique <= 0) return std::nullopt;
   return std::clamp(1.0 - unique / requested, 0.0, 1.0);
 }
 
-std::optional<double> attention_hit(const Graph& g, const Node& n, const Bindings& b, double unique) {
+std::optional<double> attention_hit(const Graph& g, const Node& n, const Bindings& b,
+                                    double unique) {
   double h = double(n.attrs.i("heads")), kvh = double(n.attrs.i("kv_heads"));
   double S = double(b.S), T = double(b.T);
   if (h <= 0 || kvh <= 0 || T <= 0) return std::nullopt;
@@ -77,8 +82,8 @@ std::optional<double> l2_hit_rate(const Graph& g, const Node& n, const Target& t
   return std::nullopt;
 }
 
-std::vector<KernelProfile> profile_ops(const SimResult& r, const Graph& prefill, const Graph& decode,
-                                       const Target& t) {
+std::vector<KernelProfile> profile_ops(const SimResult& r, const Graph& prefill,
+                                       const Graph& decode, const Target& t) {
   const Workload& w = r.workload;
   int64_t steps = std::max<int64_t>(0, w.gen - 1);
   int64_t t0 = w.prompt + 1, t1 = w.prompt + std::max<int64_t>(1, steps);

@@ -35,7 +35,7 @@ std::optional<double> l2_hit_rate(const Graph& g, const Node& n, const Target& t
 
 // One profile per row of r.ops (prefill rows at the prompt, decode rows over all
 // steps, L2 at the mean decode context, as simulate() reports them).
-std::vector<KernelProfile> profile_ops(const SimResult& r, const Graph& prefill, const Graph& decode,
-                                       const Target& t);
+std::vector<KernelProfile> profile_ops(const SimResult& r, const Graph& prefill,
+                                       const Graph& decode, const Target& t);
 
 }  // namespace lathe

@@ -9,7 +9,9 @@
 
 namespace lathe {
 
-double amdahl_time(double f, double threads) { return (1.0 - f) + f / std::max(1.0, threads); }
+double amdahl_time(double f, double threads) {
+  return (1.0 - f) + f / std::max(1.0, threads);
+}
 
 namespace {
 
@@ -52,7 +54,9 @@ std::vector<RagModeResult> run_modes(const Stages& st, const std::vector<Draw>& 
       double retrieval = d.retrieval_ref_s * scale;
       double first = 0, decode = st.decode_full;
       switch (m) {
-        case RagMode::sequential: first = retrieval + cpu + st.full; break;
+        case RagMode::sequential:
+          first = retrieval + cpu + st.full;
+          break;
         case RagMode::overlapped: {
           double ready = retrieval + cpu;  // the CPU side, while the base prefill runs
           if (ready >= st.base) {
@@ -101,23 +105,29 @@ std::vector<RagModeResult> run_modes(const Stages& st, const std::vector<Draw>& 
 // scales with the cores it gets (bandwidth is assumed saturated by fewer cores).
 Target runtime_target(const Target& t, int64_t runtime_threads, int64_t cores) {
   Target x = t;
-  if (!t.is_gpu()) x.peak_fp32 *= std::min(1.0, double(runtime_threads) / double(std::max<int64_t>(1, cores)));
+  if (!t.is_gpu())
+    x.peak_fp32 *= std::min(1.0, double(runtime_threads) / double(std::max<int64_t>(1, cores)));
   return x;
 }
 
 }  // namespace
 
-RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& t, const RagOptions& o, bool ideal) {
+RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& t,
+                       const RagOptions& o, bool ideal) {
   if (o.modes.empty()) throw Error("rag: no modes to simulate");
-  if (o.cpu_cores < 2) throw Error("rag: need at least 2 CPU cores (one for the runtime, one for retrieval)");
+  if (o.cpu_cores < 2)
+    throw Error("rag: need at least 2 CPU cores (one for the runtime, one for retrieval)");
   if (o.samples < 1) throw Error("rag: samples must be >= 1");
   RagResult r;
   r.cores = o.cpu_cores;
-  r.runtime_threads = o.runtime_threads > 0 ? o.runtime_threads
-                                            : std::clamp<int64_t>(std::llround(0.6 * double(o.cpu_cores)), 1, o.cpu_cores - 1);
+  r.runtime_threads =
+      o.runtime_threads > 0
+          ? o.runtime_threads
+          : std::clamp<int64_t>(std::llround(0.6 * double(o.cpu_cores)), 1, o.cpu_cores - 1);
   if (r.runtime_threads >= o.cpu_cores)
-    throw Error("rag: the runtime's " + std::to_string(r.runtime_threads) + " threads leave no thread of the " +
-                std::to_string(o.cpu_cores) + " cores for retrieval");
+    throw Error("rag: the runtime's " + std::to_string(r.runtime_threads) +
+                " threads leave no thread of the " + std::to_string(o.cpu_cores) +
+                " cores for retrieval");
   r.retrieval_threads = o.cpu_cores - r.runtime_threads;
   auto scale_for = [&](int64_t retrieval_threads) {
     return amdahl_time(o.retrieval_parallel_fraction, double(retrieval_threads)) /
@@ -148,7 +158,8 @@ RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& 
   // How the split of the cores between the runtime and retrieval moves the latency.
   std::set<int64_t> counts = {r.runtime_threads};
   for (double share : {0.25, 0.5, 0.6, 0.7, 0.9})
-    counts.insert(std::clamp<int64_t>(std::llround(share * double(o.cpu_cores)), 1, o.cpu_cores - 1));
+    counts.insert(
+        std::clamp<int64_t>(std::llround(share * double(o.cpu_cores)), 1, o.cpu_cores - 1));
   RagOptions two = o;
   two.modes = {RagMode::sequential, RagMode::overlapped};
   for (int64_t n : counts) {

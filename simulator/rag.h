@@ -35,15 +35,15 @@ namespace lathe {
 struct RagModeResult {
   RagMode mode = RagMode::sequential;
   Percentiles ttft, e2e;
-  std::vector<double> e2e_s;      // per request, in draw order
-  double fallback_share = 0;      // timeout: answered without the retrieved context
-  double abandoned_share = 0;     // overlapped: base prefills abandoned
-  double prefetch_used_share = 0; // prefetch: requests that used the prefetched context
+  std::vector<double> e2e_s;       // per request, in draw order
+  double fallback_share = 0;       // timeout: answered without the retrieved context
+  double abandoned_share = 0;      // overlapped: base prefills abandoned
+  double prefetch_used_share = 0;  // prefetch: requests that used the prefetched context
 };
 
 struct RagThreadRow {
   int64_t runtime_threads = 0, retrieval_threads = 0;
-  bool advised = false;           // runtime uses 50-70% of the cores
+  bool advised = false;  // runtime uses 50-70% of the cores
   double retrieval_p50_s = 0;
   double sequential_e2e_p50_s = 0, overlapped_e2e_p50_s = 0;
 };
@@ -60,7 +60,7 @@ struct RagResult {
 double amdahl_time(double parallel_fraction, double threads);
 
 // Throws lathe::Error on options that cannot work (no thread left for retrieval...).
-RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& t, const RagOptions& o,
-                       bool ideal = false);
+RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& t,
+                       const RagOptions& o, bool ideal = false);
 
 }  // namespace lathe

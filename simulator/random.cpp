@@ -11,7 +11,9 @@ int64_t Random::integer(int64_t lo, int64_t hi) {
   return lo + int64_t(uint64_t(uniform() * double(span)) % span);
 }
 
-double Random::exponential(double rate) { return -std::log1p(-uniform()) / rate; }
+double Random::exponential(double rate) {
+  return -std::log1p(-uniform()) / rate;
+}
 
 double Random::normal() {
   double u1 = 1.0 - uniform(), u2 = uniform();  // u1 in (0, 1]
@@ -21,12 +23,16 @@ double Random::normal() {
 double Random::sample(const Distribution& d, bool integral) {
   double v = d.a;
   switch (d.kind) {
-    case Distribution::Kind::fixed: v = d.a; break;
+    case Distribution::Kind::fixed:
+      v = d.a;
+      break;
     case Distribution::Kind::uniform:
       if (integral) return double(integer(int64_t(std::ceil(d.a)), int64_t(std::floor(d.b))));
       v = uniform(d.a, d.b);
       break;
-    case Distribution::Kind::lognormal: v = d.a * std::exp(d.b * normal()); break;
+    case Distribution::Kind::lognormal:
+      v = d.a * std::exp(d.b * normal());
+      break;
   }
   if (!integral) return v;
   return std::max(1.0, std::round(v));

@@ -22,25 +22,30 @@ void validate_serve_options(const ServeOptions& o) {
   if (o.max_prefill_tokens < 1) bad("max prefill tokens must be >= 1");
   if (o.batching == BatchingKind::chunked && o.token_budget <= o.max_batch)
     bad("chunked prefill: the token budget (" + std::to_string(o.token_budget) +
-        ") must exceed max batch (" + std::to_string(o.max_batch) + "): every step carries one token per decoding sequence");
+        ") must exceed max batch (" + std::to_string(o.max_batch) +
+        "): every step carries one token per decoding sequence");
   if (o.slo_ttft_s < 0 || o.slo_tpot_s < 0) bad("SLOs must be >= 0");
 }
 
-KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t, const ServeOptions& o,
-                   int64_t max_step_tokens) {
+KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
+                   const ServeOptions& o, int64_t max_step_tokens) {
   KvBudget k;
-  for (ValueId v : decode.values_of(ValueKind::weight)) k.weight_bytes += value_bytes(decode.value(v), {1, 1, 1});
-  for (ValueId v : decode.values_of(ValueKind::state)) k.kv_bytes_per_token += value_bytes(decode.value(v), {1, 1, 1});
+  for (ValueId v : decode.values_of(ValueKind::weight))
+    k.weight_bytes += value_bytes(decode.value(v), {1, 1, 1});
+  for (ValueId v : decode.values_of(ValueKind::state))
+    k.kv_bytes_per_token += value_bytes(decode.value(v), {1, 1, 1});
   int64_t s = std::max<int64_t>(1, max_step_tokens);
-  k.activation_bytes = std::max(peak_live_bytes(prefill, {1, s, s}), peak_live_bytes(decode, {o.max_batch, 1, 1}));
+  k.activation_bytes =
+      std::max(peak_live_bytes(prefill, {1, s, s}), peak_live_bytes(decode, {o.max_batch, 1, 1}));
   double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
   if (usable <= 0) {
     char buf[400];
-    std::snprintf(buf, sizeof buf,
-                  "no room for a KV cache on %s: %.0f%% of %.2f GB holds less than the weights (%.2f GB) and "
-                  "activations (%.2f GB) of one replica; try int4 weights or --tp",
-                  t.name.c_str(), 100 * o.memory_fraction, t.capacity_bytes() / 1e9, k.weight_bytes / 1e9,
-                  k.activation_bytes / 1e9);
+    std::snprintf(
+        buf, sizeof buf,
+        "no room for a KV cache on %s: %.0f%% of %.2f GB holds less than the weights (%.2f GB) and "
+        "activations (%.2f GB) of one replica; try int4 weights or --tp",
+        t.name.c_str(), 100 * o.memory_fraction, t.capacity_bytes() / 1e9, k.weight_bytes / 1e9,
+        k.activation_bytes / 1e9);
     throw Error(buf);
   }
   int64_t tokens = int64_t(std::floor(usable / k.kv_bytes_per_token));
@@ -56,9 +61,12 @@ int64_t max_step_tokens(const std::vector<Request>& reqs, const ServeOptions& o)
   for (const Request& r : reqs) longest = std::max(longest, r.prompt + r.output);
   switch (o.batching) {
     case BatchingKind::static_batch:
-    case BatchingKind::dynamic_batch: return o.max_batch * longest;
-    case BatchingKind::continuous: return std::max(o.max_prefill_tokens, longest);
-    case BatchingKind::chunked: return o.token_budget;
+    case BatchingKind::dynamic_batch:
+      return o.max_batch * longest;
+    case BatchingKind::continuous:
+      return std::max(o.max_prefill_tokens, longest);
+    case BatchingKind::chunked:
+      return o.token_budget;
   }
   return longest;
 }
@@ -78,9 +86,11 @@ void summarize(ServeResult& r, const ServeOptions& o) {
       ttft.push_back(first);
       e2e.push_back(total);
       queue.push_back(rec.queued_s);
-      double per_token = q.output > 1 ? (rec.finish_s - rec.first_token_s) / double(q.output - 1) : 0;
+      double per_token =
+          q.output > 1 ? (rec.finish_s - rec.first_token_s) / double(q.output - 1) : 0;
       if (q.output > 1) tpot.push_back(per_token);
-      bool ok = (o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) && (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s);
+      bool ok = (o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) &&
+                (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s);
       if (ok) ++c.slo_met;
     }
     c.ttft = percentiles(std::move(ttft));
@@ -104,7 +114,8 @@ void summarize(ServeResult& r, const ServeOptions& o) {
     out_tokens += double(q.output);
     double first = rec.first_token_s - q.arrival_s;
     double per_token = q.output > 1 ? (rec.finish_s - rec.first_token_s) / double(q.output - 1) : 0;
-    if ((o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) && (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s)) {
+    if ((o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) &&
+        (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s)) {
       ++good;
       good_tokens += double(q.output);
     }
@@ -128,8 +139,9 @@ void summarize(ServeResult& r, const ServeOptions& o) {
 
 }  // namespace
 
-ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t, std::vector<Request> requests,
-                             const ServeOptions& o, const ServeRunOptions& run) {
+ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t,
+                             std::vector<Request> requests, const ServeOptions& o,
+                             const ServeRunOptions& run) {
   validate_serve_options(o);
   if (requests.empty()) throw Error("no requests to serve");
   std::stable_sort(requests.begin(), requests.end(),
@@ -142,10 +154,12 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
     const Request& q = requests[i];
     int64_t need = (q.prompt + q.output + o.kv_block - 1) / o.kv_block * o.kv_block;
     if (need > kb.tokens)
-      throw Error("request " + std::to_string(i) + " (prompt " + std::to_string(q.prompt) + " + output " +
-                  std::to_string(q.output) + " tokens) needs more KV cache than a replica holds (" +
-                  std::to_string(kb.tokens) + " tokens in " + std::to_string(int(std::lround(100 * o.memory_fraction))) +
-                  "% of device memory); shorten it, or use a smaller KV dtype, int4 weights or --tp");
+      throw Error(
+          "request " + std::to_string(i) + " (prompt " + std::to_string(q.prompt) + " + output " +
+          std::to_string(q.output) + " tokens) needs more KV cache than a replica holds (" +
+          std::to_string(kb.tokens) + " tokens in " +
+          std::to_string(int(std::lround(100 * o.memory_fraction))) +
+          "% of device memory); shorten it, or use a smaller KV dtype, int4 weights or --tp");
   }
 
   ServeResult r;
@@ -173,9 +187,11 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
 
   std::vector<std::unique_ptr<Replica>> reps;
   for (int64_t i = 0; i < o.replicas; ++i) {
-    bool request_level = o.batching == BatchingKind::static_batch || o.batching == BatchingKind::dynamic_batch;
-    reps.push_back(request_level ? make_batch_replica(st, int(i), o.batching == BatchingKind::dynamic_batch)
-                                 : make_continuous_replica(st, int(i), o.batching == BatchingKind::chunked));
+    bool request_level =
+        o.batching == BatchingKind::static_batch || o.batching == BatchingKind::dynamic_batch;
+    reps.push_back(request_level
+                       ? make_batch_replica(st, int(i), o.batching == BatchingKind::dynamic_batch)
+                       : make_continuous_replica(st, int(i), o.batching == BatchingKind::chunked));
   }
   const size_t R = reps.size();
   std::vector<char> busy(R, 0);
@@ -217,7 +233,8 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
         reps[i]->finish_step(now);
         busy[i] = 0;
         if (run.record_spans && int64_t(r.step_spans.size()) < run.max_step_spans)
-          r.step_spans.push_back({int(i), started[i], now, reps[i]->step_decode_seqs(), reps[i]->step_prefill_tokens()});
+          r.step_spans.push_back({int(i), started[i], now, reps[i]->step_decode_seqs(),
+                                  reps[i]->step_prefill_tokens()});
       }
       double w = kNever;
       double d = reps[i]->start_step(now, next < n, &w);

@@ -31,10 +31,10 @@
 namespace lathe {
 
 struct RequestRecord {
-  double dispatch_s = -1;     // first time a batch took it (continuous: admission)
+  double dispatch_s = -1;  // first time a batch took it (continuous: admission)
   double first_token_s = -1;
   double finish_s = -1;
-  double queued_s = 0;        // total time in a waiting queue
+  double queued_s = 0;  // total time in a waiting queue
   int replica = -1;
   int preemptions = 0;
 };
@@ -54,8 +54,8 @@ struct StepSpan {
 };
 
 struct ServeRunOptions {
-  bool ideal = false;        // pure roofline step costs
-  bool record_spans = false; // fill spans and step_spans (for --trace)
+  bool ideal = false;         // pure roofline step costs
+  bool record_spans = false;  // fill spans and step_spans (for --trace)
   int64_t max_step_spans = 20000;
   int series_buckets = 400;  // resolution of the time series
   // Called now and then with the fraction of requests finished (progress display).
@@ -67,7 +67,7 @@ struct ServeResult {
   std::vector<RequestRecord> records;
   std::vector<ClassStats> classes;  // one per priority class present, most urgent first
   ClassStats all;
-  double start_s = 0, end_s = 0;    // first arrival, last finish
+  double start_s = 0, end_s = 0;  // first arrival, last finish
   double requests_per_s = 0, output_tokens_per_s = 0, input_tokens_per_s = 0;
   double goodput_requests_per_s = 0, goodput_tokens_per_s = 0, slo_fraction = 1;
   int64_t steps = 0, preemptions = 0;
@@ -91,14 +91,15 @@ struct KvBudget {
   double weight_bytes = 0, activation_bytes = 0, kv_bytes_per_token = 0;
   int64_t tokens = 0;
 };
-KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t, const ServeOptions& o,
-                   int64_t max_step_tokens);
+KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
+                   const ServeOptions& o, int64_t max_step_tokens);
 
 // Runs the simulation. `prefill` and `decode` are one plan's lowered graphs (their B,
 // S, T attributes are ignored). Throws lathe::Error on options that cannot work (a
 // request larger than the KV capacity, a zero batch...).
-ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t, std::vector<Request> requests,
-                             const ServeOptions& o, const ServeRunOptions& run = {});
+ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t,
+                             std::vector<Request> requests, const ServeOptions& o,
+                             const ServeRunOptions& run = {});
 
 // Checks options that do not depend on the plan; throws lathe::Error.
 void validate_serve_options(const ServeOptions& o);

@@ -4,7 +4,8 @@
 
 namespace lathe {
 
-Replica::Replica(ServeState& st, int index) : st_(st), index_(index), slot_used_(size_t(st.o.max_batch), 0) {}
+Replica::Replica(ServeState& st, int index)
+    : st_(st), index_(index), slot_used_(size_t(st.o.max_batch), 0) {}
 
 void Replica::enqueue(int32_t r, double now) {
   st_.enqueued_s[size_t(r)] = now;
@@ -36,7 +37,9 @@ int Replica::take_slot() {
   return -1;
 }
 
-void Replica::free_slot(int s) { slot_used_[size_t(s)] = 0; }
+void Replica::free_slot(int s) {
+  slot_used_[size_t(s)] = 0;
+}
 
 void Replica::span(int32_t r, int slot, double start, double end, bool prefill) {
   if (st_.spans) st_.spans->push_back({r, index_, slot, start, end, prefill});

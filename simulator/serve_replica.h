@@ -48,7 +48,7 @@ class Replica {
   // Applies the step that started last: tokens, first tokens, finished requests.
   virtual void finish_step(double now) = 0;
   virtual int64_t running() const = 0;
-  virtual int64_t kv_tokens() const = 0;  // KV tokens held (reserved)
+  virtual int64_t kv_tokens() const = 0;            // KV tokens held (reserved)
   virtual int64_t step_prefill_tokens() const = 0;  // of the step in flight, for the trace
   virtual int64_t step_decode_seqs() const = 0;
   int64_t queued() const { return int64_t(waiting_.size()); }

@@ -33,7 +33,8 @@ std::string num(double v) {
 }  // namespace
 
 std::string serve_trace_json(const ServeResult& r, const std::string& title) {
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"" + esc(title) + "\"},\"traceEvents\":[\n";
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"" + esc(title) +
+                    "\"},\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {
     if (!first) out += ",\n";
@@ -48,8 +49,8 @@ std::string serve_trace_json(const ServeResult& r, const std::string& title) {
   emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(scheduler_pid) +
        ",\"args\":{\"name\":\"scheduler (bucket means)\"}}");
   for (int p : replicas) {
-    emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(p + 1) + ",\"args\":{\"name\":\"replica " +
-         std::to_string(p) + "\"}}");
+    emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(p + 1) +
+         ",\"args\":{\"name\":\"replica " + std::to_string(p) + "\"}}");
     emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(p + 1) +
          ",\"tid\":0,\"args\":{\"name\":\"steps\"}}");
   }
@@ -59,16 +60,17 @@ std::string serve_trace_json(const ServeResult& r, const std::string& title) {
   for (const SlotSpan& s : r.spans) {
     const Request& q = r.requests[size_t(s.request)];
     emit("{\"ph\":\"X\",\"name\":\"" + std::string(s.prefill ? "prefill" : "decode") + " #" +
-         std::to_string(s.request) + "\",\"cat\":\"" + (s.prefill ? "prefill" : "decode") + "\",\"pid\":" +
-         std::to_string(s.replica + 1) + ",\"tid\":" + std::to_string(s.slot + 1) + ",\"ts\":" + us(s.start_s) +
-         ",\"dur\":" + us(s.end_s - s.start_s) + ",\"args\":{\"request\":" + std::to_string(s.request) +
+         std::to_string(s.request) + "\",\"cat\":\"" + (s.prefill ? "prefill" : "decode") +
+         "\",\"pid\":" + std::to_string(s.replica + 1) + ",\"tid\":" + std::to_string(s.slot + 1) +
+         ",\"ts\":" + us(s.start_s) + ",\"dur\":" + us(s.end_s - s.start_s) +
+         ",\"args\":{\"request\":" + std::to_string(s.request) +
          ",\"priority\":" + std::to_string(q.priority) + ",\"prompt\":" + std::to_string(q.prompt) +
          ",\"output\":" + std::to_string(q.output) + "}}");
   }
   for (const StepSpan& s : r.step_spans)
-    emit("{\"ph\":\"X\",\"name\":\"step\",\"cat\":\"step\",\"pid\":" + std::to_string(s.replica + 1) +
-         ",\"tid\":0,\"ts\":" + us(s.start_s) + ",\"dur\":" + us(s.end_s - s.start_s) +
-         ",\"args\":{\"decode_seqs\":" + std::to_string(s.decode_seqs) +
+    emit("{\"ph\":\"X\",\"name\":\"step\",\"cat\":\"step\",\"pid\":" +
+         std::to_string(s.replica + 1) + ",\"tid\":0,\"ts\":" + us(s.start_s) + ",\"dur\":" +
+         us(s.end_s - s.start_s) + ",\"args\":{\"decode_seqs\":" + std::to_string(s.decode_seqs) +
          ",\"prefill_tokens\":" + std::to_string(s.prefill_tokens) + "}}");
   struct Counter {
     const char* name;
@@ -82,8 +84,9 @@ std::string serve_trace_json(const ServeResult& r, const std::string& title) {
   for (const Counter& c : counters) {
     const auto& mean = c.s->bucket_mean();
     for (size_t i = 0; i < mean.size(); ++i)
-      emit("{\"ph\":\"C\",\"name\":\"" + std::string(c.name) + "\",\"pid\":" + std::to_string(scheduler_pid) +
-           ",\"ts\":" + us(double(i) * c.s->dt()) + ",\"args\":{\"value\":" + num(mean[i] * c.scale) + "}}");
+      emit("{\"ph\":\"C\",\"name\":\"" + std::string(c.name) +
+           "\",\"pid\":" + std::to_string(scheduler_pid) + ",\"ts\":" + us(double(i) * c.s->dt()) +
+           ",\"args\":{\"value\":" + num(mean[i] * c.scale) + "}}");
   }
   out += "\n]}\n";
   return out;

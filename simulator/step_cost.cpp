@@ -12,9 +12,11 @@ namespace lathe {
 namespace {
 
 bool same_cost(const NodeCost& a, const NodeCost& b) {
-  auto eq = [](double x, double y) { return std::fabs(x - y) <= 1e-12 * std::max(std::fabs(x), std::fabs(y)); };
-  return eq(a.flops, b.flops) && eq(a.bytes, b.bytes) && eq(a.compute_s, b.compute_s) && eq(a.memory_s, b.memory_s) &&
-         eq(a.network_s, b.network_s);
+  auto eq = [](double x, double y) {
+    return std::fabs(x - y) <= 1e-12 * std::max(std::fabs(x), std::fabs(y));
+  };
+  return eq(a.flops, b.flops) && eq(a.bytes, b.bytes) && eq(a.compute_s, b.compute_s) &&
+         eq(a.memory_s, b.memory_s) && eq(a.network_s, b.network_s);
 }
 
 }  // namespace
@@ -25,11 +27,13 @@ size_t StepCoster::KeyHash::operator()(const Key& k) const {
   return size_t(h);
 }
 
-StepCoster::StepCoster(const Graph& prefill, const Graph& decode, const Target& t, const CostOptions& o)
+StepCoster::StepCoster(const Graph& prefill, const Graph& decode, const Target& t,
+                       const CostOptions& o)
     : prefill_(prefill), decode_(decode), t_(t), o_(o) {
   parts_[0] = classify(prefill_);
   parts_[1] = classify(decode_);
-  for (ValueId v : decode_.values_of(ValueKind::state)) kv_bytes_per_token_ += value_bytes(decode_.value(v), {1, 1, 1});
+  for (ValueId v : decode_.values_of(ValueKind::state))
+    kv_bytes_per_token_ += value_bytes(decode_.value(v), {1, 1, 1});
 }
 
 StepCoster::Part StepCoster::classify(const Graph& g) {
@@ -43,8 +47,10 @@ StepCoster::Part StepCoster::classify(const Graph& g) {
     NodeCost longer = cost_node(g, n, t_, {2, 3, 640}, o_);
     NodeCost flat = cost_node(g, n, t_, {6, 1, 64}, o_);
     Kind k = Kind::token;
-    if (!same_cost(base, longer)) k = Kind::context;
-    else if (!same_cost(base, flat)) k = Kind::sequence;
+    if (!same_cost(base, longer))
+      k = Kind::context;
+    else if (!same_cost(base, flat))
+      k = Kind::sequence;
     p.members.push_back({gr.representative[i], gr.count[i], k});
   }
   return p;

@@ -72,19 +72,24 @@ priority_mix = [1, 3]
 }
 
 TEST(Scenario, ErrorsAreLocated) {
-  std::string e = error_of("[scenario]\nname = \"x\"\nkind = \"serve\"\n[scenario.serve]\nmax_bacth = 3\n");
+  std::string e =
+      error_of("[scenario]\nname = \"x\"\nkind = \"serve\"\n[scenario.serve]\nmax_bacth = 3\n");
   EXPECT_NE(e.find("s.toml:5:"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'max_batch'"), std::string::npos) << e;
   e = error_of("[scenario]\nname = \"x\"\nkind = \"rag\"\n[scenario.moe]\ngpus = 2\n");
   EXPECT_NE(e.find("takes [scenario.rag]"), std::string::npos) << e;
-  e = error_of("[scenario]\nname = \"x\"\nkind = \"serve\"\n[scenario.arrivals]\nprompt = \"gauss:3\"\n");
+  e = error_of(
+      "[scenario]\nname = \"x\"\nkind = \"serve\"\n[scenario.arrivals]\nprompt = \"gauss:3\"\n");
   EXPECT_NE(e.find("s.toml:5:"), std::string::npos) << e;
   EXPECT_NE(e.find("scenario.arrivals.prompt"), std::string::npos) << e;
   e = error_of("[scenario]\nname = \"x\"\nkind = \"party\"\n");
   EXPECT_NE(e.find("s.toml:3:"), std::string::npos) << e;
-  e = error_of("[scenario]\nname = \"x\"\nkind = \"edge\"\n[scenario.edge]\nweights = [\"int5\"]\n");
+  e = error_of(
+      "[scenario]\nname = \"x\"\nkind = \"edge\"\n[scenario.edge]\nweights = [\"int5\"]\n");
   EXPECT_NE(e.find("scenario.edge.weights"), std::string::npos) << e;
-  e = error_of("[scenario]\nname = \"x\"\nkind = \"edge\"\n[[scenario.edge.claims]]\nlabel = \"f16\"\nms = 3\n");
+  e = error_of(
+      "[scenario]\nname = \"x\"\nkind = \"edge\"\n[[scenario.edge.claims]]\nlabel = \"f16\"\nms = "
+      "3\n");
   EXPECT_NE(e.find("claims[0].ms"), std::string::npos) << e;
   e = error_of("[scenario]\nname = \"x\"\nkind = \"moe\"\n[scenario.moe]\nload = \"histogram\"\n");
   EXPECT_NE(e.find("needs a histogram"), std::string::npos) << e;
@@ -95,7 +100,8 @@ TEST(Distribution, ParsesAndRejects) {
   EXPECT_EQ(parse_distribution("uniform:10,20")->b, 20);
   EXPECT_EQ(parse_distribution("512")->kind, Distribution::Kind::fixed);
   EXPECT_NEAR(parse_distribution("lognormal:100,0.5")->mean(), 100 * std::exp(0.125), 1e-9);
-  for (const char* bad : {"uniform:20,10", "uniform:5", "fixed:-1", "lognormal:0,1", "poisson:3", "", "uniform:a,b"})
+  for (const char* bad :
+       {"uniform:20,10", "uniform:5", "fixed:-1", "lognormal:0,1", "poisson:3", "", "uniform:a,b"})
     EXPECT_FALSE(parse_distribution(bad).has_value()) << bad;
 }
 

@@ -55,10 +55,14 @@ TEST(Moe, BalancedPlacementIsNeverSlowerThanRoundRobin) {
       for (const MoeBatchResult& b : r.batches) {
         ASSERT_EQ(b.placements.size(), 3u);
         const PlacementResult &rr = b.placements[0], &bal = b.placements[1], &rep = b.placements[2];
-        EXPECT_LE(bal.step_s, rr.step_s * (1 + 1e-12)) << "batch " << b.batch << " prompt " << prompt;
-        EXPECT_LE(rep.step_s, bal.step_s * (1 + 1e-12)) << "batch " << b.batch << " prompt " << prompt;
-        EXPECT_NEAR(std::accumulate(rr.gpu_load_share.begin(), rr.gpu_load_share.end(), 0.0), 1.0, 1e-9);
-        EXPECT_NEAR(std::accumulate(rep.gpu_load_share.begin(), rep.gpu_load_share.end(), 0.0), 1.0, 1e-9);
+        EXPECT_LE(bal.step_s, rr.step_s * (1 + 1e-12))
+            << "batch " << b.batch << " prompt " << prompt;
+        EXPECT_LE(rep.step_s, bal.step_s * (1 + 1e-12))
+            << "batch " << b.batch << " prompt " << prompt;
+        EXPECT_NEAR(std::accumulate(rr.gpu_load_share.begin(), rr.gpu_load_share.end(), 0.0), 1.0,
+                    1e-9);
+        EXPECT_NEAR(std::accumulate(rep.gpu_load_share.begin(), rep.gpu_load_share.end(), 0.0), 1.0,
+                    1e-9);
         ++compared;
       }
     }
@@ -75,7 +79,8 @@ TEST(Moe, SkewCostsRoundRobinInPrefill) {
   o.batches = {8};
   o.samples = 16;
   o.zipf_skew = 0;
-  double uniform = simulate_moe(m.l.prefill, m.l.decode, m.b.target, o).batches[0].placements[0].step_s;
+  double uniform =
+      simulate_moe(m.l.prefill, m.l.decode, m.b.target, o).batches[0].placements[0].step_s;
   o.zipf_skew = 1.5;
   MoeResult skewed = simulate_moe(m.l.prefill, m.l.decode, m.b.target, o);
   EXPECT_GT(skewed.batches[0].placements[0].step_s, uniform * 1.05);
@@ -88,7 +93,8 @@ TEST(Moe, SharesAndErrors) {
   for (double p : expert_shares(o, 8)) EXPECT_NEAR(p, 0.125, 1e-12);
   o.zipf_skew = 1;
   auto z = expert_shares(o, 8);
-  EXPECT_NEAR(*std::max_element(z.begin(), z.end()) / *std::min_element(z.begin(), z.end()), 8.0, 1e-9);
+  EXPECT_NEAR(*std::max_element(z.begin(), z.end()) / *std::min_element(z.begin(), z.end()), 8.0,
+              1e-9);
   o.load = ExpertLoadKind::histogram;
   o.histogram = {1, 2, 3};
   EXPECT_THROW(expert_shares(o, 8), Error);

@@ -8,7 +8,8 @@
 namespace lathe {
 namespace {
 
-Lowered lowered(const std::string& model, const std::string& hw, Workload w, testing::Built* out = nullptr) {
+Lowered lowered(const std::string& model, const std::string& hw, Workload w,
+                testing::Built* out = nullptr) {
   testing::Built b = testing::build_plan_graphs(model, hw, w);
   Lowered l = testing::lower_plan(b, {});
   if (out) *out = b;
@@ -29,7 +30,8 @@ TEST(Rag, OverlappedIsNeverSlowerThanSequential) {
   const Case cases[] = {
       {"llama-3-8b", "h100-sxm", "uniform:50,200", 256, 1024},
       {"llama-3-8b", "l4", "lognormal:20,1.5", 2048, 512},
-      {"llama-3-8b", "a100-80g", "fixed:0.01", 4096, 256},   // retrieval far faster than the base prefill
+      {"llama-3-8b", "a100-80g", "fixed:0.01", 4096,
+       256},  // retrieval far faster than the base prefill
       {"llama-3-8b", "h100-sxm", "uniform:1,30", 3000, 3000},
       {"small", "cpu-host", "uniform:5,500", 512, 512},
   };
@@ -47,7 +49,8 @@ TEST(Rag, OverlappedIsNeverSlowerThanSequential) {
     ASSERT_EQ(r.modes.size(), 2u);
     const auto& seq = r.modes[0].e2e_s;
     const auto& ovl = r.modes[1].e2e_s;
-    for (size_t i = 0; i < seq.size(); ++i) ASSERT_LE(ovl[i], seq[i] * (1 + 1e-12)) << c.hw << " draw " << i;
+    for (size_t i = 0; i < seq.size(); ++i)
+      ASSERT_LE(ovl[i], seq[i] * (1 + 1e-12)) << c.hw << " draw " << i;
     EXPECT_LT(r.modes[1].e2e.mean, r.modes[0].e2e.mean) << c.hw << " " << c.retrieval;
     // The appended chunk costs less than the whole prompt at once.
     EXPECT_LT(r.appended_prefill_s, r.full_prefill_s) << c.hw;
@@ -87,7 +90,8 @@ TEST(Rag, RetrievalThreadsFollowAmdahlAndTheAdvice) {
   ASSERT_GE(r.threads.size(), 4u);
   for (size_t i = 1; i < r.threads.size(); ++i) {
     EXPECT_GT(r.threads[i].runtime_threads, r.threads[i - 1].runtime_threads);
-    EXPECT_GT(r.threads[i].retrieval_p50_s, r.threads[i - 1].retrieval_p50_s);  // fewer threads left
+    EXPECT_GT(r.threads[i].retrieval_p50_s,
+              r.threads[i - 1].retrieval_p50_s);  // fewer threads left
   }
   for (const RagThreadRow& t : r.threads) {
     double share = double(t.runtime_threads) / 20.0;

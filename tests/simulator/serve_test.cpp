@@ -42,8 +42,8 @@ ArrivalOptions stream(double rate, int64_t n, uint64_t seed, std::vector<double>
   return a;
 }
 
-const BatchingKind kAll[] = {BatchingKind::static_batch, BatchingKind::dynamic_batch, BatchingKind::continuous,
-                             BatchingKind::chunked};
+const BatchingKind kAll[] = {BatchingKind::static_batch, BatchingKind::dynamic_batch,
+                             BatchingKind::continuous, BatchingKind::chunked};
 
 // A pure decode step, or one prefill, costs what the graph's kernels cost at those
 // bindings; a mixed step reads the weights once, so it is cheaper than the two
@@ -59,10 +59,12 @@ TEST(StepCost, PureStepsEqualTheGraphAndMixedStepsShareWeights) {
   };
   for (int64_t n : {1, 7, 64})
     for (int64_t ctx : {100, 2049})
-      EXPECT_NEAR(c.decode_s(n, ctx), graph_cost(p.lowered.decode, {n, 1, ctx}), 1e-12) << n << " " << ctx;
+      EXPECT_NEAR(c.decode_s(n, ctx), graph_cost(p.lowered.decode, {n, 1, ctx}), 1e-12)
+          << n << " " << ctx;
   for (int64_t k : {1, 3})
     for (int64_t prompt : {17, 512, 3000})
-      EXPECT_NEAR(c.prefill_s(k, prompt), graph_cost(p.lowered.prefill, {k, prompt, prompt}), 1e-12);
+      EXPECT_NEAR(c.prefill_s(k, prompt), graph_cost(p.lowered.prefill, {k, prompt, prompt}),
+                  1e-12);
   StepShape mixed;
   mixed.decode_seqs = 32;
   mixed.decode_context_sum = 32 * 1000;
@@ -91,7 +93,8 @@ TEST(Serve, ZeroLoadGivesTheSingleRequestLatency) {
     o.token_budget = 4096;
     ServeResult r = serve(reqs, o);
     for (size_t i = 0; i < reqs.size(); ++i) {
-      SimResult s = simulate(p.lowered.prefill, p.lowered.decode, p.built.target, {1, reqs[i].prompt, reqs[i].output});
+      SimResult s = simulate(p.lowered.prefill, p.lowered.decode, p.built.target,
+                             {1, reqs[i].prompt, reqs[i].output});
       const RequestRecord& rec = r.records[i];
       double ttft = rec.first_token_s - reqs[i].arrival_s, e2e = rec.finish_s - reqs[i].arrival_s;
       std::string what = std::string(batching_name(k)) + " request " + std::to_string(i);
@@ -233,8 +236,9 @@ TEST(Requests, PoissonStreamIsSeededAndHasTheRate) {
 }
 
 TEST(Requests, TraceCsvParsesAndLocatesErrors) {
-  auto r = parse_trace_csv("# a trace\narrival_s,prompt_tokens,output_tokens,priority\n0.5,100,20,1\n0.25, 50 ,5\n",
-                           "t.csv");
+  auto r = parse_trace_csv(
+      "# a trace\narrival_s,prompt_tokens,output_tokens,priority\n0.5,100,20,1\n0.25, 50 ,5\n",
+      "t.csv");
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].prompt, 50);  // sorted by arrival
   EXPECT_EQ(r[1].priority, 1);
@@ -242,7 +246,8 @@ TEST(Requests, TraceCsvParsesAndLocatesErrors) {
     parse_trace_csv("0.1,10,5\n0.2,x,5\n", "bad.csv");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.csv:2: prompt_tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.csv:2: prompt_tokens"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(parse_trace_csv("0.1,10,0\n", "z.csv"), Error);
   EXPECT_THROW(parse_trace_csv("", "e.csv"), Error);
