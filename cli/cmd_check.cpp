@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "frontend/scenario.h"
 #include "frontend/specs.h"
 #include "ir/assert.h"
 
@@ -110,12 +111,39 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
   return 0;
 }
 
+int summarize_scenario(const ScenarioSpec& s, const std::string& src, const std::string& format) {
+  if (s.model) load_model(*s.model);  // throws when unknown
+  if (s.hardware) load_target(*s.hardware);
+  std::string command = "lathe " + std::string(scenario_kind_name(s.kind)) + "-sim --scenario " + src;
+  if (format == "json") {
+    nlohmann::json j = {{"kind", "scenario"},
+                        {"name", s.name},
+                        {"scenario_kind", std::string(scenario_kind_name(s.kind))},
+                        {"source", src},
+                        {"model", s.model.value_or("")},
+                        {"hardware", s.hardware.value_or("")},
+                        {"command", command}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "scenario (" << src << "): OK\n";
+  std::cout << "  name              " << s.name << "\n";
+  std::cout << "  kind              " << scenario_kind_name(s.kind) << "\n";
+  if (!s.description.empty()) std::cout << "  description       " << s.description << "\n";
+  if (s.model) std::cout << "  model             " << *s.model << "\n";
+  if (s.hardware) std::cout << "  hardware          " << *s.hardware << "\n";
+  std::cout << "  run it with       " << command << "\n";
+  return 0;
+}
+
 int run_check(const CheckArgs& a) {
   // A built-in name first, then a file.
   for (const BuiltinSpec& b : builtin_specs("models"))
     if (b.name == a.file) return summarize_model(parse_model_toml(b.text, b.path), "built-in " + b.path, a.format);
   for (const BuiltinSpec& b : builtin_specs("hardware"))
     if (b.name == a.file) return summarize_target(parse_target_toml(b.text, b.path), "built-in " + b.path, a.format);
+  for (const BuiltinSpec& b : builtin_specs("scenarios"))
+    if (b.name == a.file) return summarize_scenario(parse_scenario_toml(b.text, b.path), b.name, a.format);
   std::error_code ec;
   if (!std::filesystem::exists(a.file, ec))
     throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
@@ -124,16 +152,19 @@ int run_check(const CheckArgs& a) {
     case SpecKind::model: return summarize_model(parse_model_toml(text, a.file), a.file, a.format);
     case SpecKind::hardware: return summarize_target(parse_target_toml(text, a.file), a.file, a.format);
     case SpecKind::plan: return summarize_plan(parse_plan_toml(text, a.file), a.file, a.format);
+    case SpecKind::scenario: return summarize_scenario(parse_scenario_toml(text, a.file), a.file, a.format);
     default:
-      throw Error(a.file + ":1:1: not a model, hardware or plan spec (expected a [model], [hardware] or [plan] table)");
+      throw Error(a.file +
+                  ":1:1: not a model, hardware, plan or scenario spec (expected a [model], [hardware], [plan] or "
+                  "[scenario] table)");
   }
 }
 }  // namespace
 
 void register_check(CLI::App& app, Registry& r) {
   auto args = std::make_shared<CheckArgs>();
-  CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware or plan spec and summarize it");
-  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware name")->required();
+  CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware, plan or scenario spec and summarize it");
+  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware/scenario name")->required();
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_check(*args); }; });
 }

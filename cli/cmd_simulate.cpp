@@ -8,6 +8,7 @@
 #include "cli/planning.h"
 #include "ir/assert.h"
 #include "simulator/plots.h"
+#include "simulator/profile.h"
 
 namespace lathe::cli {
 
@@ -32,7 +33,7 @@ std::string bound_text(const PhaseSummary& p) {
   return std::string(bound_name(p.bound)) + "-bound (" + fmt_double(share * 100, 0) + "% of time)";
 }
 
-nlohmann::json op_json(const OpRow& o) {
+nlohmann::json op_json(const OpRow& o, const KernelProfile& k) {
   return {{"name", o.name},
           {"kernel", o.kernel},
           {"class", std::string(kernel_class_name(o.cls))},
@@ -46,8 +47,15 @@ nlohmann::json op_json(const OpRow& o) {
           {"memory_ms", o.memory_s * 1e3},
           {"network_ms", o.network_s * 1e3},
           {"launch_ms", o.launch_s * 1e3},
-          {"bound", std::string(bound_name(o.bound))}};
+          {"bound", std::string(bound_name(o.bound))},
+          {"achieved_flops_per_s", k.achieved_flops_per_s},
+          {"achieved_bytes_per_s", k.achieved_bytes_per_s},
+          {"compute_utilization", k.compute_utilization},
+          {"bandwidth_utilization", k.bandwidth_utilization},
+          {"l2_hit_rate", k.l2_hit_rate ? nlohmann::json(*k.l2_hit_rate) : nlohmann::json(nullptr)}};
 }
+
+std::string pct(double v) { return fmt_double(100 * v, 1) + "%"; }
 
 nlohmann::json result_json(const Planned& p) {
   const SimResult& r = p.sim;
@@ -88,31 +96,45 @@ nlohmann::json result_json(const Planned& p) {
       {"max_batch", r.mem.max_batch},
       {"simulated", true}};
   j["ops"] = nlohmann::json::array();
-  for (const OpRow& o : r.ops) j["ops"].push_back(op_json(o));
+  std::vector<KernelProfile> prof = profile_ops(r, p.lowered.prefill, p.lowered.decode, p.target);
+  for (size_t i = 0; i < r.ops.size(); ++i) j["ops"].push_back(op_json(r.ops[i], prof[i]));
   return j;
 }
 
-Table op_table(const SimResult& r) {
-  Table t({"phase", "kernel", "node", "FLOPs", "bytes", "FLOP/B", "bound", "time ms", "share"});
-  for (const OpRow& o : r.ops) {
+Table op_table(const SimResult& r, const std::vector<KernelProfile>& prof) {
+  Table t({"phase", "kernel", "node", "FLOPs", "bytes", "FLOP/B", "bound", "time ms", "share", "TFLOP/s", "GB/s",
+           "compute", "DRAM BW", "L2 hit"});
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const OpRow& o = r.ops[i];
+    const KernelProfile& k = prof[i];
     const PhaseSummary& ph = o.phase == Phase::prefill ? r.prefill : r.decode;
     double steps = o.phase == Phase::decode ? std::max(1, r.decode.steps) : 1;
     t.add({std::string(phase_name(o.phase)), o.kernel, o.name, human_count(o.flops / steps),
            human_bytes(o.bytes / steps), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 1),
            std::string(bound_name(o.bound)), fmt_double(o.step_time_s * 1e3, 4),
-           fmt_double(ph.time_s > 0 ? 100.0 * o.time_s / ph.time_s : 0, 1) + "%"});
+           fmt_double(ph.time_s > 0 ? 100.0 * o.time_s / ph.time_s : 0, 1) + "%",
+           fmt_double(k.achieved_flops_per_s / 1e12, 2), fmt_double(k.achieved_bytes_per_s / 1e9, 0),
+           o.cls == KernelClass::collective ? "-" : pct(k.compute_utilization), pct(k.bandwidth_utilization),
+           k.l2_hit_rate ? pct(*k.l2_hit_rate) : "-"});
   }
   return t;
 }
 
-Table op_csv(const SimResult& r) {
+Table op_csv(const SimResult& r, const std::vector<KernelProfile>& prof) {
   Table t({"phase", "name", "kernel", "class", "flops", "bytes", "intensity", "bound", "time_ms", "step_time_ms",
-           "compute_ms", "memory_ms", "launch_ms"});
-  for (const OpRow& o : r.ops)
+           "compute_ms", "memory_ms", "launch_ms", "achieved_tflops", "achieved_gbs", "compute_utilization",
+           "bandwidth_utilization", "l2_hit_rate"});
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const OpRow& o = r.ops[i];
+    const KernelProfile& k = prof[i];
     t.add({std::string(phase_name(o.phase)), o.name, o.kernel, std::string(kernel_class_name(o.cls)),
            fmt_double(o.flops, 0), fmt_double(o.bytes, 0), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 4),
            std::string(bound_name(o.bound)), fmt_double(o.time_s * 1e3, 6), fmt_double(o.step_time_s * 1e3, 6),
-           fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6)});
+           fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6),
+           fmt_double(k.achieved_flops_per_s / 1e12, 6), fmt_double(k.achieved_bytes_per_s / 1e9, 3),
+           fmt_double(k.compute_utilization, 6), fmt_double(k.bandwidth_utilization, 6),
+           k.l2_hit_rate ? fmt_double(*k.l2_hit_rate, 6) : ""});
+  }
   return t;
 }
 
@@ -175,12 +197,14 @@ int run_simulate(const SimulateArgs& a) {
     return 0;
   }
   if (a.format == "csv") {
-    std::cout << op_csv(p.sim).csv();
+    std::cout << op_csv(p.sim, profile_ops(p.sim, p.lowered.prefill, p.lowered.decode, p.target)).csv();
     return 0;
   }
   print_summary(p, a.ideal);
-  if (a.per_op) std::cout << "\nPer kernel (decode rows: one step at the mean context; share of the phase)\n"
-                          << op_table(p.sim).text("  ");
+  if (a.per_op)
+    std::cout << "\nPer kernel (decode rows: one step at the mean context; share of the phase; achieved rates and\n"
+                 "utilization over busy time, of the peak the kernel runs at; L2 hit: the rate the model implies)\n"
+              << op_table(p.sim, profile_ops(p.sim, p.lowered.prefill, p.lowered.decode, p.target)).text("  ");
   if (!a.plot.empty()) std::cout << "\nroofline chart: " << a.plot << "\n";
   if (!a.trace.empty()) std::cout << "trace (open in ui.perfetto.dev or chrome://tracing): " << a.trace << "\n";
   return 0;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "frontend/scenario.h"
 #include "frontend/specs.h"
 
 namespace lathe::cli {
@@ -57,12 +58,25 @@ int run_specs(const SpecsArgs& a) {
                                               {"bf16", t.peak_bf16}, {"fp8", t.peak_fp8}, {"int8", t.peak_int8}}},
                              {"description", t.description}});
   }
+  Table sc({"scenario", "kind", "model", "hardware", "description"});
+  j["scenarios"] = nlohmann::json::array();
+  for (const BuiltinSpec& b : builtin_specs("scenarios")) {
+    ScenarioSpec s = parse_scenario_toml(b.text, b.path);
+    std::string kind(scenario_kind_name(s.kind));
+    sc.add({s.name, kind, s.model.value_or("-"), s.hardware.value_or("-"), s.description});
+    j["scenarios"].push_back({{"name", s.name},
+                              {"kind", kind},
+                              {"model", s.model.value_or("")},
+                              {"hardware", s.hardware.value_or("")},
+                              {"description", s.description}});
+  }
   if (a.format == "json") {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << "Models (" << models.size() << ")\n" << models.text("  ") << "\n";
-  std::cout << "Hardware (" << hw.size() << ")\n" << hw.text("  ");
+  std::cout << "Hardware (" << hw.size() << ")\n" << hw.text("  ") << "\n";
+  std::cout << "Scenarios (" << sc.size() << "; run with `lathe KIND-sim --scenario NAME`)\n" << sc.text("  ");
   std::cout << "\nUse a name wherever a MODEL or HW argument is taken, or give a path to your own TOML file.\n";
   return 0;
 }
@@ -70,7 +84,7 @@ int run_specs(const SpecsArgs& a) {
 
 void register_specs(CLI::App& app, Registry& r) {
   auto args = std::make_shared<SpecsArgs>();
-  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models and hardware targets");
+  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models, hardware targets and scenarios");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_specs(*args); }; });
 }

@@ -28,6 +28,10 @@ void register_graph(CLI::App& app, Registry& r);
 void register_simulate(CLI::App& app, Registry& r);  // simulate, whatif
 void register_compile(CLI::App& app, Registry& r);
 void register_run(CLI::App& app, Registry& r);  // run, probe
+void register_serve(CLI::App& app, Registry& r);  // serve-sim
+void register_rag(CLI::App& app, Registry& r);    // rag-sim
+void register_moe(CLI::App& app, Registry& r);    // moe-sim
+void register_edge(CLI::App& app, Registry& r);   // edge-sim
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);

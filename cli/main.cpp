@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   lathe::cli::register_simulate(app, reg);
   lathe::cli::register_compile(app, reg);
   lathe::cli::register_run(app, reg);
+  lathe::cli::register_serve(app, reg);
+  lathe::cli::register_rag(app, reg);
+  lathe::cli::register_moe(app, reg);
+  lathe::cli::register_edge(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "frontend/embedded_specs.h"
+#include "frontend/plan_keys.h"
 #include "frontend/toml_doc.h"
 #include "ir/assert.h"
 
@@ -194,6 +195,39 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   return tg;
 }
 
+void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
+  std::string why;
+  if (auto w = r.get_string("weights")) {
+    auto f = parse_weight_format(*w, &why);
+    if (!f) r.fail_at(*t.get("weights"), "weights", why);
+    o.weights = f;
+  }
+  if (auto k = r.get_string("kv")) {
+    auto d = parse_kv_dtype(*k, &why);
+    if (!d) r.fail_at(*t.get("kv"), "kv", why);
+    o.kv_dtype = d;
+  }
+  if (auto l = r.get_string("kv_layout")) {
+    if (*l != "auto") {
+      auto lay = parse_kv_layout(*l, &why);
+      if (!lay) r.fail_at(*t.get("kv_layout"), "kv_layout", why);
+      o.kv_layout = lay;
+    }
+  }
+  if (auto a = r.get_string("act")) {
+    auto d = parse_dtype(*a);
+    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+      r.fail_at(*t.get("act"), "act", "expected f32, f16 or bf16, got \"" + *a + "\"");
+    o.act_dtype = d;
+  }
+  if (auto tp = r.get_int("tp", 1, 1024)) o.tp = *tp;
+  if (auto a = r.get_string("attention")) {
+    if (*a == "naive") o.pass_enabled["flash-attention"] = false;
+    else if (*a != "flash") r.fail_at(*t.get("attention"), "attention", "expected \"flash\" or \"naive\", got \"" + *a + "\"");
+  }
+  if (auto ps = r.get_string("pipeline")) o.passes = *ps;
+}
+
 PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   std::string source(source_sv);
   TomlValue root = parse_toml(text, source);
@@ -202,36 +236,7 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   PlanSpec p;
   p.model = r.get_string("model");
   p.hardware = r.get_string("hardware");
-  std::string why;
-  if (auto w = r.get_string("weights")) {
-    auto f = parse_weight_format(*w, &why);
-    if (!f) r.fail_at(*t.get("weights"), "weights", why);
-    p.options.weights = f;
-  }
-  if (auto k = r.get_string("kv")) {
-    auto d = parse_kv_dtype(*k, &why);
-    if (!d) r.fail_at(*t.get("kv"), "kv", why);
-    p.options.kv_dtype = d;
-  }
-  if (auto l = r.get_string("kv_layout")) {
-    if (*l != "auto") {
-      auto lay = parse_kv_layout(*l, &why);
-      if (!lay) r.fail_at(*t.get("kv_layout"), "kv_layout", why);
-      p.options.kv_layout = lay;
-    }
-  }
-  if (auto a = r.get_string("act")) {
-    auto d = parse_dtype(*a);
-    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
-      r.fail_at(*t.get("act"), "act", "expected f32, f16 or bf16, got \"" + *a + "\"");
-    p.options.act_dtype = d;
-  }
-  if (auto tp = r.get_int("tp", 1, 1024)) p.options.tp = *tp;
-  if (auto a = r.get_string("attention")) {
-    if (*a == "naive") p.options.pass_enabled["flash-attention"] = false;
-    else if (*a != "flash") r.fail_at(*t.get("attention"), "attention", "expected \"flash\" or \"naive\", got \"" + *a + "\"");
-  }
-  if (auto ps = r.get_string("pipeline")) p.options.passes = *ps;
+  read_plan_options(r, t, p.options);
   if (const TomlValue* w = r.get_table("workload")) {
     TableReader wr(*w, "plan.workload", source);
     p.workload.batch = wr.get_int("batch", 1, 1 << 20).value_or(p.workload.batch);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "frontend/scenario.h"
 #include "frontend/specs.h"
 #include "ir/assert.h"
 #include "ir/text.h"
@@ -14,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The first byte picks the parser so one corpus covers all of them.
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
       case 0: lathe::parse_model_toml(text, "fuzz.toml"); break;
       case 1: lathe::parse_target_toml(text, "fuzz.toml"); break;
       case 2: lathe::parse_plan_toml(text, "fuzz.toml"); break;
@@ -24,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         lathe::verify(g);
         break;
       }
+      case 5: lathe::parse_scenario_toml(text, "fuzz.toml"); break;
     }
   } catch (const lathe::Error&) {
   }

@@ -14,9 +14,9 @@ fi
 cmake --build $B --target spec_fuzzer lathe
 corpus=$B/corpus; mkdir -p $corpus
 i=0
-for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml; do
+for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml specs/scenarios/*.toml; do
   [ -f "$f" ] || continue
-  for sel in 0 1 2 3; do { printf "\\x0$sel"; cat "$f"; } >"$corpus/seed-$i-$sel"; done
+  for sel in 0 1 2 3 5; do { printf "\\x0$sel"; cat "$f"; } >"$corpus/seed-$i-$sel"; done
   i=$((i + 1))
 done
 { printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"

@@ -6,6 +6,7 @@
 
 #include "ir/assert.h"
 #include "ir/buffers.h"
+#include "simulator/node_groups.h"
 
 namespace lathe {
 
@@ -56,85 +57,6 @@ double peak_live_bytes(const Graph& g, const Bindings& b) {
 
 namespace {
 
-// Nodes of one class cost the same: same kind, attributes (but the layer index) and
-// operand types. Identical layers are costed once. Hash first, then compare.
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h;
-}
-
-uint64_t hash_type(const Value& v) {
-  uint64_t h = mix(uint64_t(v.kind), uint64_t(v.dtype));
-  h = mix(h, uint64_t(v.format.group));
-  for (const Dim& d : v.shape) h = mix(h, uint64_t(d.coef) ^ (uint64_t(d.b) << 56) ^ (uint64_t(d.s) << 48) ^ (uint64_t(d.t) << 40));
-  return h;
-}
-
-bool same_type(const Value& a, const Value& b) {
-  return a.kind == b.kind && a.dtype == b.dtype && a.format == b.format && a.shape == b.shape;
-}
-
-uint64_t hash_node(const Graph& g, const Node& n) {
-  uint64_t h = mix(0, uint64_t(n.kind));
-  for (const auto& [k, v] : n.attrs.items()) {
-    if (k == "layer") continue;
-    h = mix(h, std::hash<std::string>{}(k));
-    if (auto p = std::get_if<int64_t>(&v)) h = mix(h, uint64_t(*p));
-    else if (auto d = std::get_if<double>(&v)) h = mix(h, std::hash<double>{}(*d));
-    else h = mix(h, std::hash<std::string>{}(std::get<std::string>(v)));
-  }
-  for (ValueId v : n.inputs) h = mix(h, hash_type(g.value(v)));
-  for (ValueId v : n.outputs) h = mix(h, hash_type(g.value(v)) * 31);
-  return h;
-}
-
-bool same_class(const Graph& g, const Node& a, const Node& b) {
-  if (a.kind != b.kind || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
-  const auto &ia = a.attrs.items(), &ib = b.attrs.items();
-  size_t i = 0, j = 0;
-  while (i < ia.size() || j < ib.size()) {
-    if (i < ia.size() && ia[i].first == "layer") { ++i; continue; }
-    if (j < ib.size() && ib[j].first == "layer") { ++j; continue; }
-    if (i == ia.size() || j == ib.size() || ia[i] != ib[j]) return false;
-    ++i, ++j;
-  }
-  for (size_t k = 0; k < a.inputs.size(); ++k)
-    if (!same_type(g.value(a.inputs[k]), g.value(b.inputs[k]))) return false;
-  for (size_t k = 0; k < a.outputs.size(); ++k)
-    if (!same_type(g.value(a.outputs[k]), g.value(b.outputs[k]))) return false;
-  return true;
-}
-
-struct Grouping {
-  std::vector<NodeId> order;
-  std::vector<int> group_of;       // per position in order
-  std::vector<NodeId> representative;
-};
-
-Grouping group_nodes(const Graph& g) {
-  Grouping gr;
-  gr.order = g.topo_order();
-  gr.group_of.reserve(gr.order.size());
-  std::unordered_map<uint64_t, std::vector<int>> buckets;
-  for (NodeId id : gr.order) {
-    const Node& n = g.node(id);
-    std::vector<int>& bucket = buckets[hash_node(g, n)];
-    int found = -1;
-    for (int c : bucket)
-      if (same_class(g, g.node(gr.representative[size_t(c)]), n)) {
-        found = c;
-        break;
-      }
-    if (found < 0) {
-      found = int(gr.representative.size());
-      gr.representative.push_back(id);
-      bucket.push_back(found);
-    }
-    gr.group_of.push_back(found);
-  }
-  return gr;
-}
-
 void add_share(PhaseSummary& p, Bound b, double t) {
   switch (b) {
     case Bound::compute: p.compute_share += t; break;
@@ -166,6 +88,7 @@ OpRow make_row(const Graph& g, NodeId id, Phase ph, const NodeCost& c, const std
   r.phase = ph;
   r.cls = c.cls;
   r.bound = c.bound;
+  r.math = c.math;
   r.flops = c.flops;
   r.bytes = c.bytes;
   r.time_s = c.time_s;
@@ -190,7 +113,7 @@ SimResult simulate(const Graph& prefill, const Graph& decode, const Target& t, c
   // ---- prefill: one pass over the prompt ----
   Bindings pb{w.batch, w.prompt, w.prompt};
   {
-    Grouping gr = group_nodes(prefill);
+    NodeGroups gr = group_nodes(prefill);
     std::vector<NodeCost> costs;
     std::vector<std::string> labels;
     for (NodeId rep : gr.representative) {
@@ -214,7 +137,7 @@ SimResult simulate(const Graph& prefill, const Graph& decode, const Target& t, c
   int64_t steps = std::max<int64_t>(0, w.gen - 1);
   int64_t t0 = w.prompt + 1, t1 = w.prompt + std::max<int64_t>(1, steps);
   {
-    Grouping gr = group_nodes(decode);
+    NodeGroups gr = group_nodes(decode);
     r.decode.steps = int(steps);
     r.decode.kernels = int(gr.order.size());
     struct Summed {

@@ -29,6 +29,7 @@ struct OpRow {
   Phase phase = Phase::prefill;
   KernelClass cls = KernelClass::elementwise;
   Bound bound = Bound::memory;  // at the mean decode context for decode rows
+  DType math = DType::f32;      // operand dtype whose matrix peak applies
   // Prefill: one pass. Decode: totals over all decode steps.
   double flops = 0, bytes = 0, time_s = 0;
   double compute_s = 0, memory_s = 0, network_s = 0, launch_s = 0;

@@ -195,6 +195,123 @@ elif [ $rc -ne 0 ]; then bad "run --backend cuda exited $rc: $(head -c 300 "$tmp
 "$LATHE" probe --backend cuda >"$tmp/out" 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ]; then grep -q "no CUDA device" "$tmp/err" || bad "probe --backend cuda without a GPU: $(cat "$tmp/err")"
 elif [ $rc -ne 0 ]; then bad "probe --backend cuda exited $rc"; fi
+# ---- profiling columns ----
+expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --format json
+python3 - "$tmp/out" <<'PY' || bad "simulate json lacks profiling keys"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for o in d["ops"]:
+    for k in ("achieved_flops_per_s", "achieved_bytes_per_s", "compute_utilization", "bandwidth_utilization", "l2_hit_rate"):
+        assert k in o, k
+    assert 0 <= o["compute_utilization"] <= 1.0000001 and 0 <= o["bandwidth_utilization"] <= 1.0000001
+assert any(o["l2_hit_rate"] is not None for o in d["ops"]) and any(o["l2_hit_rate"] is None for o in d["ops"])
+PY
+expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --per-op
+grep -q "L2 hit" "$tmp/out" || bad "--per-op lacks the L2 column"
+
+# ---- serve-sim ----
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --duration 30 --slo-ttft 500 --slo-tpot 50
+grep -q "Little's law" "$tmp/out" || bad "serve-sim text lacks Little's law"
+grep -q "goodput" "$tmp/out" || bad "serve-sim text lacks goodput"
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --requests 200 --batching dynamic --priority-mix 0.3,0.7 \
+  --format json --trace "$tmp/serve-trace.json"
+python3 - "$tmp/out" "$tmp/serve-trace.json" <<'PY' || bad "serve-sim json or trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["requests"] == 200 and d["batching"] == "dynamic"
+assert len(d["classes"]) == 2 and [c["priority"] for c in d["classes"]] == [0, 1]
+for k in ("ttft", "tpot", "e2e", "queue"):
+    for p in ("p50_ms", "p90_ms", "p99_ms"):
+        assert d["all"][k][p] >= 0, (k, p)
+assert d["all"]["ttft"]["p50_ms"] <= d["all"]["ttft"]["p99_ms"]
+L = d["littles_law"]
+assert abs(L["L"] - L["lambda_W"]) <= 1e-6 * max(1, L["L"])
+s = d["series"]["kv_occupancy"]
+assert len(s["mean"]) > 10 and 0 <= s["peak"] <= 1
+t = json.load(open(sys.argv[2]))
+ev = t["traceEvents"]
+assert any(e.get("cat") == "prefill" for e in ev) and any(e.get("cat") == "decode" for e in ev)
+assert any(e["ph"] == "M" and e["args"]["name"].startswith("slot ") for e in ev)
+assert any(e["ph"] == "C" for e in ev)
+PY
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --requests 50 --format csv
+head -1 "$tmp/out" | grep -q "^id,arrival_s,priority" || bad "serve-sim csv header"
+[ "$(wc -l <"$tmp/out")" -eq 51 ] || bad "serve-sim csv rows"
+printf 'arrival_s,prompt_tokens,output_tokens,priority\n0.0,512,64,1\n0.01,128,32,0\n0.5,2048,16,0\n' >"$tmp/trace.csv"
+expect_rc 0 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/trace.csv" --batching chunked
+grep -q "3 requests from" "$tmp/out" || bad "serve-sim did not read the CSV trace"
+printf '0.1,10,5\n0.2,x,5\n' >"$tmp/badtrace.csv"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/badtrace.csv"
+grep -q "badtrace.csv:2: prompt_tokens" "$tmp/err" || bad "bad trace error lacks file:line: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --batching weird
+grep -q "expected static, dynamic, continuous or chunked" "$tmp/err" || bad "bad --batching message"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --prompt gauss:3
+grep -q "unknown distribution" "$tmp/err" || bad "bad --prompt message"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --max-batch 0
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --batching chunked --token-budget 16
+expect_rc 2 "$LATHE" serve-sim llama-3-70b a100-40g
+grep -q "no room for a KV cache" "$tmp/err" || bad "serve-sim OOM message"
+expect_rc 2 "$LATHE" serve-sim --scenario rag-pipeline
+grep -q "a rag scenario" "$tmp/err" || bad "wrong scenario kind message"
+expect_rc 2 "$LATHE" serve-sim --scenario no-such-scenario
+grep -q "serve-chat" "$tmp/err" || bad "unknown scenario does not list built-ins"
+expect_rc 0 "$LATHE" serve-sim --scenario serve-priority --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['scenario'] == 'serve-priority' and len(d['classes']) == 2" || bad "serve-priority scenario"
+
+# ---- rag-sim, moe-sim, edge-sim ----
+expect_rc 0 "$LATHE" rag-sim llama-3-8b l4 --format json --samples 300
+python3 - "$tmp/out" <<'PY' || bad "rag-sim json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = {x["mode"]: x for x in d["modes"]}
+assert set(m) == {"sequential", "overlapped", "prefetch", "timeout"}
+assert m["overlapped"]["e2e"]["p50_ms"] <= m["sequential"]["e2e"]["p50_ms"]
+assert d["runtime_threads"] + d["retrieval_threads"] == d["cores"]
+assert any(t["advised"] for t in d["threads"])
+PY
+expect_rc 0 "$LATHE" rag-sim --scenario rag-pipeline
+grep -q "overlapped" "$tmp/out" || bad "rag-sim text"
+expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --cpu-cores 8 --runtime-threads 8
+grep -q "no thread" "$tmp/err" || bad "rag-sim thread message"
+expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --modes sequential,bogus
+expect_rc 0 "$LATHE" moe-sim mixtral-8x7b h100-sxm --batch 1,64 --samples 32 --format json
+python3 - "$tmp/out" <<'PY' || bad "moe-sim json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [b["batch"] for b in d["batches"]] == [1, 64]
+for b in d["batches"]:
+    p = {x["placement"]: x for x in b["placements"]}
+    assert p["balanced"]["step_ms"] <= p["round-robin"]["step_ms"] * (1 + 1e-12)
+    assert abs(sum(p["round-robin"]["gpu_load_share"]) - 1) < 1e-9
+PY
+expect_rc 0 "$LATHE" moe-sim --scenario moe-mixtral
+grep -q "round-robin" "$tmp/out" || bad "moe-sim text"
+expect_rc 2 "$LATHE" moe-sim llama-3-8b h100-sxm
+grep -q "not a mixture-of-experts" "$tmp/err" || bad "moe-sim dense model message"
+expect_rc 2 "$LATHE" moe-sim mixtral-8x7b h100-sxm --histogram 1,2
+expect_rc 0 "$LATHE" edge-sim llama-3-8b --format json
+python3 - "$tmp/out" <<'PY' || bad "edge-sim json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = {x["weights"]: x for x in d["formats"]}
+assert set(f) == {"f16", "int8", "int4:g128"} and d["hardware"] == "jetson-agx-orin-64g"
+assert f["int4:g128"]["ms_per_token"] < f["int8"]["ms_per_token"] < f["f16"]["ms_per_token"]
+assert d["claims_supplied"] is False and all(x["claim"] is None for x in d["formats"])
+assert [b["beams"] for b in d["beams"]] == [1, 2, 3, 4]
+PY
+expect_rc 0 "$LATHE" edge-sim --scenario edge-orin
+grep -q "not supplied" "$tmp/out" || bad "edge-sim placeholders not marked 'not supplied'"
+printf '[scenario]\nname = "mine"\nkind = "edge"\nmodel = "llama-3-8b"\nhardware = "jetson-agx-orin-64g"\n[[scenario.edge.claims]]\nlabel = "int8"\nms_per_token = 40.0\nsource = "test"\n' >"$tmp/edge.toml"
+expect_rc 0 "$LATHE" edge-sim --scenario "$tmp/edge.toml"
+grep -q "40.00 (lathe" "$tmp/out" || bad "edge-sim does not print a supplied claim beside lathe's"
+expect_rc 2 "$LATHE" edge-sim llama-3-8b --formats int5
+printf '[scenario]\nname = "x"\nkind = "serve"\n[scenario.serve]\nmax_bacth = 3\n' >"$tmp/badscen.toml"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --scenario "$tmp/badscen.toml"
+grep -q "badscen.toml:5:" "$tmp/err" || bad "bad scenario error lacks file:line: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" check "$tmp/badscen.toml"
+expect_rc 0 "$LATHE" check serve-chat
+expect_rc 0 "$LATHE" specs --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['scenarios']) >= 6" || bad "specs json lacks scenarios"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

@@ -1,0 +1,249 @@
+// lathe edge-sim: an edge device with unified memory (Jetson AGX Orin by default):
+// ms/token and memory per weight format, the KV-compression trade-off and the cost
+// of beam width, each printed beside the figures the seed article claims when they
+// are supplied (scenario [[scenario.edge.claims]]); lathe never invents them.
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "cli/scenario_args.h"
+#include "ir/assert.h"
+#include "simulator/edge.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct EdgeArgs {
+  ScenarioArgs common;
+  std::optional<std::string> formats, kv_dtypes, beams;
+  std::optional<int64_t> prompt, gen, kv_context;
+  std::optional<double> os_reserve, cpu_share;
+};
+
+void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
+  if (a.formats) {
+    o.weights = split_commas(*a.formats);
+    for (const std::string& w : o.weights) {
+      std::string why;
+      if (!parse_weight_format(w, &why)) throw Error("--formats: " + why);
+    }
+    if (o.weights.empty()) throw Error("--formats: empty list");
+  }
+  if (a.kv_dtypes) {
+    o.kv_dtypes = split_commas(*a.kv_dtypes);
+    for (const std::string& k : o.kv_dtypes) {
+      std::string why;
+      if (!parse_kv_dtype(k, &why)) throw Error("--kv-dtypes: " + why);
+    }
+    if (o.kv_dtypes.empty()) throw Error("--kv-dtypes: empty list");
+  }
+  if (a.beams) {
+    o.beams.clear();
+    for (const std::string& b : split_commas(*a.beams)) {
+      try {
+        size_t used = 0;
+        int v = std::stoi(b, &used);
+        if (used != b.size() || v < 1 || v > 64) throw std::invalid_argument(b);
+        o.beams.push_back(v);
+      } catch (...) {
+        throw Error("--beams: '" + b + "' is not an integer in [1, 64]");
+      }
+    }
+  }
+  if (a.prompt) o.prompt = *a.prompt;
+  if (a.gen) o.gen = *a.gen;
+  if (a.kv_context) o.kv_context = *a.kv_context;
+  if (a.os_reserve) o.os_reserve_gb = *a.os_reserve;
+  if (a.cpu_share) o.cpu_bandwidth_share = *a.cpu_share;
+}
+
+const Claim* find_claim(const EdgeOptions& o, const std::string& label) {
+  for (const Claim& c : o.claims)
+    if (c.label == label) return &c;
+  return nullptr;
+}
+
+// "12.3 (lathe +4.1, +33%)" or "not supplied".
+std::string versus(std::optional<double> claimed, double ours, int digits) {
+  if (!claimed) return "not supplied";
+  double diff = ours - *claimed;
+  std::string s =
+      fmt_double(*claimed, digits) + " (lathe " + (diff >= 0 ? "+" : "") + fmt_double(diff, digits);
+  if (*claimed != 0)
+    s += ", " + std::string(diff >= 0 ? "+" : "") + fmt_double(100 * diff / *claimed, 0) + "%";
+  return s + ")";
+}
+
+nlohmann::json claim_json(const Claim* c) {
+  if (!c) return nullptr;
+  nlohmann::json j = {{"label", c->label}, {"source", c->source}};
+  auto put = [&](const char* k, const std::optional<double>& v) {
+    j[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  put("ms_per_token", c->ms_per_token);
+  put("memory_gb", c->memory_gb);
+  put("memory_saved_pct", c->memory_saved_pct);
+  put("time_saved_pct", c->time_saved_pct);
+  return j;
+}
+
+int run_edge(const EdgeArgs& a) {
+  PlanRequest base;
+  ScenarioSpec s =
+      a.common.resolve(ScenarioKind::edge, Workload{1, 512, 128}, base, "jetson-agx-orin-64g");
+  apply_flags(a, s.edge);
+  const EdgeOptions& o = s.edge;
+  if (o.cpu_bandwidth_share > 0) {
+    Target probe = resolve_target(base.hardware, base.sets);
+    base.sets.push_back(
+        "hbm_bandwidth_gbs=" +
+        fmt_double(unified_bandwidth_target(probe, o.cpu_bandwidth_share).hbm_bandwidth_gbs, 6));
+  }
+  auto plan_with = [&](std::optional<Format> w, std::optional<DType> kv, Workload wl) {
+    PlanRequest r = base;
+    if (w) r.options.weights = w;
+    if (kv) r.options.kv_dtype = kv;
+    r.workload = wl;
+    return make_plan(r, {}, false);
+  };
+  nlohmann::json j;
+  // ---- weight formats ----
+  Table ft({"weights", "ms/token", "tok/s", "TTFT ms", "weights GB", "KV GB", "act GB", "model GB",
+            "+OS/CPU GB", "total GB", "fits", "article ms/token (diff)",
+            "article GB vs model GB (diff)"});
+  std::string target_line;
+  for (const std::string& wname : o.weights) {
+    Planned p = plan_with(parse_weight_format(wname), std::nullopt, {1, o.prompt, o.gen});
+    target_line = describe_target(p.target);
+    EdgeMemory m = edge_memory(p.sim.mem, p.target, o.os_reserve_gb);
+    const Claim* c = find_claim(o, wname);
+    double ms = p.sim.tpot_s * 1e3;
+    double model_gb = (m.weights + m.kv + m.activations) / 1e9;
+    ft.add({wname, fmt_double(ms, 2), fmt_double(1e3 / ms, 1), ms_text(p.sim.ttft_s),
+            fmt_double(m.weights / 1e9, 2), fmt_double(m.kv / 1e9, 3),
+            fmt_double(m.activations / 1e9, 3), fmt_double(model_gb, 2),
+            fmt_double(m.os_reserve / 1e9, 1), fmt_double(m.total / 1e9, 2), m.fits ? "yes" : "NO",
+            versus(c ? c->ms_per_token : std::nullopt, ms, 2),
+            versus(c ? c->memory_gb : std::nullopt, model_gb, 2)});
+    j["formats"].push_back({{"weights", wname},
+                            {"ms_per_token", ms},
+                            {"ttft_ms", p.sim.ttft_s * 1e3},
+                            {"memory_gb",
+                             {{"weights", m.weights / 1e9},
+                              {"kv", m.kv / 1e9},
+                              {"activations", m.activations / 1e9},
+                              {"os_reserve", m.os_reserve / 1e9},
+                              {"total", m.total / 1e9},
+                              {"capacity", m.capacity / 1e9}}},
+                            {"fits", m.fits},
+                            {"claim", claim_json(c)}});
+  }
+  // ---- KV compression at a long context ----
+  Table kt({"KV dtype", "KV GB", "memory saved", "ms/token", "time saved",
+            "article memory saved (diff)", "article time saved (diff)"});
+  double kv0 = 0, ms0 = 0;
+  for (const std::string& kname : o.kv_dtypes) {
+    Planned p = plan_with(std::nullopt, parse_kv_dtype(kname), {1, o.kv_context, o.gen});
+    double kv = p.sim.mem.kv, ms = p.sim.tpot_s * 1e3;
+    if (kv0 == 0) kv0 = kv, ms0 = ms;
+    double mem_saved = 100 * (1 - kv / kv0), time_saved = 100 * (1 - ms / ms0);
+    const Claim* c = find_claim(o, "kv " + kname);
+    kt.add({kname, fmt_double(kv / 1e9, 3), fmt_double(mem_saved, 1) + "%", fmt_double(ms, 2),
+            fmt_double(time_saved, 1) + "%",
+            versus(c ? c->memory_saved_pct : std::nullopt, mem_saved, 1),
+            versus(c ? c->time_saved_pct : std::nullopt, time_saved, 1)});
+    j["kv"].push_back({{"kv", kname},
+                       {"kv_gb", kv / 1e9},
+                       {"memory_saved_pct", mem_saved},
+                       {"ms_per_token", ms},
+                       {"time_saved_pct", time_saved},
+                       {"claim", claim_json(c)}});
+  }
+  // ---- beam width ----
+  Planned bp = plan_with(std::nullopt, std::nullopt, {1, o.prompt, o.gen});
+  StepCoster coster(bp.lowered.prefill, bp.lowered.decode, bp.target, CostOptions{a.common.ideal});
+  Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1",
+            "article ms/token (diff)", "article GB (diff)"});
+  double beam1 = 0;
+  for (int64_t w : o.beams) {
+    BeamCost b = beam_cost(coster, o.prompt, o.gen, w);
+    if (beam1 == 0) beam1 = b.ms_per_token;
+    const Claim* c = find_claim(o, "beam " + std::to_string(w));
+    bt.add({std::to_string(w), fmt_double(b.kv_bytes / 1e9, 3),
+            fmt_double(b.kv_bytes_shared / 1e9, 3), fmt_double(b.ms_per_token, 2),
+            "x" + fmt_double(b.ms_per_token / beam1, 2),
+            versus(c ? c->ms_per_token : std::nullopt, b.ms_per_token, 2),
+            versus(c ? c->memory_gb : std::nullopt, b.kv_bytes / 1e9, 3)});
+    j["beams"].push_back({{"beams", w},
+                          {"kv_gb", b.kv_bytes / 1e9},
+                          {"kv_gb_shared_prompt", b.kv_bytes_shared / 1e9},
+                          {"ms_per_token", b.ms_per_token},
+                          {"claim", claim_json(c)}});
+  }
+  bool any_claim = false;
+  for (const Claim& c : o.claims)
+    any_claim =
+        any_claim || c.ms_per_token || c.memory_gb || c.memory_saved_pct || c.time_saved_pct;
+  if (a.common.format == "json") {
+    j["model"] = bp.model.name;
+    j["hardware"] = bp.target.name;
+    j["scenario"] = s.name;
+    j["os_reserve_gb"] = o.os_reserve_gb;
+    j["cpu_bandwidth_share"] = o.cpu_bandwidth_share;
+    j["claims_supplied"] = any_claim;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "lathe edge-sim: " << bp.model.name << " on " << target_line
+            << (s.name.empty() ? "" : "; scenario " + s.name) << "\n";
+  if (bp.target.unified_memory > 0)
+    std::cout << "  unified memory: " << fmt_double(o.os_reserve_gb, 1)
+              << " GB kept for the OS and the CPU side; the CPU side uses "
+              << fmt_double(100 * o.cpu_bandwidth_share, 0)
+              << "% of the memory bandwidth meanwhile\n";
+  std::cout << "  plan      " << describe_options(bp) << "\n\n";
+  std::cout << "  Weight formats (batch 1, prompt " << o.prompt << ", " << o.gen << " tokens)\n"
+            << ft.text("  ") << "\n";
+  std::cout << "  KV compression (batch 1, context " << o.kv_context
+            << ", savings against the first row)\n"
+            << kt.text("  ") << "\n";
+  std::cout << "  Beam width (prompt " << o.prompt << ", " << o.gen
+            << " tokens; every beam decodes each step)\n"
+            << bt.text("  ");
+  if (!any_claim)
+    std::cout << "\n  No article figures supplied: they are not in lathe. Fill in the placeholders "
+                 "of a scenario's\n"
+                 "  [[scenario.edge.claims]] (see specs/scenarios/edge-orin.toml) to print them "
+                 "beside lathe's.\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_edge(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<EdgeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "edge-sim", "Simulate an edge device: weight formats, KV compression, beam width");
+  a->common.add_to(cmd, {"text", "json"});
+  cmd->add_option("--formats", a->formats, "weight formats to compare (f16,int8,int4:g128)");
+  cmd->add_option("--kv-dtypes", a->kv_dtypes, "KV dtypes to compare (f16,int8,int4)");
+  cmd->add_option("--beams", a->beams, "beam widths to compare (1,2,3,4)");
+  cmd->add_option("--prompt", a->prompt, "prompt tokens (512)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--gen", a->gen, "generated tokens (128)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--kv-context", a->kv_context, "context for the KV comparison (4096)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--os-reserve-gb", a->os_reserve,
+                  "unified memory kept for the OS and CPU side (8)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--cpu-bandwidth-share", a->cpu_share,
+                  "share of memory bandwidth the CPU side uses (0)")
+      ->check(CLI::Range(0.0, 0.95));
+  cmd->callback([&r, a] { r.action = [a] { return run_edge(*a); }; });
+}
+
+}  // namespace lathe::cli

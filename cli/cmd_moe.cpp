@@ -1,0 +1,210 @@
+// lathe moe-sim: expert placement over GPUs for MoE decode: per-GPU load, step time
+// and the speed-up of each placement under a skewed expert load.
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "cli/scenario_args.h"
+#include "ir/assert.h"
+#include "simulator/moe_placement.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct MoeArgs {
+  ScenarioArgs common;
+  std::optional<std::string> load, histogram, batches;
+  std::optional<double> skew;
+  std::optional<int64_t> gpus, context, prompt, hot, samples;
+  std::optional<uint64_t> seed;
+};
+
+std::vector<double> number_list(const std::string& flag, const std::string& s) {
+  std::vector<double> out;
+  for (const std::string& x : split_commas(s)) {
+    try {
+      size_t used = 0;
+      double v = std::stod(x, &used);
+      if (used != x.size() || !(v >= 0)) throw std::invalid_argument(x);
+      out.push_back(v);
+    } catch (...) {
+      throw Error(flag + ": '" + x + "' is not a non-negative number");
+    }
+  }
+  if (out.empty()) throw Error(flag + ": empty list");
+  return out;
+}
+
+void apply_flags(const MoeArgs& a, MoeOptions& o) {
+  if (a.load) {
+    if (*a.load == "uniform")
+      o.load = ExpertLoadKind::uniform;
+    else if (*a.load == "zipf")
+      o.load = ExpertLoadKind::zipf;
+    else if (*a.load == "histogram")
+      o.load = ExpertLoadKind::histogram;
+    else
+      throw Error("--load: expected uniform, zipf or histogram, got '" + *a.load + "'");
+  }
+  if (a.histogram) {
+    o.histogram = number_list("--histogram", *a.histogram);
+    if (!a.load) o.load = ExpertLoadKind::histogram;
+  }
+  if (o.load == ExpertLoadKind::histogram && o.histogram.empty())
+    throw Error("--load histogram needs --histogram N1,N2,... (tokens routed to each expert)");
+  if (a.skew) o.zipf_skew = *a.skew;
+  if (a.gpus) o.gpus = *a.gpus;
+  if (a.context) o.context = *a.context;
+  if (a.prompt) o.prompt = *a.prompt;
+  if (a.hot) o.hot_replicas = *a.hot;
+  if (a.samples) o.samples = *a.samples;
+  if (a.seed) o.seed = *a.seed;
+  if (a.batches) {
+    o.batches.clear();
+    for (double b : number_list("--batch", *a.batches)) {
+      if (b < 1 || b != std::floor(b) || b > (1 << 20))
+        throw Error("--batch: batch sizes must be integers >= 1");
+      o.batches.push_back(int64_t(b));
+    }
+  }
+}
+
+std::string shares_text(const std::vector<double>& v, int width = 0) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + fmt_double(100 * v[i], width) + "%";
+  return s;
+}
+
+std::string experts_text(const std::vector<std::vector<int>>& on) {
+  std::string s;
+  for (size_t g = 0; g < on.size(); ++g) {
+    s += (g ? " | " : "");
+    for (size_t i = 0; i < on[g].size(); ++i) s += (i ? "," : "") + std::to_string(on[g][i]);
+  }
+  return s;
+}
+
+int run_moe(const MoeArgs& a) {
+  PlanRequest req;
+  ScenarioSpec s = a.common.resolve(ScenarioKind::moe, Workload{1, 512, 128}, req);
+  apply_flags(a, s.moe);
+  MoeOptions& o = s.moe;
+  int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  req.workload =
+      o.prompt > 0 ? Workload{max_batch, o.prompt, 2} : Workload{max_batch, o.context, 2};
+  Planned p = make_plan(req, {}, false);
+  MoeResult r = simulate_moe(p.lowered.prefill, p.lowered.decode, p.target, o, a.common.ideal);
+  std::string load = std::string(expert_load_name(o.load)) +
+                     (o.load == ExpertLoadKind::zipf ? " skew " + fmt_double(o.zipf_skew, 2) : "");
+  if (a.common.format == "json") {
+    nlohmann::json j = {{"model", p.model.name},
+                        {"hardware", p.target.name},
+                        {"plan", describe_options(p)},
+                        {"scenario", s.name},
+                        {"experts", r.experts},
+                        {"top_k", r.top_k},
+                        {"gpus", r.gpus},
+                        {"layers", r.layers},
+                        {"load", load},
+                        {"expert_share", r.expert_share},
+                        {"expert_bytes_per_layer", r.expert_bytes},
+                        {"context", o.context},
+                        {"prompt", o.prompt},
+                        {"samples", o.samples}};
+    for (const MoeBatchResult& b : r.batches) {
+      nlohmann::json jb = {{"batch", b.batch}};
+      for (const PlacementResult& pl : b.placements)
+        jb["placements"].push_back({{"placement", std::string(placement_name(pl.kind))},
+                                    {"experts_on_gpu", pl.experts_on_gpu},
+                                    {"gpu_load_share", pl.gpu_load_share},
+                                    {"gpu_expert_ms",
+                                     [&] {
+                                       std::vector<double> v;
+                                       for (double x : pl.gpu_expert_s) v.push_back(x * 1e3);
+                                       return v;
+                                     }()},
+                                    {"router_ms", pl.router_s * 1e3},
+                                    {"dispatch_ms", pl.dispatch_s * 1e3},
+                                    {"experts_ms", pl.experts_s * 1e3},
+                                    {"combine_ms", pl.combine_s * 1e3},
+                                    {"other_ms", pl.other_s * 1e3},
+                                    {"step_ms", pl.step_s * 1e3},
+                                    {"speedup", pl.speedup},
+                                    {"extra_expert_bytes", pl.extra_expert_bytes}});
+      j["batches"].push_back(jb);
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "lathe moe-sim: " << p.model.name << " on " << r.gpus << " x "
+            << describe_target(p.target) << (s.name.empty() ? "" : "; scenario " + s.name) << "\n";
+  std::cout << "  plan      " << describe_options(p) << "\n";
+  std::cout << "  parallel  experts over " << r.gpus
+            << " GPUs, attention data-parallel; all-to-all over "
+            << fmt_double(p.target.link_bytes_per_s() / 1e9, 0) << " GB/s per GPU, "
+            << fmt_double(p.target.interconnect_latency_us, 1) << " us per step\n";
+  std::cout << "  routing   top-" << r.top_k << " of " << r.experts << " experts, " << load
+            << "; expert shares " << shares_text(r.expert_share) << "\n";
+  std::cout << "  experts   " << human_bytes(r.expert_bytes) << " of weights per expert per layer; "
+            << (o.prompt > 0 ? "prefill of " + std::to_string(o.prompt) + " tokens per sequence"
+                             : "decode at context " + std::to_string(o.context))
+            << ", up to " << o.samples << " sampled routing steps per batch size, seed " << o.seed
+            << "\n";
+  for (const MoeBatchResult& b : r.batches) {
+    std::cout << "\n  batch " << b.batch << " (times per MoE layer unless noted; step = all "
+              << r.layers << " layers + attention and the rest"
+              << (o.prompt > 0 ? ", one prefill pass" : "") << ")\n";
+    Table t({"placement", "step ms", "speed-up", "router", "dispatch", "experts", "combine",
+             "rest/step", "per-GPU load", "per-GPU expert ms", "experts per GPU"});
+    for (const PlacementResult& pl : b.placements) {
+      std::string per_gpu;
+      for (size_t g = 0; g < pl.gpu_expert_s.size(); ++g)
+        per_gpu += (g ? " " : "") + fmt_double(pl.gpu_expert_s[g] * 1e3, 3);
+      t.add({std::string(placement_name(pl.kind)), fmt_double(pl.step_s * 1e3, 2),
+             "x" + fmt_double(pl.speedup, 2), fmt_double(pl.router_s * 1e3, 3),
+             fmt_double(pl.dispatch_s * 1e3, 3), fmt_double(pl.experts_s * 1e3, 3),
+             fmt_double(pl.combine_s * 1e3, 3), fmt_double(pl.other_s * 1e3, 2),
+             shares_text(pl.gpu_load_share), per_gpu, experts_text(pl.experts_on_gpu)});
+    }
+    std::cout << t.text("  ");
+    const PlacementResult& rep = b.placements.back();
+    if (rep.extra_expert_bytes > 0)
+      std::cout << "  replicated: up to " << human_bytes(rep.extra_expert_bytes)
+                << " more expert weights on one GPU for the copies\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_moe(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<MoeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "moe-sim", "Simulate MoE expert placement over GPUs: load, all-to-all, step time");
+  a->common.add_to(cmd, {"text", "json"});
+  cmd->add_option("--load", a->load, "expert load: uniform, zipf (default) or histogram");
+  cmd->add_option("--zipf-skew", a->skew, "Zipf skew s: expert of rank r gets 1/r^s (1.0)")
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--histogram", a->histogram,
+                  "measured tokens per expert, comma separated (implies --load histogram)");
+  cmd->add_option("--gpus", a->gpus, "expert-parallel GPUs (4)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd->add_option("--batch", a->batches, "comma-separated decode batch sizes (1,64)");
+  cmd->add_option("--context", a->context, "decode context of every sequence (1024)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--prompt", a->prompt,
+                  "cost a prefill of N tokens per sequence instead of a decode step")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--hot-replicas", a->hot,
+                  "replicated: hottest experts copied to a second GPU (gpus / 2)")
+      ->check(CLI::Range(int64_t(0), int64_t(65536)));
+  cmd->add_option("--samples", a->samples, "sampled routing steps per batch size (256)")
+      ->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  cmd->add_option("--seed", a->seed, "seed of the routing samples and the Zipf ranks (1)");
+  cmd->callback([&r, a] { r.action = [a] { return run_moe(*a); }; });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,362 @@
+// lathe serve-sim: discrete-event simulation of serving a request stream with a
+// batching policy, every step costed by the plan's kernels.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "cli/scenario_args.h"
+#include "ir/assert.h"
+#include "simulator/serve.h"
+#include "simulator/serve_trace.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct ServeArgs {
+  ScenarioArgs common;
+  std::optional<std::string> batching, router, prompt, output, priority_mix, arrivals_csv;
+  std::optional<int64_t> max_batch, token_budget, max_prefill_tokens, kv_block, replicas, requests;
+  std::optional<double> timeout_ms, memory_fraction, rate, duration, slo_ttft_ms, slo_tpot_ms;
+  std::optional<uint64_t> seed;
+  std::string trace;
+};
+
+Distribution distribution_flag(const std::string& flag, const std::string& v) {
+  std::string why;
+  auto d = parse_distribution(v, &why);
+  if (!d) throw Error(flag + ": " + why);
+  return *d;
+}
+
+void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
+  ServeOptions& o = s.serve;
+  ArrivalOptions& ar = s.arrivals;
+  if (a.batching) {
+    auto k = parse_batching(*a.batching);
+    if (!k)
+      throw Error("--batching: expected static, dynamic, continuous or chunked, got '" +
+                  *a.batching + "'");
+    o.batching = *k;
+  }
+  if (a.router) {
+    auto k = parse_router(*a.router);
+    if (!k) throw Error("--router: expected round-robin or least-loaded, got '" + *a.router + "'");
+    o.router = *k;
+  }
+  if (a.max_batch) o.max_batch = *a.max_batch;
+  if (a.token_budget) o.token_budget = *a.token_budget;
+  if (a.max_prefill_tokens) o.max_prefill_tokens = *a.max_prefill_tokens;
+  if (a.kv_block) o.kv_block = *a.kv_block;
+  if (a.replicas) o.replicas = *a.replicas;
+  if (a.timeout_ms) o.batch_timeout_s = *a.timeout_ms * 1e-3;
+  if (a.memory_fraction) o.memory_fraction = *a.memory_fraction;
+  if (a.slo_ttft_ms) o.slo_ttft_s = *a.slo_ttft_ms * 1e-3;
+  if (a.slo_tpot_ms) o.slo_tpot_s = *a.slo_tpot_ms * 1e-3;
+  if (a.rate) ar.rate_per_s = *a.rate;
+  if (a.duration) ar.duration_s = *a.duration, ar.requests = a.requests.value_or(0);
+  if (a.requests) ar.requests = *a.requests;
+  if (a.prompt) ar.prompt = distribution_flag("--prompt", *a.prompt);
+  if (a.output) ar.output = distribution_flag("--output", *a.output);
+  if (a.seed) ar.seed = *a.seed;
+  if (a.priority_mix) {
+    ar.priority_mix.clear();
+    for (const std::string& x : split_commas(*a.priority_mix)) {
+      try {
+        size_t used = 0;
+        double v = std::stod(x, &used);
+        if (used != x.size() || !(v >= 0)) throw std::invalid_argument(x);
+        ar.priority_mix.push_back(v);
+      } catch (...) {
+        throw Error("--priority-mix: '" + x + "' is not a non-negative number");
+      }
+    }
+    double sum = 0;
+    for (double v : ar.priority_mix) sum += v;
+    if (ar.priority_mix.empty() || !(sum > 0))
+      throw Error("--priority-mix: give at least one positive share");
+  }
+  if (a.arrivals_csv) s.arrivals_csv = *a.arrivals_csv;
+}
+
+std::string stream_text(const ScenarioSpec& s, const std::vector<Request>& reqs) {
+  if (s.arrivals_csv) return std::to_string(reqs.size()) + " requests from " + *s.arrivals_csv;
+  const ArrivalOptions& a = s.arrivals;
+  std::string mix;
+  if (a.priority_mix.size() > 1)
+    for (size_t i = 0; i < a.priority_mix.size(); ++i)
+      mix += (i ? "/" : "; priority mix ") + fmt_double(a.priority_mix[i], 2);
+  return with_commas(int64_t(reqs.size())) + (reqs.size() == 1 ? " request" : " requests") +
+         ", Poisson " + fmt_double(a.rate_per_s, 2) + "/s" +
+         (a.requests > 0 ? "" : " over " + fmt_double(a.duration_s, 0) + " s") + "; prompt " +
+         distribution_name(a.prompt) + ", output " + distribution_name(a.output) + mix + "; seed " +
+         std::to_string(a.seed);
+}
+
+nlohmann::json pct_json(const Percentiles& p) {
+  return {{"n", p.n},
+          {"mean_ms", p.mean * 1e3},
+          {"p50_ms", p.p50 * 1e3},
+          {"p90_ms", p.p90 * 1e3},
+          {"p99_ms", p.p99 * 1e3},
+          {"max_ms", p.max * 1e3}};
+}
+
+nlohmann::json class_json(const ClassStats& c) {
+  nlohmann::json j = {{"requests", c.requests},     {"ttft", pct_json(c.ttft)},
+                      {"tpot", pct_json(c.tpot)},   {"e2e", pct_json(c.e2e)},
+                      {"queue", pct_json(c.queue)}, {"slo_met", c.slo_met}};
+  if (c.priority >= 0) j["priority"] = c.priority;
+  return j;
+}
+
+nlohmann::json series_json(const TimeSeries& s, double scale) {
+  nlohmann::json mean = nlohmann::json::array(), max = nlohmann::json::array();
+  for (double v : s.bucket_mean()) mean.push_back(v * scale);
+  for (double v : s.bucket_max()) max.push_back(v * scale);
+  return {{"dt_s", s.dt()},
+          {"mean", mean},
+          {"max", max},
+          {"time_average", s.time_average() * scale},
+          {"peak", s.peak() * scale}};
+}
+
+nlohmann::json result_json(const Planned& p, const ScenarioSpec& s, const ServeResult& r,
+                           double wall_s) {
+  const ServeOptions& o = s.serve;
+  double cap = double(r.kv_capacity_tokens) * double(r.replicas);
+  nlohmann::json j = {{"model", p.model.name},
+                      {"hardware", p.target.name},
+                      {"plan", describe_options(p)},
+                      {"scenario", s.name},
+                      {"batching", std::string(batching_name(o.batching))},
+                      {"max_batch", o.max_batch},
+                      {"replicas", o.replicas},
+                      {"router", std::string(router_name(o.router))},
+                      {"requests", r.requests.size()},
+                      {"kv_capacity_tokens", r.kv_capacity_tokens},
+                      {"kv_bytes_per_token", r.kv_bytes_per_token},
+                      {"weight_bytes", r.weight_bytes},
+                      {"activation_bytes", r.activation_bytes},
+                      {"makespan_s", r.end_s - r.start_s},
+                      {"requests_per_s", r.requests_per_s},
+                      {"output_tokens_per_s", r.output_tokens_per_s},
+                      {"input_tokens_per_s", r.input_tokens_per_s},
+                      {"goodput",
+                       {{"slo_ttft_ms", o.slo_ttft_s * 1e3},
+                        {"slo_tpot_ms", o.slo_tpot_s * 1e3},
+                        {"requests_per_s", r.goodput_requests_per_s},
+                        {"tokens_per_s", r.goodput_tokens_per_s},
+                        {"fraction", r.slo_fraction}}},
+                      {"all", class_json(r.all)},
+                      {"steps", r.steps},
+                      {"preemptions", r.preemptions},
+                      {"littles_law",
+                       {{"L", r.little_L},
+                        {"lambda_W", r.little_lambda_W},
+                        {"Lq", r.little_Lq},
+                        {"lambda_Wq", r.little_lambda_Wq}}},
+                      {"series",
+                       {{"queue", series_json(r.queue, 1)},
+                        {"running", series_json(r.running, 1)},
+                        {"kv_occupancy", series_json(r.kv_tokens, cap > 0 ? 1.0 / cap : 0)},
+                        {"in_system", series_json(r.in_system, 1)}}},
+                      {"step_cost_entries", r.cost_entries},
+                      {"kernel_evaluations", r.cost_evaluations},
+                      {"wall_s", wall_s}};
+  j["classes"] = nlohmann::json::array();
+  for (const ClassStats& c : r.classes) j["classes"].push_back(class_json(c));
+  return j;
+}
+
+Table request_csv(const ServeResult& r) {
+  Table t({"id", "arrival_s", "priority", "prompt", "output", "replica", "queue_ms", "ttft_ms",
+           "tpot_ms", "e2e_ms", "preemptions"});
+  for (size_t i = 0; i < r.requests.size(); ++i) {
+    const Request& q = r.requests[i];
+    const RequestRecord& c = r.records[i];
+    double tpot = q.output > 1 ? (c.finish_s - c.first_token_s) / double(q.output - 1) : 0;
+    t.add({std::to_string(i), fmt_double(q.arrival_s, 6), std::to_string(q.priority),
+           std::to_string(q.prompt), std::to_string(q.output), std::to_string(c.replica),
+           fmt_double(c.queued_s * 1e3, 3), fmt_double((c.first_token_s - q.arrival_s) * 1e3, 3),
+           fmt_double(tpot * 1e3, 3), fmt_double((c.finish_s - q.arrival_s) * 1e3, 3),
+           std::to_string(c.preemptions)});
+  }
+  return t;
+}
+
+void print_text(const Planned& p, const ScenarioSpec& s, const ServeResult& r, double wall_s) {
+  const ServeOptions& o = s.serve;
+  std::cout << "lathe serve-sim: " << p.model.name << " on " << describe_target(p.target)
+            << (s.name.empty() ? "" : "; scenario " + s.name) << "\n";
+  std::cout << "  plan      " << describe_options(p) << "\n";
+  std::cout << "  stream    " << stream_text(s, r.requests) << "\n";
+  std::string policy = o.batching == BatchingKind::chunked
+                           ? std::string("continuous batching with chunked prefill")
+                           : std::string(batching_name(o.batching)) + " batching";
+  policy += ", max batch " + std::to_string(o.max_batch);
+  if (o.batching == BatchingKind::dynamic_batch)
+    policy += ", timeout " + ms_text(o.batch_timeout_s) + " ms";
+  if (o.batching == BatchingKind::chunked)
+    policy += ", token budget " + std::to_string(o.token_budget);
+  if (o.batching == BatchingKind::continuous)
+    policy += ", prefill up to " + std::to_string(o.max_prefill_tokens) + " tokens";
+  policy += "; " + std::to_string(o.replicas) + " replica" +
+            (o.replicas > 1 ? "s (" + std::string(router_name(o.router)) + ")" : "");
+  std::cout << "  serving   " << policy << "\n";
+  std::cout << "  KV cache  " << with_commas(r.kv_capacity_tokens) << " tokens per replica ("
+            << human_bytes(r.kv_bytes_per_token) << "/token) in "
+            << fmt_double(o.memory_fraction * 100, 0) << "% of "
+            << human_bytes(p.target.capacity_bytes()) << " after weights "
+            << human_bytes(r.weight_bytes) << " and activations " << human_bytes(r.activation_bytes)
+            << "\n\n";
+  Table t({"class", "requests", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "p99", "E2E p50",
+           "p90", "p99", "queue p50", "p99"});
+  auto row = [&](const ClassStats& c, const std::string& name) {
+    t.add({name, with_commas(c.requests), ms_text(c.ttft.p50), ms_text(c.ttft.p90),
+           ms_text(c.ttft.p99), ms_text(c.tpot.p50), ms_text(c.tpot.p90), ms_text(c.tpot.p99),
+           ms_text(c.e2e.p50), ms_text(c.e2e.p90), ms_text(c.e2e.p99), ms_text(c.queue.p50),
+           ms_text(c.queue.p99)});
+  };
+  row(r.all, "all");
+  if (r.classes.size() > 1)
+    for (const ClassStats& c : r.classes) row(c, "priority " + std::to_string(c.priority));
+  std::cout << "  latency (ms)\n" << t.text("  ") << "\n";
+  double cap = double(r.kv_capacity_tokens) * double(r.replicas);
+  std::cout << "  throughput  " << fmt_double(r.requests_per_s, 2) << " req/s, "
+            << with_commas(int64_t(std::llround(r.output_tokens_per_s))) << " output tok/s, "
+            << with_commas(int64_t(std::llround(r.input_tokens_per_s))) << " prompt tok/s over "
+            << fmt_double(r.end_s - r.start_s, 1) << " s\n";
+  if (o.slo_ttft_s > 0 || o.slo_tpot_s > 0) {
+    std::string slo;
+    if (o.slo_ttft_s > 0) slo += "TTFT <= " + ms_text(o.slo_ttft_s) + " ms";
+    if (o.slo_tpot_s > 0)
+      slo += std::string(slo.empty() ? "" : " and ") + "TPOT <= " + ms_text(o.slo_tpot_s) + " ms";
+    std::cout << "  goodput     " << fmt_double(r.goodput_requests_per_s, 2) << " req/s, "
+              << with_commas(int64_t(std::llround(r.goodput_tokens_per_s))) << " tok/s ("
+              << fmt_double(r.slo_fraction * 100, 1) << "% of requests meet " << slo << ")\n";
+  }
+  std::cout << "  queue       mean " << fmt_double(r.queue.time_average(), 2) << ", peak "
+            << fmt_double(r.queue.peak(), 0) << " waiting; running mean "
+            << fmt_double(r.running.time_average(), 1) << ", peak "
+            << fmt_double(r.running.peak(), 0) << " sequences\n";
+  std::cout << "  KV cache    mean " << fmt_double(100 * r.kv_tokens.time_average() / cap, 1)
+            << "% occupied, peak " << fmt_double(100 * r.kv_tokens.peak() / cap, 1) << "%; "
+            << with_commas(r.preemptions) << " preemptions\n";
+  std::cout << "  Little's law  L = " << fmt_double(r.little_L, 3)
+            << " in system, lambda x W = " << fmt_double(r.little_lambda_W, 3)
+            << "; queue Lq = " << fmt_double(r.little_Lq, 3)
+            << ", lambda x Wq = " << fmt_double(r.little_lambda_Wq, 3) << "\n";
+  std::cout << "  simulated   " << with_commas(r.steps) << " steps in " << fmt_double(wall_s, 2)
+            << " s (" << with_commas(r.cost_entries) << " distinct step pieces, "
+            << with_commas(r.cost_evaluations) << " kernel evaluations)\n";
+}
+
+int run_serve(const ServeArgs& a) {
+  PlanRequest req;
+  ScenarioSpec probe;
+  probe = a.common.resolve(ScenarioKind::serve, Workload{}, req);
+  apply_flags(a, probe);
+  ScenarioSpec& s = probe;
+  validate_serve_options(s.serve);
+  std::vector<Request> reqs = s.arrivals_csv
+                                  ? parse_trace_csv(read_file(*s.arrivals_csv), *s.arrivals_csv)
+                                  : generate_requests(s.arrivals);
+  if (reqs.empty()) throw Error("the stream has no requests (raise --rate or --duration)");
+  // Lower the graphs for a representative shape (it steers the kv-layout choice);
+  // the serving steps bind their own B, S and T.
+  double mean_prompt = 0, mean_output = 0;
+  for (const Request& q : reqs) mean_prompt += double(q.prompt), mean_output += double(q.output);
+  req.workload = Workload{s.serve.max_batch,
+                          std::max<int64_t>(1, std::llround(mean_prompt / double(reqs.size()))),
+                          std::max<int64_t>(1, std::llround(mean_output / double(reqs.size())))};
+  Planned p = make_plan(req, {}, false);
+  for (const Request& q : reqs)
+    if (q.prompt + q.output > p.model.max_context) {
+      std::cerr << "lathe: warning: some requests exceed " << p.model.name << "'s max_context ("
+                << p.model.max_context << "); figures are extrapolated\n";
+      break;
+    }
+  ServeRunOptions run;
+  run.ideal = a.common.ideal;
+  run.record_spans = !a.trace.empty();
+  Progress progress("serve-sim");
+  run.progress = [&](double f) { progress.update(f); };
+  auto t0 = std::chrono::steady_clock::now();
+  ServeResult r = simulate_serving(p.lowered.prefill, p.lowered.decode, p.target, std::move(reqs),
+                                   s.serve, run);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress.update(1.0);
+  if (!a.trace.empty())
+    write_file_atomic(
+        a.trace,
+        serve_trace_json(r, p.model.name + " on " + p.target.name + ", " +
+                                std::string(batching_name(s.serve.batching)) + " batching"));
+  if (a.common.format == "json") {
+    std::cout << result_json(p, s, r, wall).dump(2) << "\n";
+    return 0;
+  }
+  if (a.common.format == "csv") {
+    std::cout << request_csv(r).csv();
+    return 0;
+  }
+  print_text(p, s, r, wall);
+  if (!a.trace.empty()) std::cout << "  trace (ui.perfetto.dev): " << a.trace << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve-sim",
+                                     "Simulate serving a request stream: batching, queueing, SLOs");
+  a->common.add_to(cmd, {"text", "json", "csv"});
+  cmd->add_option("--batching", a->batching, "static, dynamic, continuous (default) or chunked");
+  cmd->add_option("--max-batch", a->max_batch,
+                  "sequences per batch / running sequences (default 64)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)));
+  cmd->add_option("--batch-timeout-ms", a->timeout_ms,
+                  "dynamic batching: dispatch when the oldest waited this long (20)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--token-budget", a->token_budget, "chunked prefill: tokens per step (512)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--max-prefill-tokens", a->max_prefill_tokens,
+                  "continuous: prompt tokens per prefill step (8192)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--memory-fraction", a->memory_fraction,
+                  "share of device memory for weights + KV + activations (0.9)")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--kv-block", a->kv_block, "KV allocation block in tokens (16)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd->add_option("--replicas", a->replicas, "replicas of the plan behind the router (1)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd->add_option("--router", a->router, "round-robin (default) or least-loaded");
+  cmd->add_option("--rate", a->rate, "Poisson arrival rate, requests/s (1)")
+      ->check(CLI::Range(1e-6, 1e7));
+  cmd->add_option("--duration", a->duration, "seconds of arrivals (60)")
+      ->check(CLI::Range(1e-6, 1e9));
+  cmd->add_option("--requests", a->requests, "exactly N requests instead of a duration")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 26));
+  cmd->add_option("--prompt", a->prompt,
+                  "prompt tokens: fixed:N, uniform:LO,HI or lognormal:MEDIAN,SIGMA (uniform:128,1024)");
+  cmd->add_option("--output", a->output,
+                  "output tokens (first included), same forms (uniform:32,512)");
+  cmd->add_option("--priority-mix", a->priority_mix,
+                  "shares of priority classes 0,1,...; 0 is the most urgent (1)");
+  cmd->add_option("--seed", a->seed, "seed of the generated stream (1)");
+  cmd->add_option("--arrivals-csv", a->arrivals_csv,
+                  "request trace CSV: arrival_s,prompt_tokens,output_tokens[,priority]");
+  cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput")
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--slo-tpot", a->slo_tpot_ms, "TPOT SLO in ms for goodput")
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--trace", a->trace,
+                  "write a Perfetto timeline (JSON): one track per batch slot");
+  cmd->callback([&r, a] { r.action = [a] { return run_serve(*a); }; });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,87 @@
+#include "cli/scenario_args.h"
+
+#include <unistd.h>
+#include <cstdio>
+
+#include "ir/assert.h"
+
+namespace lathe::cli {
+
+void ScenarioArgs::add_to(CLI::App* cmd, const std::vector<std::string>& formats) {
+  cmd->add_option("MODEL", model, "built-in model name or model TOML (or set in --scenario)");
+  cmd->add_option("HW", hardware,
+                  "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
+  cmd->add_option("--scenario", scenario,
+                  "built-in scenario name or scenario TOML; flags override it");
+  plan.add_to(cmd);
+  cmd->add_option("--set", sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
+  cmd->add_flag("--ideal", ideal,
+                "pure roofline step costs: no efficiency factors, no launch overhead");
+  std::string list;
+  for (const std::string& f : formats) list += (list.empty() ? "" : ", ") + f;
+  cmd->add_option("--format", format, list)->check(CLI::IsMember(formats));
+}
+
+ScenarioSpec ScenarioArgs::resolve(ScenarioKind kind, const Workload& workload, PlanRequest& req,
+                                   const char* default_hardware) const {
+  ScenarioSpec s;
+  s.kind = kind;
+  if (!scenario.empty()) {
+    s = load_scenario(scenario);
+    if (s.kind != kind)
+      throw Error(scenario + ": a " + std::string(scenario_kind_name(s.kind)) +
+                  " scenario; this command runs " + std::string(scenario_kind_name(kind)) +
+                  " scenarios");
+    if (!plan.plan_file.empty()) throw Error("give --scenario or --plan, not both");
+  }
+  PlanSpec ps;
+  if (!plan.plan_file.empty())
+    ps = load_plan(plan.plan_file);
+  else
+    ps.options = s.options;
+  req.model = !model.empty() ? model : s.model ? *s.model : ps.model.value_or("");
+  req.hardware = !hardware.empty() ? hardware : s.hardware ? *s.hardware : ps.hardware.value_or("");
+  if (req.hardware.empty() && default_hardware) req.hardware = default_hardware;
+  if (req.model.empty()) throw Error("no MODEL given (as an argument or in the scenario)");
+  if (req.hardware.empty()) throw Error("no HW given (as an argument or in the scenario)");
+  req.sets = sets;
+  req.options = plan.resolve(ps.options);
+  req.workload = workload;
+  req.ideal = ideal;
+  return s;
+}
+
+Progress::Progress(std::string label)
+    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+Progress::~Progress() {
+  if (tty_ && last_ >= 0) std::fprintf(stderr, "\r%*s\r", int(label_.size()) + 16, "");
+}
+
+void Progress::update(double fraction) {
+  if (!tty_) return;
+  int pct = int(fraction * 100);
+  if (pct == last_) return;
+  last_ = pct;
+  std::fprintf(stderr, "\r%s: %3d%%", label_.c_str(), pct);
+  std::fflush(stderr);
+}
+
+std::string ms_text(double seconds) {
+  double ms = seconds * 1e3;
+  return fmt_double(ms, ms < 10 ? 2 : (ms < 100 ? 1 : 0));
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t c = s.find(',', start);
+    if (c == std::string::npos) c = s.size();
+    if (c > start) out.push_back(s.substr(start, c - start));
+    start = c + 1;
+  }
+  return out;
+}
+
+}  // namespace lathe::cli

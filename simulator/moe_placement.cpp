@@ -1,0 +1,360 @@
+#include "simulator/moe_placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "simulator/cost.h"
+#include "simulator/node_groups.h"
+#include "simulator/random.h"
+
+namespace lathe {
+
+std::vector<double> expert_shares(const MoeOptions& o, int64_t experts) {
+  std::vector<double> p(size_t(experts), 1.0);
+  if (o.load == ExpertLoadKind::histogram) {
+    if (int64_t(o.histogram.size()) != experts)
+      throw Error("moe: the histogram has " + std::to_string(o.histogram.size()) +
+                  " entries; the model has " + std::to_string(experts) + " experts");
+    p = o.histogram;
+  } else if (o.load == ExpertLoadKind::zipf) {
+    std::vector<size_t> rank(p.size());
+    std::iota(rank.begin(), rank.end(), 0);
+    Random rng(o.seed ^ 0x5eedULL);
+    for (size_t i = rank.size(); i > 1; --i)
+      std::swap(rank[i - 1], rank[size_t(rng.integer(0, int64_t(i) - 1))]);
+    for (size_t e = 0; e < p.size(); ++e) p[e] = 1.0 / std::pow(double(rank[e] + 1), o.zipf_skew);
+  }
+  double sum = std::accumulate(p.begin(), p.end(), 0.0);
+  if (!(sum > 0)) throw Error("moe: the expert load histogram sums to zero");
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+namespace {
+
+using Placement = std::vector<std::vector<int>>;  // devices holding each expert
+
+// The plan's expert kernels, costed for one expert: a copy of the decode graph whose
+// expert weights, expert ids and gates have one expert and top_k = 1.
+class ExpertCost {
+ public:
+  ExpertCost(const Graph& decode, const Target& t, const CostOptions& o)
+      : g_(decode), t_(t), o_(o) {
+    int64_t layers = std::max<int64_t>(1, decode.attrs.i("layers", 1));
+    for (NodeId id : g_.topo_order()) {
+      const Node& n = g_.node(id);
+      if (n.kind != OpKind::expert_matmul) continue;
+      auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+      LATHE_ASSERT(p.has_value(), "bad expert node");
+      auto shrink = [&](ValueId v, size_t dim) {
+        Shape& s = g_.value_mut(v).shape;
+        if (s.size() > dim) s[dim] = Dim::c(1);
+      };
+      for (int w = 0; w < p->num_weights; ++w) {
+        const Value& wv = decode.value(n.inputs[size_t(p->first_weight + w)]);
+        expert_bytes_ += value_bytes(wv, {1, 1, 1}) /
+                         double(std::max<int64_t>(1, wv.shape[0].eval({1, 1, 1}))) / double(layers);
+        shrink(n.inputs[size_t(p->first_weight + w)], 0);
+      }
+      shrink(n.inputs[size_t(p->idx)], 2);
+      if (p->gates >= 0) shrink(n.inputs[size_t(p->gates)], 2);
+      if (g_.value(n.inputs[size_t(p->x)]).shape.size() == 4) shrink(n.inputs[size_t(p->x)], 2);
+      for (ValueId out : n.outputs)
+        if (g_.value(out).shape.size() == 4) shrink(out, 2);
+    }
+    NodeGroups gr = group_nodes(g_);
+    for (size_t i = 0; i < gr.representative.size(); ++i)
+      if (g_.node(gr.representative[i]).kind == OpKind::expert_matmul)
+        nodes_.push_back({gr.representative[i], double(gr.count[i]) / double(layers)});
+    for (const auto& [id, per_layer] : nodes_)
+      launch_ += per_layer * cost_node(g_, g_.node(id), t_, {1, 1, 1}, o_).launch_s;
+  }
+  // Busy time of one expert's kernels in one layer at `rows` rows (no launch gaps).
+  double busy(int64_t rows) {
+    auto it = cache_.find(rows);
+    if (it != cache_.end()) return it->second;
+    double s = 0;
+    for (const auto& [id, per_layer] : nodes_) {
+      NodeCost c = cost_node(g_, g_.node(id), t_, {rows, 1, 1}, o_);
+      s += per_layer * (c.time_s - c.launch_s);
+    }
+    cache_.emplace(rows, s);
+    return s;
+  }
+  double launch() const { return launch_; }  // of one layer's expert kernels on a device
+  double expert_bytes() const { return expert_bytes_; }
+
+ private:
+  Graph g_;
+  const Target& t_;
+  CostOptions o_;
+  std::vector<std::pair<NodeId, double>> nodes_;
+  double launch_ = 0, expert_bytes_ = 0;
+  std::unordered_map<int64_t, double> cache_;
+};
+
+struct Setup {
+  int64_t experts, top_k, gpus, batch;
+  double row_bytes, link, latency, router_s;
+  // Per sample: token-expert pairs by (device the token is on, expert), [gpus x experts].
+  std::vector<std::vector<int64_t>> samples;
+  ExpertCost* cost;
+};
+
+struct Eval {
+  double layer_s = 0, router_s = 0, dispatch_s = 0, experts_s = 0;
+  std::vector<double> gpu_pairs, gpu_expert_s;
+};
+
+Eval evaluate(const Placement& pl, const Setup& s) {
+  const size_t G = size_t(s.gpus), E = size_t(s.experts);
+  Eval ev;
+  ev.gpu_pairs.assign(G, 0.0);
+  ev.gpu_expert_s.assign(G, 0.0);
+  std::vector<int64_t> rows(G * E), sent(G), recv(G);
+  for (const std::vector<int64_t>& pairs : s.samples) {
+    std::fill(rows.begin(), rows.end(), 0);
+    std::fill(sent.begin(), sent.end(), 0);
+    std::fill(recv.begin(), recv.end(), 0);
+    for (size_t origin = 0; origin < G; ++origin)
+      for (size_t e = 0; e < E; ++e) {
+        int64_t n = pairs[origin * E + e];
+        if (n == 0) continue;
+        const std::vector<int>& copies = pl[e];
+        if (std::find(copies.begin(), copies.end(), int(origin)) != copies.end()) {
+          rows[origin * E + e] += n;  // the expert has a copy on the token's own device
+          continue;
+        }
+        // Otherwise the rows are split evenly over the copies.
+        int64_t each = n / int64_t(copies.size()), extra = n % int64_t(copies.size());
+        for (size_t c = 0; c < copies.size(); ++c) {
+          int64_t m = each + (int64_t(c) < extra ? 1 : 0);
+          rows[size_t(copies[c]) * E + e] += m;
+          sent[origin] += m;
+          recv[size_t(copies[c])] += m;
+        }
+      }
+    double slowest = 0, a2a = 0;
+    for (size_t g = 0; g < G; ++g) {
+      double t = 0;
+      int64_t pairs_here = 0;
+      for (size_t e = 0; e < E; ++e)
+        if (rows[g * E + e] > 0) t += s.cost->busy(rows[g * E + e]), pairs_here += rows[g * E + e];
+      if (pairs_here > 0) t += s.cost->launch();
+      ev.gpu_pairs[g] += double(pairs_here);
+      ev.gpu_expert_s[g] += t;
+      slowest = std::max(slowest, t);
+      a2a = std::max(a2a, double(sent[g] + recv[g]) * s.row_bytes / s.link);
+    }
+    if (G > 1) a2a += double(G - 1) * s.latency;
+    ev.dispatch_s += a2a;
+    ev.experts_s += slowest;
+  }
+  double n = double(s.samples.size());
+  for (size_t g = 0; g < G; ++g) ev.gpu_pairs[g] /= n, ev.gpu_expert_s[g] /= n;
+  ev.dispatch_s /= n;
+  ev.experts_s /= n;
+  ev.router_s = s.router_s;
+  ev.layer_s =
+      ev.router_s + 2 * ev.dispatch_s + ev.experts_s;  // dispatch + combine move the same rows
+  return ev;
+}
+
+Placement round_robin(const Setup& s) {
+  Placement p(size_t(s.experts));
+  for (int64_t e = 0; e < s.experts; ++e) p[size_t(e)] = {int(e % s.gpus)};
+  return p;
+}
+
+// Longest processing time first under a cap of experts per device.
+Placement lpt(const Setup& s, const std::vector<double>& share, int64_t cap) {
+  std::vector<size_t> order(share.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return share[a] > share[b]; });
+  std::vector<double> load(size_t(s.gpus), 0.0);
+  std::vector<int64_t> held(size_t(s.gpus), 0);
+  Placement p(share.size());
+  for (size_t e : order) {
+    size_t best = size_t(s.gpus);
+    for (size_t g = 0; g < load.size(); ++g)
+      if (held[g] < cap && (best == size_t(s.gpus) || load[g] < load[best])) best = g;
+    p[e] = {int(best)};
+    load[best] += share[e];
+    ++held[best];
+  }
+  return p;
+}
+
+bool better(const Eval& a, const Eval& b) {
+  return a.layer_s < b.layer_s * (1 - 1e-12);
+}
+
+Placement balanced(const Setup& s, const std::vector<double>& share) {
+  int64_t cap = (s.experts + s.gpus - 1) / s.gpus;
+  Placement best = round_robin(s);
+  Eval best_ev = evaluate(best, s);
+  Placement l = lpt(s, share, cap);
+  Eval l_ev = evaluate(l, s);
+  if (better(l_ev, best_ev)) best = l, best_ev = l_ev;
+  for (int round = 0; round < 50; ++round) {
+    bool improved = false;
+    for (size_t a = 0; a < best.size(); ++a) {
+      for (size_t b = a + 1; b < best.size(); ++b) {  // swap two experts' devices
+        if (best[a][0] == best[b][0]) continue;
+        Placement c = best;
+        std::swap(c[a][0], c[b][0]);
+        Eval ev = evaluate(c, s);
+        if (better(ev, best_ev)) best = c, best_ev = ev, improved = true;
+      }
+      for (int g = 0; g < int(s.gpus); ++g) {  // move one expert to a device with room
+        int64_t held = 0;
+        for (const auto& d : best) held += d[0] == g;
+        if (held >= cap || best[a][0] == g) continue;
+        Placement c = best;
+        c[a][0] = g;
+        Eval ev = evaluate(c, s);
+        if (better(ev, best_ev)) best = c, best_ev = ev, improved = true;
+      }
+    }
+    if (!improved) break;
+  }
+  return best;
+}
+
+Placement replicated(const Setup& s, const std::vector<double>& share, Placement base,
+                     int64_t hot) {
+  std::vector<size_t> order(share.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return share[a] > share[b]; });
+  Eval cur = evaluate(base, s);
+  for (int64_t i = 0; i < hot && i < int64_t(order.size()); ++i) {
+    size_t e = order[size_t(i)];
+    Placement best = base;
+    Eval best_ev = cur;
+    for (int g = 0; g < int(s.gpus); ++g) {
+      if (std::find(base[e].begin(), base[e].end(), g) != base[e].end()) continue;
+      Placement c = base;
+      c[e].push_back(g);
+      Eval ev = evaluate(c, s);
+      if (better(ev, best_ev)) best = c, best_ev = ev;
+    }
+    base = best;
+    cur = best_ev;
+  }
+  return base;
+}
+
+}  // namespace
+
+MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& t,
+                       const MoeOptions& o, bool ideal) {
+  MoeResult r;
+  r.experts = decode.attrs.i("experts", 0);
+  r.top_k = decode.attrs.i("top_k", 0);
+  r.layers = std::max<int64_t>(1, decode.attrs.i("layers", 1));
+  r.gpus = o.gpus;
+  if (r.experts <= 0)
+    throw Error("moe-sim: " + decode.attrs.s("model") + " is not a mixture-of-experts model");
+  if (decode.attrs.i("tp", 1) != 1)
+    throw Error("moe-sim: expert parallelism is modelled with tp 1 per device");
+  if (o.gpus < 1 || o.gpus > r.experts * 8)
+    throw Error("moe-sim: gpus must be in [1, 8 x experts]");
+  if (o.gpus > 1 && t.link_bytes_per_s() <= 0)
+    throw Error("moe-sim: " + t.name + " has no interconnect (nvlink_gbs and pcie_gbs are 0)");
+  if (o.samples < 1) throw Error("moe-sim: samples must be >= 1");
+  r.expert_share = expert_shares(o, r.experts);
+  CostOptions co;
+  co.ideal = ideal;
+  ExpertCost cost(decode, t, co);
+  r.expert_bytes = cost.expert_bytes();
+  auto act = parse_dtype(decode.attrs.s("act_dtype", "bf16"));
+  double row_bytes = double(decode.attrs.i("hidden")) * dtype_bits(act ? *act : DType::bf16) / 8.0;
+  // A prefill pass runs the prefill graph's kernels; a decode step the decode graph's.
+  const Graph& step_graph = o.prompt > 0 ? prefill : decode;
+  int64_t per_seq = o.prompt > 0 ? o.prompt : 1;
+  NodeGroups gr = group_nodes(step_graph);
+  int64_t hot = o.hot_replicas > 0 ? o.hot_replicas : std::max<int64_t>(1, o.gpus / 2);
+
+  for (int64_t batch : o.batches) {
+    int64_t local = (batch + o.gpus - 1) / o.gpus;  // sequences on the busiest device
+    Bindings b = o.prompt > 0 ? Bindings{local, o.prompt, o.prompt} : Bindings{local, 1, o.context};
+    double other = 0, router = 0;
+    for (size_t i = 0; i < gr.representative.size(); ++i) {
+      const Node& n = step_graph.node(gr.representative[i]);
+      if (n.kind == OpKind::expert_matmul) continue;
+      double c = cost_node(step_graph, n, t, b, co).time_s * double(gr.count[i]);
+      if (n.kind == OpKind::moe_router)
+        router += c / double(r.layers);
+      else
+        other += c;
+    }
+    Setup s{r.experts,
+            r.top_k,
+            o.gpus,
+            batch,
+            row_bytes,
+            t.link_bytes_per_s(),
+            t.interconnect_latency_us * 1e-6,
+            router,
+            {},
+            &cost};
+    Random rng(o.seed + uint64_t(batch) * 7919);
+    // Large token counts concentrate: fewer samples give the same means.
+    int64_t tokens = batch * per_seq;
+    int64_t samples = std::clamp<int64_t>((int64_t(1) << 21) / std::max<int64_t>(1, tokens),
+                                          std::min<int64_t>(4, o.samples), o.samples);
+    s.samples.assign(size_t(samples), std::vector<int64_t>(size_t(o.gpus * r.experts), 0));
+    for (std::vector<int64_t>& pairs : s.samples) {
+      for (int64_t tok = 0; tok < tokens; ++tok) {
+        size_t origin = size_t((tok / per_seq) % o.gpus);  // sequences are spread over the devices
+        std::vector<double> w = r.expert_share;            // top_k distinct experts, by weight
+        for (int64_t k = 0; k < r.top_k; ++k) {
+          size_t e = rng.pick(w);
+          w[e] = 0;
+          ++pairs[origin * size_t(r.experts) + e];
+        }
+      }
+    }
+    MoeBatchResult br;
+    br.batch = batch;
+    Placement rr = round_robin(s), bal = balanced(s, r.expert_share);
+    Placement rep = replicated(s, r.expert_share, bal, hot);
+    const std::pair<PlacementKind, const Placement*> kinds[] = {{PlacementKind::round_robin, &rr},
+                                                                {PlacementKind::balanced, &bal},
+                                                                {PlacementKind::replicated, &rep}};
+    for (const auto& [kind, pl] : kinds) {
+      Eval ev = evaluate(*pl, s);
+      PlacementResult p;
+      p.kind = kind;
+      p.experts_on_gpu.assign(size_t(o.gpus), {});
+      std::vector<int> copies(size_t(o.gpus), 0);
+      for (size_t e = 0; e < pl->size(); ++e)
+        for (size_t c = 0; c < (*pl)[e].size(); ++c) {
+          p.experts_on_gpu[size_t((*pl)[e][c])].push_back(int(e));
+          if (c > 0) ++copies[size_t((*pl)[e][c])];
+        }
+      double pairs = double(tokens * r.top_k);
+      for (double x : ev.gpu_pairs) p.gpu_load_share.push_back(x / pairs);
+      p.gpu_expert_s = ev.gpu_expert_s;
+      p.router_s = ev.router_s;
+      p.dispatch_s = p.combine_s = ev.dispatch_s;
+      p.experts_s = ev.experts_s;
+      p.other_s = other;
+      p.step_s = other + double(r.layers) * ev.layer_s;
+      p.extra_expert_bytes = double(*std::max_element(copies.begin(), copies.end())) *
+                             r.expert_bytes * double(r.layers);
+      br.placements.push_back(std::move(p));
+    }
+    for (PlacementResult& p : br.placements) p.speedup = br.placements[0].step_s / p.step_s;
+    r.batches.push_back(std::move(br));
+  }
+  return r;
+}
+
+}  // namespace lathe

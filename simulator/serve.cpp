@@ -1,0 +1,274 @@
+#include "simulator/serve.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "ir/assert.h"
+#include "ir/buffers.h"
+#include "simulator/serve_replica.h"
+#include "simulator/simulate.h"
+
+namespace lathe {
+
+void validate_serve_options(const ServeOptions& o) {
+  auto bad = [](const std::string& why) { throw Error(why); };
+  if (o.max_batch < 1 || o.max_batch > 65536) bad("max batch must be in [1, 65536]");
+  if (!(o.batch_timeout_s >= 0)) bad("batch timeout must be >= 0");
+  if (o.kv_block < 1 || o.kv_block > 4096) bad("KV block must be in [1, 4096] tokens");
+  if (o.replicas < 1 || o.replicas > 4096) bad("replicas must be in [1, 4096]");
+  if (!(o.memory_fraction > 0 && o.memory_fraction <= 1)) bad("memory fraction must be in (0, 1]");
+  if (o.max_prefill_tokens < 1) bad("max prefill tokens must be >= 1");
+  if (o.batching == BatchingKind::chunked && o.token_budget <= o.max_batch)
+    bad("chunked prefill: the token budget (" + std::to_string(o.token_budget) +
+        ") must exceed max batch (" + std::to_string(o.max_batch) +
+        "): every step carries one token per decoding sequence");
+  if (o.slo_ttft_s < 0 || o.slo_tpot_s < 0) bad("SLOs must be >= 0");
+}
+
+KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
+                   const ServeOptions& o, int64_t max_step_tokens) {
+  KvBudget k;
+  for (ValueId v : decode.values_of(ValueKind::weight))
+    k.weight_bytes += value_bytes(decode.value(v), {1, 1, 1});
+  for (ValueId v : decode.values_of(ValueKind::state))
+    k.kv_bytes_per_token += value_bytes(decode.value(v), {1, 1, 1});
+  int64_t s = std::max<int64_t>(1, max_step_tokens);
+  k.activation_bytes =
+      std::max(peak_live_bytes(prefill, {1, s, s}), peak_live_bytes(decode, {o.max_batch, 1, 1}));
+  double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
+  if (usable <= 0) {
+    char buf[400];
+    std::snprintf(
+        buf, sizeof buf,
+        "no room for a KV cache on %s: %.0f%% of %.2f GB holds less than the weights (%.2f GB) and "
+        "activations (%.2f GB) of one replica; try int4 weights or --tp",
+        t.name.c_str(), 100 * o.memory_fraction, t.capacity_bytes() / 1e9, k.weight_bytes / 1e9,
+        k.activation_bytes / 1e9);
+    throw Error(buf);
+  }
+  int64_t tokens = int64_t(std::floor(usable / k.kv_bytes_per_token));
+  k.tokens = tokens / o.kv_block * o.kv_block;
+  return k;
+}
+
+namespace {
+
+// The largest number of tokens one step processes under the policy, for activations.
+int64_t max_step_tokens(const std::vector<Request>& reqs, const ServeOptions& o) {
+  int64_t longest = 0;
+  for (const Request& r : reqs) longest = std::max(longest, r.prompt + r.output);
+  switch (o.batching) {
+    case BatchingKind::static_batch:
+    case BatchingKind::dynamic_batch:
+      return o.max_batch * longest;
+    case BatchingKind::continuous:
+      return std::max(o.max_prefill_tokens, longest);
+    case BatchingKind::chunked:
+      return o.token_budget;
+  }
+  return longest;
+}
+
+void summarize(ServeResult& r, const ServeOptions& o) {
+  std::map<int, std::vector<size_t>> by_class;
+  for (size_t i = 0; i < r.requests.size(); ++i) by_class[r.requests[i].priority].push_back(i);
+  auto stats = [&](const std::vector<size_t>& ids, int priority) {
+    ClassStats c;
+    c.priority = priority;
+    c.requests = int64_t(ids.size());
+    std::vector<double> ttft, tpot, e2e, queue;
+    for (size_t i : ids) {
+      const Request& q = r.requests[i];
+      const RequestRecord& rec = r.records[i];
+      double first = rec.first_token_s - q.arrival_s, total = rec.finish_s - q.arrival_s;
+      ttft.push_back(first);
+      e2e.push_back(total);
+      queue.push_back(rec.queued_s);
+      double per_token =
+          q.output > 1 ? (rec.finish_s - rec.first_token_s) / double(q.output - 1) : 0;
+      if (q.output > 1) tpot.push_back(per_token);
+      bool ok = (o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) &&
+                (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s);
+      if (ok) ++c.slo_met;
+    }
+    c.ttft = percentiles(std::move(ttft));
+    c.tpot = percentiles(std::move(tpot));
+    c.e2e = percentiles(std::move(e2e));
+    c.queue = percentiles(std::move(queue));
+    return c;
+  };
+  std::vector<size_t> everyone(r.requests.size());
+  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
+  r.all = stats(everyone, -1);
+  for (const auto& [p, ids] : by_class) r.classes.push_back(stats(ids, p));
+
+  double span = std::max(1e-12, r.end_s - r.start_s);
+  double in_tokens = 0, out_tokens = 0, good_tokens = 0;
+  int64_t good = 0;
+  for (size_t i = 0; i < r.requests.size(); ++i) {
+    const Request& q = r.requests[i];
+    const RequestRecord& rec = r.records[i];
+    in_tokens += double(q.prompt);
+    out_tokens += double(q.output);
+    double first = rec.first_token_s - q.arrival_s;
+    double per_token = q.output > 1 ? (rec.finish_s - rec.first_token_s) / double(q.output - 1) : 0;
+    if ((o.slo_ttft_s <= 0 || first <= o.slo_ttft_s) &&
+        (o.slo_tpot_s <= 0 || per_token <= o.slo_tpot_s)) {
+      ++good;
+      good_tokens += double(q.output);
+    }
+  }
+  r.requests_per_s = double(r.requests.size()) / span;
+  r.output_tokens_per_s = out_tokens / span;
+  r.input_tokens_per_s = in_tokens / span;
+  r.goodput_requests_per_s = double(good) / span;
+  r.goodput_tokens_per_s = good_tokens / span;
+  r.slo_fraction = r.requests.empty() ? 1.0 : double(good) / double(r.requests.size());
+
+  // Little's law over [0, end]: the system starts and ends empty, so the integral of
+  // the number in the system equals the sum of the times spent in it.
+  double horizon = std::max(1e-12, r.end_s);
+  double lambda = double(r.requests.size()) / horizon;
+  r.little_L = r.in_system.integral() / horizon;
+  r.little_lambda_W = lambda * r.all.e2e.mean;
+  r.little_Lq = r.queue.integral() / horizon;
+  r.little_lambda_Wq = lambda * r.all.queue.mean;
+}
+
+}  // namespace
+
+ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t,
+                             std::vector<Request> requests, const ServeOptions& o,
+                             const ServeRunOptions& run) {
+  validate_serve_options(o);
+  if (requests.empty()) throw Error("no requests to serve");
+  std::stable_sort(requests.begin(), requests.end(),
+                   [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
+  CostOptions co;
+  co.ideal = run.ideal;
+  StepCoster cost(prefill, decode, t, co);
+  KvBudget kb = kv_budget(prefill, decode, t, o, max_step_tokens(requests, o));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& q = requests[i];
+    int64_t need = (q.prompt + q.output + o.kv_block - 1) / o.kv_block * o.kv_block;
+    if (need > kb.tokens)
+      throw Error(
+          "request " + std::to_string(i) + " (prompt " + std::to_string(q.prompt) + " + output " +
+          std::to_string(q.output) + " tokens) needs more KV cache than a replica holds (" +
+          std::to_string(kb.tokens) + " tokens in " +
+          std::to_string(int(std::lround(100 * o.memory_fraction))) +
+          "% of device memory); shorten it, or use a smaller KV dtype, int4 weights or --tp");
+  }
+
+  ServeResult r;
+  r.requests = std::move(requests);
+  r.records.assign(r.requests.size(), RequestRecord{});
+  r.kv_capacity_tokens = kb.tokens;
+  r.replicas = o.replicas;
+  r.kv_bytes_per_token = kb.kv_bytes_per_token;
+  r.weight_bytes = kb.weight_bytes;
+  r.activation_bytes = kb.activation_bytes;
+  const size_t n = r.requests.size();
+  double dt = std::max(1e-3, r.requests.back().arrival_s) / std::max(1, run.series_buckets);
+  r.queue = r.running = r.kv_tokens = r.in_system = TimeSeries(dt);
+
+  ServeState st{r.requests,
+                r.records,
+                cost,
+                o,
+                kb.tokens / o.kv_block,
+                run.record_spans ? &r.spans : nullptr,
+                std::vector<double>(n, 0.0),
+                std::vector<int64_t>(n, 0),
+                0,
+                0};
+
+  std::vector<std::unique_ptr<Replica>> reps;
+  for (int64_t i = 0; i < o.replicas; ++i) {
+    bool request_level =
+        o.batching == BatchingKind::static_batch || o.batching == BatchingKind::dynamic_batch;
+    reps.push_back(request_level
+                       ? make_batch_replica(st, int(i), o.batching == BatchingKind::dynamic_batch)
+                       : make_continuous_replica(st, int(i), o.batching == BatchingKind::chunked));
+  }
+  const size_t R = reps.size();
+  std::vector<char> busy(R, 0);
+  std::vector<double> end(R, 0.0), wake(R, kNever), started(R, 0.0);
+  size_t next = 0, rr = 0;
+  int64_t events = 0;
+  double now = 0;
+  r.start_s = r.requests.front().arrival_s;
+
+  while (true) {
+    double ta = next < n ? r.requests[next].arrival_s : kNever;
+    size_t best = R;
+    double te = kNever;
+    for (size_t i = 0; i < R; ++i) {
+      double e = busy[i] ? end[i] : wake[i];
+      if (e < te) te = e, best = i;
+    }
+    if (ta == kNever && te == kNever) break;
+    if (ta <= te) {  // arrivals first at equal times: a step starting now sees them
+      now = ta;
+      size_t k = 0;
+      if (o.router == RouterKind::round_robin) {
+        k = rr++ % R;
+      } else {
+        for (size_t i = 1; i < R; ++i)
+          if (reps[i]->outstanding() < reps[k]->outstanding()) k = i;
+      }
+      r.records[next].replica = int(k);
+      reps[k]->enqueue(int32_t(next), now);
+      if (!busy[k]) wake[k] = std::min(wake[k], now);
+      ++next;
+      if (next == n)  // the stream ended: idle replicas look again (static flushes)
+        for (size_t i = 0; i < R; ++i)
+          if (!busy[i]) wake[i] = std::min(wake[i], now);
+    } else {
+      now = te;
+      size_t i = best;
+      if (busy[i]) {
+        reps[i]->finish_step(now);
+        busy[i] = 0;
+        if (run.record_spans && int64_t(r.step_spans.size()) < run.max_step_spans)
+          r.step_spans.push_back({int(i), started[i], now, reps[i]->step_decode_seqs(),
+                                  reps[i]->step_prefill_tokens()});
+      }
+      double w = kNever;
+      double d = reps[i]->start_step(now, next < n, &w);
+      if (d >= 0) {
+        busy[i] = 1;
+        started[i] = now;
+        end[i] = now + d;
+        wake[i] = kNever;
+        ++r.steps;
+      } else {
+        LATHE_ASSERT(w > now, "an idle replica must wake later");
+        wake[i] = w;
+      }
+    }
+    int64_t queued = 0, running = 0, kv = 0;
+    for (const auto& rep : reps) {
+      queued += rep->queued();
+      running += rep->running();
+      kv += rep->kv_tokens();
+    }
+    r.queue.set(now, double(queued));
+    r.running.set(now, double(running));
+    r.kv_tokens.set(now, double(kv));
+    r.in_system.set(now, double(int64_t(next) - st.finished));
+    if (run.progress && (++events & 0xfff) == 0) run.progress(double(st.finished) / double(n));
+  }
+  LATHE_ASSERT(st.finished == int64_t(n), "every request must finish");
+  r.end_s = now;
+  for (TimeSeries* s : {&r.queue, &r.running, &r.kv_tokens, &r.in_system}) s->finish(now);
+  r.preemptions = st.preemptions;
+  r.cost_evaluations = cost.evaluations();
+  r.cost_entries = cost.cache_entries();
+  summarize(r, o);
+  return r;
+}
+
+}  // namespace lathe

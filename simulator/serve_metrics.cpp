@@ -1,0 +1,63 @@
+#include "simulator/serve_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lathe {
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  p.n = int64_t(v.size());
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / double(v.size());
+  auto at = [&](double q) {
+    double pos = q * double(v.size() - 1);
+    size_t lo = size_t(std::floor(pos));
+    size_t hi = std::min(v.size() - 1, lo + 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+  };
+  p.p50 = at(0.50);
+  p.p90 = at(0.90);
+  p.p99 = at(0.99);
+  p.max = v.back();
+  return p;
+}
+
+void TimeSeries::set(double t, double v) {
+  if (t < last_t_) t = last_t_;  // events never go back in time; guard rounding
+  integral_ += value_ * (t - last_t_);
+  while (last_t_ < t) {
+    size_t b = size_t(last_t_ / dt_);
+    double end = std::min(t, double(b + 1) * dt_);
+    if (end <= last_t_) end = t;  // floating-point edge: finish the segment
+    if (area_.size() <= b) {
+      area_.resize(b + 1, 0.0);
+      max_.resize(b + 1, 0.0);
+    }
+    area_[b] += value_ * (end - last_t_);
+    max_[b] = std::max(max_[b], value_);
+    last_t_ = end;
+  }
+  size_t b = size_t(t / dt_);
+  if (max_.size() <= b) {
+    area_.resize(b + 1, 0.0);
+    max_.resize(b + 1, 0.0);
+  }
+  max_[b] = std::max(max_[b], v);
+  peak_ = std::max(peak_, v);
+  value_ = v;
+}
+
+void TimeSeries::finish(double t) {
+  set(t, value_);
+  mean_.resize(area_.size());
+  for (size_t i = 0; i < area_.size(); ++i) {
+    double width = std::min(dt_, std::max(0.0, last_t_ - double(i) * dt_));
+    mean_[i] = width > 0 ? area_[i] / width : 0;
+  }
+}
+
+}  // namespace lathe

@@ -1,0 +1,46 @@
+// Summaries of a serving run: percentiles of per-request latencies, and time series
+// of piecewise-constant quantities (queue length, KV occupancy) integrated exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+struct Percentiles {
+  int64_t n = 0;
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+// Linear interpolation between order statistics (numpy's default); empty -> zeros.
+Percentiles percentiles(std::vector<double> values);
+
+struct ClassStats {
+  int priority = -1;  // -1: all classes together
+  int64_t requests = 0;
+  Percentiles ttft, tpot, e2e, queue;
+  int64_t slo_met = 0;  // requests meeting every SLO given
+};
+
+// A quantity that changes in steps: set(t, v) means "v from time t on". Keeps the
+// exact integral over time, the peak, and per-bucket means and maxima (buckets of
+// `dt` seconds from 0) for plots and JSON.
+class TimeSeries {
+ public:
+  TimeSeries() = default;
+  explicit TimeSeries(double dt) : dt_(dt) {}
+  void set(double t, double v);
+  void finish(double t);  // closes the series at t and computes bucket means
+  double integral() const { return integral_; }
+  double peak() const { return peak_; }
+  double time_average() const { return last_t_ > 0 ? integral_ / last_t_ : 0; }
+  double dt() const { return dt_; }
+  const std::vector<double>& bucket_mean() const { return mean_; }  // valid after finish()
+  const std::vector<double>& bucket_max() const { return max_; }
+
+ private:
+  double dt_ = 1, last_t_ = 0, value_ = 0, integral_ = 0, peak_ = 0;
+  std::vector<double> area_, max_, mean_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,257 @@
+#include "simulator/serve.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/assert.h"
+
+#include "simulator/simulate.h"
+#include "simulator/step_cost.h"
+#include "support/plans.h"
+
+namespace lathe {
+namespace {
+
+struct Plan {
+  testing::Built built;
+  Lowered lowered;
+};
+
+const Plan& llama_h100() {
+  static const Plan p = [] {
+    Plan x;
+    x.built = testing::build_plan_graphs("llama-3-8b", "h100-sxm", {16, 512, 128});
+    x.lowered = testing::lower_plan(x.built, {});
+    return x;
+  }();
+  return p;
+}
+
+ServeResult serve(std::vector<Request> reqs, const ServeOptions& o) {
+  const Plan& p = llama_h100();
+  return simulate_serving(p.lowered.prefill, p.lowered.decode, p.built.target, std::move(reqs), o);
+}
+
+ArrivalOptions stream(double rate, int64_t n, uint64_t seed, std::vector<double> mix = {1.0}) {
+  ArrivalOptions a;
+  a.rate_per_s = rate;
+  a.requests = n;
+  a.seed = seed;
+  a.priority_mix = std::move(mix);
+  return a;
+}
+
+const BatchingKind kAll[] = {BatchingKind::static_batch, BatchingKind::dynamic_batch,
+                             BatchingKind::continuous, BatchingKind::chunked};
+
+// A pure decode step, or one prefill, costs what the graph's kernels cost at those
+// bindings; a mixed step reads the weights once, so it is cheaper than the two
+// steps apart but dearer than either.
+TEST(StepCost, PureStepsEqualTheGraphAndMixedStepsShareWeights) {
+  const Plan& p = llama_h100();
+  const Target& t = p.built.target;
+  StepCoster c(p.lowered.prefill, p.lowered.decode, t);
+  auto graph_cost = [&](const Graph& g, Bindings b) {
+    double s = 0;
+    for (NodeId id : g.topo_order()) s += cost_node(g, g.node(id), t, b).time_s;
+    return s;
+  };
+  for (int64_t n : {1, 7, 64})
+    for (int64_t ctx : {100, 2049})
+      EXPECT_NEAR(c.decode_s(n, ctx), graph_cost(p.lowered.decode, {n, 1, ctx}), 1e-12)
+          << n << " " << ctx;
+  for (int64_t k : {1, 3})
+    for (int64_t prompt : {17, 512, 3000})
+      EXPECT_NEAR(c.prefill_s(k, prompt), graph_cost(p.lowered.prefill, {k, prompt, prompt}),
+                  1e-12);
+  StepShape mixed;
+  mixed.decode_seqs = 32;
+  mixed.decode_context_sum = 32 * 1000;
+  mixed.chunks.push_back({256, 256, 1});
+  double both = c.step_s(mixed), apart = c.decode_s(32, 1000) + c.prefill_s(1, 256);
+  EXPECT_LT(both, apart);
+  EXPECT_GT(both, std::max(c.decode_s(32, 1000), c.prefill_s(1, 256)));
+  EXPECT_GT(c.cache_entries(), 0);
+}
+
+// With no load, a request sees exactly the single-request latency that simulate()
+// predicts for its shape: TTFT to rounding, E2E within simulate()'s own Simpson sum.
+TEST(Serve, ZeroLoadGivesTheSingleRequestLatency) {
+  const Plan& p = llama_h100();
+  const std::pair<int64_t, int64_t> shapes[] = {{512, 128}, {2000, 33}, {64, 1}, {1500, 300}};
+  for (BatchingKind k : kAll) {
+    std::vector<Request> reqs;
+    double t = 0.5;
+    for (auto [prompt, out] : shapes) {
+      reqs.push_back({t, prompt, out, 0});
+      t += 1000;  // far apart: each runs alone
+    }
+    ServeOptions o;
+    o.batching = k;
+    o.batch_timeout_s = 0;
+    o.token_budget = 4096;
+    ServeResult r = serve(reqs, o);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      SimResult s = simulate(p.lowered.prefill, p.lowered.decode, p.built.target,
+                             {1, reqs[i].prompt, reqs[i].output});
+      const RequestRecord& rec = r.records[i];
+      double ttft = rec.first_token_s - reqs[i].arrival_s, e2e = rec.finish_s - reqs[i].arrival_s;
+      std::string what = std::string(batching_name(k)) + " request " + std::to_string(i);
+      // Static batching waits for the stream to end before it flushes a partial batch.
+      if (k == BatchingKind::static_batch) continue;
+      EXPECT_NEAR(ttft, s.ttft_s, 1e-9 * s.ttft_s) << what;
+      EXPECT_NEAR(e2e, s.e2e_s, 1e-5 * s.e2e_s) << what;
+      EXPECT_EQ(rec.queued_s, 0.0) << what;
+    }
+  }
+  // Static batching with the whole stream in one request: no wait, same figures.
+  ServeOptions o;
+  o.batching = BatchingKind::static_batch;
+  ServeResult r = serve({{0.0, 700, 50, 0}}, o);
+  SimResult s = simulate(p.lowered.prefill, p.lowered.decode, p.built.target, {1, 700, 50});
+  EXPECT_NEAR(r.records[0].first_token_s, s.ttft_s, 1e-9 * s.ttft_s);
+  EXPECT_NEAR(r.records[0].finish_s, s.e2e_s, 1e-5 * s.e2e_s);
+}
+
+// Little's law. Exactly, with the measured arrival rate: the time integral of the
+// number in the system (kept by the event loop) equals the sum of the times requests
+// spent in it (kept per request); the same for the waiting queue. Approximately, with
+// the nominal Poisson rate, for a long stable run.
+TEST(Serve, LittlesLawHolds) {
+  for (BatchingKind k : kAll) {
+    ServeOptions o;
+    o.batching = k;
+    o.max_batch = 32;
+    ServeResult r = serve(generate_requests(stream(6.0, 3000, 7, {0.3, 0.7})), o);
+    std::string what(batching_name(k));
+    EXPECT_NEAR(r.little_L, r.little_lambda_W, 1e-9 * r.little_L) << what;
+    EXPECT_NEAR(r.little_Lq, r.little_lambda_Wq, 1e-9 * r.little_L) << what;
+    double sum_w = 0, sum_q = 0;
+    for (size_t i = 0; i < r.requests.size(); ++i) {
+      sum_w += r.records[i].finish_s - r.requests[i].arrival_s;
+      sum_q += r.records[i].queued_s;
+    }
+    EXPECT_NEAR(r.in_system.integral(), sum_w, 1e-9 * sum_w) << what;
+    EXPECT_NEAR(r.queue.integral(), sum_q, 1e-9 * sum_w) << what;
+    EXPECT_GT(r.little_L, 1.0) << what;  // a loaded system, not a trivial one
+  }
+  ServeOptions o;
+  ArrivalOptions a = stream(8.0, 20000, 3);
+  ServeResult r = serve(generate_requests(a), o);
+  double L = r.in_system.integral() / r.end_s;
+  EXPECT_NEAR(L, a.rate_per_s * r.all.e2e.mean, 0.05 * L);
+}
+
+// Dynamic batching takes class 0 first: a more urgent request that was waiting when
+// a less urgent one was dispatched went in the same batch or an earlier one. The
+// same holds for admission in continuous batching.
+TEST(Serve, UrgentRequestsNeverWaitBehindLessUrgentOnes) {
+  for (BatchingKind k : {BatchingKind::dynamic_batch, BatchingKind::continuous}) {
+    ServeOptions o;
+    o.batching = k;
+    o.max_batch = 8;
+    o.batch_timeout_s = 0.05;
+    // Overloaded so that queues form and the order matters.
+    ServeResult r = serve(generate_requests(stream(12.0, 1500, 11, {0.2, 0.3, 0.5})), o);
+    int64_t checked = 0, inversions = 0;
+    for (size_t a = 0; a < r.requests.size(); ++a)
+      for (size_t b = 0; b < r.requests.size(); ++b) {
+        if (r.requests[a].priority >= r.requests[b].priority) continue;
+        if (r.requests[a].arrival_s > r.records[b].dispatch_s) continue;  // a was not waiting yet
+        ++checked;
+        if (r.records[a].dispatch_s > r.records[b].dispatch_s) ++inversions;
+      }
+    EXPECT_GT(checked, 10000) << batching_name(k);
+    EXPECT_EQ(inversions, 0) << batching_name(k);
+    ASSERT_EQ(r.classes.size(), 3u);
+    EXPECT_LT(r.classes[0].queue.mean, r.classes[2].queue.mean) << batching_name(k);
+  }
+}
+
+// Continuous batching admits and retires every step; request-level batching pads and
+// waits for the longest member. At the same load it is faster.
+TEST(Serve, ContinuousBatchingBeatsStaticBatching) {
+  auto reqs = generate_requests(stream(8.0, 2000, 5));
+  ServeOptions st, cont;
+  st.batching = BatchingKind::static_batch;
+  ServeResult a = serve(reqs, st), b = serve(reqs, cont);
+  EXPECT_LT(b.all.e2e.p50, a.all.e2e.p50);
+  EXPECT_LT(b.all.ttft.p90, a.all.ttft.p90);
+  EXPECT_GE(b.requests_per_s, a.requests_per_s * 0.999);
+}
+
+// When the KV cache runs short, sequences are preempted and recomputed; every request
+// still finishes with all its tokens, and occupancy never exceeds the capacity.
+TEST(Serve, KvPressurePreemptsAndEveryRequestFinishes) {
+  for (BatchingKind k : {BatchingKind::continuous, BatchingKind::chunked}) {
+    ServeOptions o;
+    o.batching = k;
+    o.max_batch = 256;
+    o.token_budget = 1024;
+    o.memory_fraction = 0.215;  // about 1,300 tokens of KV left after the weights
+    ArrivalOptions a = stream(50.0, 400, 2);
+    a.prompt = {Distribution::Kind::uniform, 100, 400};
+    a.output = {Distribution::Kind::uniform, 100, 600};
+    ServeResult r = serve(generate_requests(a), o);
+    EXPECT_GT(r.preemptions, 0) << batching_name(k);
+    EXPECT_LE(r.kv_tokens.peak(), double(r.kv_capacity_tokens)) << batching_name(k);
+    for (size_t i = 0; i < r.requests.size(); ++i) {
+      EXPECT_GT(r.records[i].finish_s, r.records[i].first_token_s - 1e-12);
+      EXPECT_GE(r.records[i].first_token_s, r.requests[i].arrival_s);
+    }
+  }
+}
+
+TEST(Serve, RequestsLargerThanTheKvCacheAreRejected) {
+  ServeOptions o;
+  o.memory_fraction = 0.21;
+  EXPECT_THROW(serve({{0.0, 100000, 10, 0}}, o), Error);
+}
+
+TEST(Serve, RoundRobinAlternatesAndLeastLoadedBalances) {
+  auto reqs = generate_requests(stream(20.0, 400, 9));
+  ServeOptions o;
+  o.replicas = 3;
+  ServeResult r = serve(reqs, o);
+  for (size_t i = 0; i < r.records.size(); ++i) EXPECT_EQ(r.records[i].replica, int(i % 3));
+  o.router = RouterKind::least_loaded;
+  ServeResult l = serve(reqs, o);
+  int count[3] = {0, 0, 0};
+  for (const RequestRecord& rec : l.records) ++count[rec.replica];
+  for (int c : count) EXPECT_GT(c, 100);
+  EXPECT_LE(l.all.e2e.mean, r.all.e2e.mean * 1.05);
+}
+
+TEST(Requests, PoissonStreamIsSeededAndHasTheRate) {
+  ArrivalOptions a = stream(5.0, 0, 42);
+  a.duration_s = 2000;
+  auto x = generate_requests(a), y = generate_requests(a);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i].arrival_s, y[i].arrival_s);
+  double n = double(x.size()), expected = a.rate_per_s * a.duration_s;
+  EXPECT_NEAR(n, expected, 4 * std::sqrt(expected));
+  a.seed = 43;
+  EXPECT_NE(generate_requests(a)[0].arrival_s, x[0].arrival_s);
+}
+
+TEST(Requests, TraceCsvParsesAndLocatesErrors) {
+  auto r = parse_trace_csv(
+      "# a trace\narrival_s,prompt_tokens,output_tokens,priority\n0.5,100,20,1\n0.25, 50 ,5\n",
+      "t.csv");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].prompt, 50);  // sorted by arrival
+  EXPECT_EQ(r[1].priority, 1);
+  try {
+    parse_trace_csv("0.1,10,5\n0.2,x,5\n", "bad.csv");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:2: prompt_tokens"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_trace_csv("0.1,10,0\n", "z.csv"), Error);
+  EXPECT_THROW(parse_trace_csv("", "e.csv"), Error);
+}
+
+}  // namespace
+}  // namespace lathe
