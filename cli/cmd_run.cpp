@@ -252,6 +252,7 @@ int run_run(const RunArgs& a) {
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
     if (a.per_op) {
+      const double bw = plan.target.bandwidth_bytes_per_s();
       j["kernels"] = nlohmann::json::array();
       for (const KernelTiming& t : session.timings())
         j["kernels"].push_back({{"phase", std::string(phase_name(t.phase))},
@@ -259,7 +260,12 @@ int run_run(const RunArgs& a) {
                                 {"kernel", t.label},
                                 {"calls", t.calls},
                                 {"measured_ms", t.measured_s * 1e3},
-                                {"predicted_ms", t.predicted_s * 1e3}});
+                                {"predicted_ms", t.predicted_s * 1e3},
+                                {"flops", t.flops},
+                                {"bytes", t.bytes},
+                                {"achieved_gflops", t.measured_s > 0 ? t.flops / t.measured_s / 1e9 : 0},
+                                {"achieved_gbs", t.measured_s > 0 ? t.bytes / t.measured_s / 1e9 : 0},
+                                {"bandwidth_util", t.measured_s > 0 && bw > 0 ? t.bytes / t.measured_s / bw : 0}});
     }
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -284,11 +290,18 @@ int run_run(const RunArgs& a) {
   std::cout << "  TTFT " << ms(ttft) << " ms, TPOT " << ms(tpot) << " ms (predicted " << ms(tpot_pred) << "), E2E "
             << ms(e2e) << " ms\n";
   if (a.per_op) {
-    Table k({"phase", "kernel", "node", "calls", "measured ms", "predicted ms", "ratio"});
-    for (const KernelTiming& x : session.timings())
+    // Measured profile: the simulator's FLOPs and bytes for each call over the measured
+    // time, beside the target's peak bandwidth.
+    const double bw = plan.target.bandwidth_bytes_per_s();
+    Table k({"phase", "kernel", "node", "calls", "measured ms", "predicted ms", "ratio", "GFLOP/s", "GB/s", "of BW"});
+    for (const KernelTiming& x : session.timings()) {
+      double gfs = x.measured_s > 0 ? x.flops / x.measured_s / 1e9 : 0, gbs = x.measured_s > 0 ? x.bytes / x.measured_s / 1e9 : 0;
       k.add({std::string(phase_name(x.phase)), x.label, x.name, std::to_string(x.calls), fmt_double(x.measured_s * 1e3, 4),
-             fmt_double(x.predicted_s * 1e3, 4), fmt_double(x.predicted_s > 0 ? x.measured_s / x.predicted_s : 0, 2)});
-    std::cout << "\nPer kernel (totals over all calls)\n" << k.text("  ");
+             fmt_double(x.predicted_s * 1e3, 4), fmt_double(x.predicted_s > 0 ? x.measured_s / x.predicted_s : 0, 2),
+             fmt_double(gfs, 1), fmt_double(gbs, 1), fmt_double(bw > 0 ? 100 * gbs * 1e9 / bw : 0, 0) + "%"});
+    }
+    std::cout << "\nPer kernel (totals over all calls; GFLOP/s and GB/s: the simulator's work count over the measured time)\n"
+              << k.text("  ");
   }
   return 0;
 }

@@ -253,8 +253,11 @@ struct CpuSession::Impl {
       KernelTiming& kt = timings[size_t(l.timing)];
       kt.measured_s += std::chrono::duration<double>(b - a).count();
       kt.calls += 1;
-      double pred = cost_node(g, g.node(l.node), plan.target, bind).time_s;
+      NodeCost c = cost_node(g, g.node(l.node), plan.target, bind);
+      double pred = c.time_s;
       kt.predicted_s += pred;
+      kt.flops += c.flops;
+      kt.bytes += c.bytes;
       r.predicted_s += pred;
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -282,7 +285,7 @@ StepResult CpuSession::decode(const std::vector<int32_t>& tokens) {
 
 const std::vector<KernelTiming>& CpuSession::timings() const { return impl_->timings; }
 void CpuSession::reset_timings() {
-  for (KernelTiming& t : impl_->timings) t.calls = 0, t.measured_s = 0, t.predicted_s = 0;
+  for (KernelTiming& t : impl_->timings) t.calls = 0, t.measured_s = 0, t.predicted_s = 0, t.flops = 0, t.bytes = 0;
 }
 int64_t CpuSession::vocab() const { return impl_->plan.decode.attrs.i("vocab"); }
 int CpuSession::threads() const { return impl_->pool->threads(); }

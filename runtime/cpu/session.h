@@ -28,6 +28,7 @@ struct KernelTiming {
   int64_t calls = 0;
   double measured_s = 0;
   double predicted_s = 0;  // simulator, same bindings, plan's target
+  double flops = 0, bytes = 0;  // the simulator's count of the work done, summed over calls
 };
 
 struct StepResult {

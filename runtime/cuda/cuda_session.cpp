@@ -279,8 +279,11 @@ struct CudaSession::Impl {
     auto t0 = std::chrono::steady_clock::now();
     Bindings bind = sp.bindings();
     for (const Launch& l : prog.launches) {
-      double pred = cost_node(g, g.node(l.node), plan.target, bind).time_s;
+      NodeCost c = cost_node(g, g.node(l.node), plan.target, bind);
+      double pred = c.time_s;
       timings[size_t(l.timing)].predicted_s += pred;
+      timings[size_t(l.timing)].flops += c.flops;
+      timings[size_t(l.timing)].bytes += c.bytes;
       timings[size_t(l.timing)].calls += 1;
       r.predicted_s += pred;
     }

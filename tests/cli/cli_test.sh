@@ -142,6 +142,13 @@ python3 -c "import json; d=json.load(open('$tmp/out')); assert d['jit']['compile
 [ "$(python3 -c "import json; print(json.load(open('$tmp/out'))['tokens'])")" = "$first" ] || bad "greedy decode not deterministic"
 expect_rc 0 "$LATHE" run tiny-moe --tokens "1,2,3;4,5" --gen 3 --weights int4:g32 --kv int8 --kv-layout paged:4 --per-op
 grep -q "decode_attention" "$tmp/out" || bad "run --per-op lacks kernels"
+grep -q "GB/s" "$tmp/out" || bad "run --per-op lacks measured bandwidth"
+expect_rc 0 "$LATHE" run tiny --gen 2 --per-op --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+k = [x for x in d['kernels'] if x['kernel'] == 'norm_lm_head'][0]
+assert k['bytes'] > 0 and k['flops'] > 0 and abs(k['achieved_gbs'] - k['bytes'] / k['measured_ms'] / 1e6) < 1e-6 * k['achieved_gbs'], k
+" || bad "run --per-op json lacks measured profiling figures"
 expect_rc 0 "$LATHE" run tiny --tokens 5,6,7 --gen 4 --temperature 0.8 --top-k 20 --top-p 0.9 --sample-seed 3
 expect_rc 0 "$LATHE" compile tiny cpu-host --act f32 -o "$tmp/tplan" --batch 2 --prompt 8 --gen 4 --emit cpu
 ls "$tmp/tplan/kernels/cpu/" | grep -q "^k_.*\.cpp$" || bad "--emit cpu wrote no kernels"
