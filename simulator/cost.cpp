@@ -334,7 +334,9 @@ struct Costing {
         // Ring algorithm: all-reduce moves 2 (tp-1)/tp of the buffer per device in
         // 2 (tp-1) steps; all-gather half of that.
         double factor = n.kind == OpKind::all_reduce ? 2.0 : 1.0;
-        double link = t.link_bytes_per_s();
+        // Specs give bidirectional link figures (NVLink 900 GB/s, PCIe Gen5 128 GB/s);
+        // a ring step sends and receives at once, each at half of that.
+        double link = t.link_bytes_per_s() / 2;
         c.cls = KernelClass::collective;
         c.bytes = bytes;
         c.network_s = link > 0 ? factor * (tp - 1) / tp * bytes / link : 0;

@@ -85,7 +85,9 @@ TEST(Cost, CollectivesUseTheInterconnect) {
   NodeCost c = cost_node(p.prefill, n, p.target, b, co);
   double bytes = 128.0 * 4096 * 2;  // bf16 activations
   EXPECT_EQ(c.bound, Bound::network);
-  EXPECT_NEAR(c.network_s, 2.0 * 0.5 * bytes / 600e9 + 2 * 5e-6, 1e-12);
+  // A100 NVLink: 600 GB/s bidirectional, 300 GB/s each way; a ring all-reduce over 2
+  // GPUs sends 2 x (1/2) of the buffer one way.
+  EXPECT_NEAR(c.network_s, 2.0 * 0.5 * bytes / 300e9 + 2 * 5e-6, 1e-12);
 }
 
 TEST(Cost, ContiguityPrefersLongRuns) {
