@@ -93,6 +93,15 @@ std::string pass_report_md(const Planned& p) {
   return s;
 }
 
+std::map<std::string, std::string> plan_files(const Planned& p) {
+  std::map<std::string, std::string> files;
+  files["plan.json"] = plan_to_json(to_plan(p));
+  files["prefill.ir"] = print_graph(p.lowered.prefill);
+  files["decode.ir"] = print_graph(p.lowered.decode);
+  files["report.md"] = pass_report_md(p);
+  return files;
+}
+
 namespace {
 
 int run_compile(const CompileArgs& a) {
@@ -129,12 +138,8 @@ int run_compile(const CompileArgs& a) {
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
 
   Plan plan = to_plan(p);
-  std::map<std::string, std::string> files;
-  files["plan.json"] = plan_to_json(plan);
-  files["prefill.ir"] = print_graph(p.lowered.prefill);
-  files["decode.ir"] = print_graph(p.lowered.decode);
-  std::string report = pass_report_md(p);
-  files["report.md"] = report;
+  std::map<std::string, std::string> files = plan_files(p);
+  const std::string& report = files["report.md"];
   if (a.nvrtc && a.emit != "cuda") throw Error("--nvrtc goes with --emit cuda");
   if (!a.emit.empty() && a.emit != "none")
     add_emitted_kernels(plan, a.emit, files, a.nvrtc ? p.target.compute_capability : 0);  // validated by the emitter

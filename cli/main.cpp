@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   lathe::cli::register_rag(app, reg);
   lathe::cli::register_moe(app, reg);
   lathe::cli::register_edge(app, reg);
+  lathe::cli::register_sweep(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
