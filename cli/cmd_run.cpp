@@ -236,6 +236,9 @@ int run_run(const RunArgs& a) {
     j["generated"] = generated;
     j["batch"] = prompts.size();
     j["prompt_tokens"] = prompt_total;
+    size_t longest_prompt = 0;
+    for (const auto& p : prompts) longest_prompt = std::max(longest_prompt, p.size());
+    j["prompt_length"] = longest_prompt;  // the prefill step's S (the longest prompt)
     j["decode_steps"] = steps;
     j["ttft_ms"] = ttft * 1e3;
     j["tpot_ms"] = tpot * 1e3;
@@ -249,6 +252,17 @@ int run_run(const RunArgs& a) {
                       {"decode_ms", decode_pred * 1e3},
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
+    // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel.
+    j["plan"] = {{"model", plan.model},
+                 {"weights", plan.weights_format},
+                 {"kv", plan.kv_dtype},
+                 {"kv_layout", plan.kv_layout},
+                 {"act", plan.act_dtype},
+                 {"tp", plan.tp},
+                 {"pipeline", plan.pipeline},
+                 {"batch", plan.workload.batch},
+                 {"prompt", plan.workload.prompt},
+                 {"gen", plan.workload.gen}};
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
     if (a.per_op) {

@@ -34,6 +34,8 @@ void register_rag(CLI::App& app, Registry& r);    // rag-sim
 void register_moe(CLI::App& app, Registry& r);    // moe-sim
 void register_edge(CLI::App& app, Registry& r);   // edge-sim
 void register_sweep(CLI::App& app, Registry& r);  // sweep, merge
+void register_advise(CLI::App& app, Registry& r);
+void register_calibrate(CLI::App& app, Registry& r);
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   lathe::cli::register_moe(app, reg);
   lathe::cli::register_edge(app, reg);
   lathe::cli::register_sweep(app, reg);
+  lathe::cli::register_advise(app, reg);
+  lathe::cli::register_calibrate(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
