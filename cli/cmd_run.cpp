@@ -25,7 +25,7 @@ namespace lathe::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir;
+  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir, tuning;
   int64_t prompt_tokens = 16, batch = 1, gen = 16;
   PlanFlags plan;
   std::vector<std::string> sets;
@@ -175,6 +175,10 @@ int run_run(const RunArgs& a) {
     for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
     plan = to_plan(p);
     model_name = p.model.name;
+  }
+  if (!a.tuning.empty()) {
+    std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning);
+    if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
   }
   int64_t vocab = plan.decode.attrs.i("vocab");
   if (prompts.empty())
@@ -403,6 +407,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
   cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU backend)");
   cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");

@@ -57,6 +57,10 @@ std::string pass_report_md(const Planned& p);
 // report.md. `lathe run DIR` executes it.
 std::map<std::string, std::string> plan_files(const Planned& p);
 
+// Applies a tuning file (`lathe tune -o FILE`) to a plan's lowered graphs; returns a
+// note for the user (how many kernels, and a warning when it was tuned on another CPU).
+std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path);
+
 // One-line descriptions used in headers.
 std::string describe_target(const Target& t);
 std::string describe_options(const Planned& p);
