@@ -285,6 +285,7 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   s.text = std::string(text);
   s.name = r.get_string("name").value_or(std::filesystem::path(source).stem().string());
   s.description = r.get_string("description").value_or("");
+  s.ideal = r.get_bool("ideal").value_or(false);
 
   // Accept the singular spellings too (model = "x").
   auto either = [&](const char* plural, const char* singular) -> std::optional<std::vector<std::string>> {

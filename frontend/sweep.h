@@ -17,6 +17,7 @@
 //   tp = [1, 2]
 //   act = ["auto"]
 //   objectives = ["min tpot_ms", "max tokens_per_s", "min cost_per_mtok"]
+//   ideal = false                                  # true: pure roofline, as simulate --ideal
 //   [sweep.whatif]                                 # hardware fields as axes
 //   hbm_bandwidth_gbs = ["x1", "x1.5"]
 //   [sweep.constraints]                            # <= for "min" metrics, >= for "max" ones
@@ -99,7 +100,8 @@ struct SweepSpec {
   std::vector<FusionSet> fusion = {FusionSet{"all", {}, true}};
   std::vector<int64_t> tp = {1};
   std::vector<std::optional<DType>> act = {std::nullopt};  // nullopt: f32 on CPUs, the model dtype on GPUs
-  bool fits = true;  // constraint: the plan fits in the device's memory
+  bool ideal = false;  // pure roofline (efficiencies 1, no launch overhead), as `lathe simulate --ideal`
+  bool fits = true;    // constraint: the plan fits in the device's memory
   std::vector<Constraint> constraints;
   std::vector<Objective> objectives = {Objective{SweepMetric::tpot_ms, true}};
   std::string text;  // the file's text (the sweep id hashes it)

@@ -189,15 +189,20 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     for (size_t i = 0; i < gr.representative.size(); ++i)
       costs[i] = cost_node(prefill, prefill.node(gr.representative[i]), t, pb, co);
     r.prefill.steps = 1;
-    for (size_t i = 0; i < gr.order.size(); ++i) {
-      const NodeCost& c = costs[size_t(gr.group_of[i])];
-      r.prefill.time_s += c.time_s;
-      r.prefill.flops += c.flops;
-      r.prefill.bytes += c.bytes;
-      add_share(r.prefill, c.bound, c.time_s);
-      if (o.per_op)
-        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c, prefill_.labels[size_t(gr.group_of[i])]));
+    // Totals by group (count x cost), so that they do not depend on per_op.
+    for (size_t i = 0; i < gr.representative.size(); ++i) {
+      const NodeCost& c = costs[i];
+      double n = double(gr.count[i]);
+      r.prefill.time_s += n * c.time_s;
+      r.prefill.flops += n * c.flops;
+      r.prefill.bytes += n * c.bytes;
+      add_share(r.prefill, c.bound, n * c.time_s);
     }
+    if (o.per_op)
+      for (size_t i = 0; i < gr.order.size(); ++i) {
+        const NodeCost& c = costs[size_t(gr.group_of[i])];
+        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c, prefill_.labels[size_t(gr.group_of[i])]));
+      }
     r.prefill.kernels = int(gr.order.size());
     finish_shares(r.prefill);
   }
@@ -252,30 +257,32 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       s.memory = 0.5 * (a.memory_s + z.memory_s) * n_steps;
       s.network = 0.5 * (a.network_s + z.network_s) * n_steps;
     }
-    for (size_t i = 0; i < gr.order.size(); ++i) {
+    for (size_t i = 0; i < gr.representative.size(); ++i) {
+      const Summed& s = sums[i];
+      double n = double(gr.count[i]);
+      r.decode.time_s += n * s.time;
+      r.decode.flops += n * s.flops;
+      r.decode.bytes += n * s.bytes;
+      add_share(r.decode, s.mid.bound, n * s.time);
+    }
+    for (size_t i = 0; i < gr.order.size() && o.per_op; ++i) {
       const Summed& s = sums[size_t(gr.group_of[i])];
-      r.decode.time_s += s.time;
-      r.decode.flops += s.flops;
-      r.decode.bytes += s.bytes;
-      add_share(r.decode, s.mid.bound, s.time);
-      if (o.per_op) {
-        OpRow row = make_row(decode, gr.order[i], Phase::decode, s.mid, decode_.labels[size_t(gr.group_of[i])]);
-        row.time_s = s.time;
-        row.flops = s.flops;
-        row.bytes = s.bytes;
-        row.compute_s = s.compute;
-        row.memory_s = s.memory;
-        row.network_s = s.network;
-        row.launch_s = s.launch;
-        row.step_time_s = steps > 0 ? s.time / double(steps) : s.mid.time_s;
-        r.ops.push_back(std::move(row));
-      }
+      OpRow row = make_row(decode, gr.order[i], Phase::decode, s.mid, decode_.labels[size_t(gr.group_of[i])]);
+      row.time_s = s.time;
+      row.flops = s.flops;
+      row.bytes = s.bytes;
+      row.compute_s = s.compute;
+      row.memory_s = s.memory;
+      row.network_s = s.network;
+      row.launch_s = s.launch;
+      row.step_time_s = steps > 0 ? s.time / double(steps) : s.mid.time_s;
+      r.ops.push_back(std::move(row));
     }
     finish_shares(r.decode);
     if (steps == 0) {
       // No decode step runs; still report what one step at P+1 would take.
       double one = 0;
-      for (size_t i = 0; i < gr.order.size(); ++i) one += sums[size_t(gr.group_of[i])].mid.time_s;
+      for (size_t i = 0; i < gr.representative.size(); ++i) one += double(gr.count[i]) * sums[i].mid.time_s;
       r.tpot_s = one;
     }
   }

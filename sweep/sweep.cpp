@@ -389,6 +389,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     tally.best.assign(s.spec.objectives.size(), std::nullopt);
     SimOptions so;
     so.per_op = false;
+    so.ideal = s.spec.ideal;
     try {
       for (int64_t b = next_block++; b < blocks && !failed; b = next_block++) {
         std::string text;
