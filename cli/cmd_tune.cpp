@@ -71,7 +71,8 @@ int run_tune(const TuneArgs& a) {
     for (const TuningEntry& e : r.all)
       j["all"].push_back({{"kind", e.kind}, {"shape", e.shape}, {"params", e.params}, {"default_us", e.default_us},
                           {"best_us", e.best_us}});
-    j["plan"] = {{"prefill_default_ms", r.prefill_default_s * 1e3}, {"prefill_tuned_ms", r.prefill_tuned_s * 1e3},
+    if (r.file.entries.empty()) j["plan"] = nullptr;  // nothing tuned: the plan is unchanged
+    else j["plan"] = {{"prefill_default_ms", r.prefill_default_s * 1e3}, {"prefill_tuned_ms", r.prefill_tuned_s * 1e3},
                  {"decode_default_ms", r.decode_default_s * 1e3},   {"decode_tuned_ms", r.decode_tuned_s * 1e3},
                  {"prefill_gain", gain(r.prefill_default_s, r.prefill_tuned_s)},
                  {"decode_gain", gain(r.decode_default_s, r.decode_tuned_s)}};
@@ -93,7 +94,11 @@ int run_tune(const TuneArgs& a) {
            fmt_double(gain(e.default_us, e.best_us), 2) + "x", cands});
   }
   std::cout << t.text("  ");
-  std::cout << "\n  whole plan, default vs tuned (medians of alternating runs): prefill "
+  if (r.file.entries.empty())
+    std::cout << "\n  no candidate beat the defaults by more than " << fmt_double(o.margin * 100, 0)
+              << "% on this machine: the tuning file has no entries and leaves plans as they are\n";
+  else
+    std::cout << "\n  whole plan, default vs tuned (medians of alternating runs): prefill "
             << fmt_double(r.prefill_default_s * 1e3, 2) << " -> " << fmt_double(r.prefill_tuned_s * 1e3, 2) << " ms ("
             << fmt_double(gain(r.prefill_default_s, r.prefill_tuned_s), 2) << "x), decode step "
             << fmt_double(r.decode_default_s * 1e3, 3) << " -> " << fmt_double(r.decode_tuned_s * 1e3, 3) << " ms ("

@@ -146,7 +146,8 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, c
     if (best != 0 && !present) res.file.entries.push_back(e);
   }
 
-  // ---- 4. default vs tuned, alternating ----
+  // ---- 4. default vs tuned, alternating (nothing to compare when no key changed) ----
+  if (res.file.entries.empty()) return res;
   Plan tuned = base;
   apply_tuning(tuned, res.file);
   SessionOptions so;

@@ -10,8 +10,8 @@
 //    time per call. The JIT caches kernels, so a round compiles only new variants.
 // 3. A candidate replaces the default only when it is faster by more than `margin`
 //    (the shared host is noisy).
-// 4. The default and the tuned plan then run alternately `reps` times; the median
-//    prefill and decode times give the end-to-end gain.
+// 4. When some key was tuned, the default and the tuned plan run alternately (at
+//    least 3 times); the median prefill and decode times give the end-to-end gain.
 #pragma once
 
 #include <string>
@@ -34,8 +34,9 @@ struct TuneOptions {
 struct TuneResult {
   TuningFile file;                   // entries: the keys whose best candidate beat the default
   std::vector<TuningEntry> all;      // every key, tuned or not
-  double prefill_default_s = 0, prefill_tuned_s = 0;  // median prefill step
-  double decode_default_s = 0, decode_tuned_s = 0;    // median decode step
+  // Median prefill step and decode step, default and tuned plan (0 when no key was tuned).
+  double prefill_default_s = 0, prefill_tuned_s = 0;
+  double decode_default_s = 0, decode_tuned_s = 0;
   int sessions = 0, kernels_compiled = 0;
   double compile_s = 0;
 };
