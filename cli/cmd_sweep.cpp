@@ -143,8 +143,10 @@ std::string emit_best(const SweepSpace& space, const SweepSummary& sum, const st
   req.options = pp.options;
   Planned p = make_plan(req, {}, true);
   write_dir_atomic(dir, plan_files(p));
+  std::string shown = dir;
+  while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
   return "emitted the best plan for '" + space.spec.objectives[0].text() + "' (point " + std::to_string(best.point) +
-         ": " + row_options(best) + ") to " + dir + "/; run it with `lathe run " + dir +
+         ": " + row_options(best) + ") to " + shown + "/; run it with `lathe run " + shown +
          (p.target.is_gpu() ? " --backend cuda`" : "`");
 }
 

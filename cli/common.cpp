@@ -170,7 +170,9 @@ void AtomicFile::commit() {
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path target(dir);
+  std::string trimmed = dir;  // "plan/" names the directory "plan"
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  fs::path target(trimmed);
   if (fs::exists(target, ec)) {
     if (!fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
   }
