@@ -30,24 +30,32 @@ std::optional<TuningKey> tuning_key(const Graph& g, NodeId id, const std::string
     }
     const Value& w0 = g.value(n.inputs[size_t(p->first_weight)]);
     std::string shape = "K=" + x.shape.back().str() + " N=" + ns + " w=" + format_name(w0.format) +
-                        " pro=" + n.attrs.s("prologue", "none") + " epi=" + n.attrs.s("epilogue", "none") +
+                        " pro=" + n.attrs.s("prologue", "none") +
+                        " epi=" + n.attrs.s("epilogue", "none") +
                         (n.kind == OpKind::lm_head ? " lm_head" : "");
     return TuningKey{"gemm", shape};
   }
   if (n.kind == OpKind::flash_attention || n.kind == OpKind::decode_attention) {
-    std::string shape = "H=" + std::to_string(n.attrs.i("heads")) + " KVH=" + std::to_string(n.attrs.i("kv_heads")) +
-                        " D=" + std::to_string(n.attrs.i("head_dim")) + " kv=" + g.attrs.s("kv_dtype") +
-                        " layout=" + g.attrs.s("kv_layout");
-    return TuningKey{n.kind == OpKind::flash_attention ? "flash_attention" : "decode_attention", shape};
+    std::string shape = "H=" + std::to_string(n.attrs.i("heads")) +
+                        " KVH=" + std::to_string(n.attrs.i("kv_heads")) +
+                        " D=" + std::to_string(n.attrs.i("head_dim")) +
+                        " kv=" + g.attrs.s("kv_dtype") + " layout=" + g.attrs.s("kv_layout");
+    return TuningKey{n.kind == OpKind::flash_attention ? "flash_attention" : "decode_attention",
+                     shape};
   }
   return std::nullopt;
 }
 
 std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind) {
   if (kind == "gemm")
-    return {{}, {{"tune_cols", 32}}, {{"tune_cols", 64}}, {{"tune_cols", 256}}, {{"tune_rows", 64}, {"tune_cols", 64}}};
+    return {{},
+            {{"tune_cols", 32}},
+            {{"tune_cols", 64}},
+            {{"tune_cols", 256}},
+            {{"tune_rows", 64}, {"tune_cols", 64}}};
   if (kind == "flash_attention") return {{}, {{"tune_qt", 4}}, {{"tune_qt", 8}}, {{"tune_qt", 32}}};
-  if (kind == "decode_attention") return {{}, {{"tune_split", 2}}, {{"tune_split", 4}}, {{"tune_split", 8}}};
+  if (kind == "decode_attention")
+    return {{}, {{"tune_split", 2}}, {{"tune_split", 4}}, {{"tune_split", 8}}};
   return {{}};
 }
 
@@ -68,7 +76,8 @@ int apply_params(Graph& g, const std::string& kind, const std::string& shape,
 int apply_tuning(Graph& g, const TuningFile& t, const std::string& backend) {
   if (t.backend != backend) return 0;
   int changed = 0;
-  for (const TuningEntry& e : t.entries) changed += apply_params(g, e.kind, e.shape, e.params, backend);
+  for (const TuningEntry& e : t.entries)
+    changed += apply_params(g, e.kind, e.shape, e.params, backend);
   return changed;
 }
 
@@ -101,7 +110,9 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     nlohmann::json j = nlohmann::json::parse(text);
     if (!j.is_object() || j.value("format", "") != "lathe-tuning")
       throw Error(source + ": not a lathe tuning file (expected \"format\": \"lathe-tuning\")");
-    if (j.value("version", 0) != 1) throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() + " (this lathe reads version 1)");
+    if (j.value("version", 0) != 1)
+      throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
+                  " (this lathe reads version 1)");
     t.backend = j.at("backend").get<std::string>();
     t.machine = j.value("machine", "");
     t.model = j.value("model", "");
@@ -117,7 +128,8 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       x.shape = e.at("shape").get<std::string>();
       for (const auto& [k, v] : e.at("params").items()) {
         if (std::find(std::begin(kParamNames), std::end(kParamNames), k) == std::end(kParamNames))
-          throw Error(source + ": entry " + x.kind + " '" + x.shape + "': unknown parameter '" + k + "'");
+          throw Error(source + ": entry " + x.kind + " '" + x.shape + "': unknown parameter '" + k +
+                      "'");
         x.params[k] = v.get<int64_t>();
       }
       x.default_us = e.value("default_us", 0.0);

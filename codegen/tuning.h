@@ -33,7 +33,8 @@ struct TuningEntry {
   std::string shape;  // the key within the kind (dims, formats, epilogue; not the batch)
   std::map<std::string, int64_t> params;  // node attributes to set
   double default_us = 0, best_us = 0;     // measured per call
-  std::vector<std::pair<std::map<std::string, int64_t>, double>> candidates;  // every candidate and its time
+  std::vector<std::pair<std::map<std::string, int64_t>, double>>
+      candidates;  // every candidate and its time
 };
 
 struct TuningFile {

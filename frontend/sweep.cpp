@@ -55,7 +55,9 @@ std::vector<std::string> metric_names() {
   return out;
 }
 
-std::string Objective::text() const { return std::string(minimize ? "min " : "max ") + std::string(metric_name(metric)); }
+std::string Objective::text() const {
+  return std::string(minimize ? "min " : "max ") + std::string(metric_name(metric));
+}
 
 std::string Constraint::text() const {
   char buf[64];
@@ -72,7 +74,8 @@ std::optional<Objective> parse_objective(std::string_view s, std::string* why) {
   s = trim(s);
   std::optional<bool> minimize;
   for (std::string_view dir : {"min", "max", "minimize", "maximize"}) {
-    if (s.size() > dir.size() && s.starts_with(dir) && (s[dir.size()] == ' ' || s[dir.size()] == ':')) {
+    if (s.size() > dir.size() && s.starts_with(dir) &&
+        (s[dir.size()] == ' ' || s[dir.size()] == ':')) {
       minimize = dir.starts_with("min");
       s = trim(s.substr(dir.size() + 1));
       break;
@@ -85,8 +88,8 @@ std::optional<Objective> parse_objective(std::string_view s, std::string* why) {
       std::string all;
       for (const std::string& n : metric_names()) all += (all.empty() ? "" : ", ") + n;
       *why = "unknown objective metric '" + std::string(s) + "'" +
-             (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; write \"min METRIC\" or \"max METRIC\" with " +
-             "METRIC one of " + all;
+             (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+             "; write \"min METRIC\" or \"max METRIC\" with " + "METRIC one of " + all;
     }
     return std::nullopt;
   }
@@ -119,7 +122,8 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
         std::string hint = closest_match(p, known);
         std::string all;
         for (const std::string& k : known) all += (all.empty() ? "" : ", ") + k;
-        *why = "unknown fusion pass '" + p + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+        *why = "unknown fusion pass '" + p + "'" +
+               (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                "; a fusion set is \"all\", \"none\" or fusion passes joined by '+': " + all;
       }
       return std::nullopt;
@@ -178,7 +182,9 @@ struct AxisReader {
     r.allow(key);
     return t.get(key);
   }
-  [[noreturn]] void fail(const TomlValue& v, std::string_view key, const std::string& why) { r.fail_at(v, key, why); }
+  [[noreturn]] void fail(const TomlValue& v, std::string_view key, const std::string& why) {
+    r.fail_at(v, key, why);
+  }
 
   std::vector<const TomlValue*> elements(const TomlValue& v, std::string_view key) {
     std::vector<const TomlValue*> out;
@@ -197,7 +203,8 @@ struct AxisReader {
     std::vector<std::string> out;
     for (const TomlValue* e : elements(*v, key)) {
       if (e->kind != TomlValue::Kind::string)
-        fail(*e, key, "expected a string or an array of strings, got " + std::string(e->kind_name()));
+        fail(*e, key,
+             "expected a string or an array of strings, got " + std::string(e->kind_name()));
       if (std::find(out.begin(), out.end(), e->str) != out.end())
         fail(*e, key, "\"" + e->str + "\" appears twice in the axis");
       out.push_back(e->str);
@@ -211,8 +218,9 @@ struct AxisReader {
     std::vector<int64_t> out;
     auto check = [&](const TomlValue& at, int64_t x) {
       if (x < lo || x > hi)
-        fail(at, key, "expected integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                          std::to_string(x));
+        fail(at, key,
+             "expected integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                 std::to_string(x));
     };
     if (v->kind == TomlValue::Kind::table) {
       std::string path = (r.path().empty() ? "" : r.path() + ".") + std::string(key);
@@ -223,7 +231,9 @@ struct AxisReader {
       rr.finish();
       if (step && mul) fail(*v, key, "a range takes either 'step' or 'mul', not both");
       if (from > to)
-        fail(*v, key, "empty range: from = " + std::to_string(from) + " is greater than to = " + std::to_string(to));
+        fail(*v, key,
+             "empty range: from = " + std::to_string(from) +
+                 " is greater than to = " + std::to_string(to));
       for (int64_t x = from; x <= to;) {
         out.push_back(x);
         if (int64_t(out.size()) > kMaxAxis) fail(*v, key, "range has more than 2^24 values");
@@ -240,8 +250,9 @@ struct AxisReader {
     }
     for (const TomlValue* e : elements(*v, key)) {
       if (e->kind != TomlValue::Kind::integer)
-        fail(*e, key, "expected an integer, an array of integers or a range { from, to, step | mul }, got " +
-                          std::string(e->kind_name()));
+        fail(*e, key,
+             "expected an integer, an array of integers or a range { from, to, step | mul }, got " +
+                 std::string(e->kind_name()));
       check(*e, e->integer);
       if (std::find(out.begin(), out.end(), e->integer) != out.end())
         fail(*e, key, std::to_string(e->integer) + " appears twice in the axis");
@@ -288,9 +299,11 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   s.ideal = r.get_bool("ideal").value_or(false);
 
   // Accept the singular spellings too (model = "x").
-  auto either = [&](const char* plural, const char* singular) -> std::optional<std::vector<std::string>> {
+  auto either = [&](const char* plural,
+                    const char* singular) -> std::optional<std::vector<std::string>> {
     if (t.get(plural) && t.get(singular))
-      r.fail_at(*t.get(singular), singular, std::string("give either '") + plural + "' or '" + singular + "', not both");
+      r.fail_at(*t.get(singular), singular,
+                std::string("give either '") + plural + "' or '" + singular + "', not both");
     if (auto v = ax.strings(plural)) return v;
     return ax.strings(singular);
   };
@@ -316,7 +329,8 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
         continue;
       }
       auto f = parse_weight_format(x, &why);
-      if (!f) r.fail_at(ax.element("weights", i), "weights", why + " (or \"auto\": the model's dtype)");
+      if (!f)
+        r.fail_at(ax.element("weights", i), "weights", why + " (or \"auto\": the model's dtype)");
       s.weights.push_back(f);
     }
   }
@@ -364,7 +378,8 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
       }
       auto d = parse_dtype(x);
       if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
-        r.fail_at(ax.element("act", i), "act", "expected f32, f16, bf16 or auto, got \"" + x + "\"");
+        r.fail_at(ax.element("act", i), "act",
+                  "expected f32, f16, bf16 or auto, got \"" + x + "\"");
       s.act.push_back(d);
     }
   }
@@ -375,22 +390,32 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
       if (!seen.insert(name(values[i])).second)
         r.fail_at(ax.element(key, i), key, "\"" + name(values[i]) + "\" appears twice in the axis");
   };
-  no_dupes("weights", s.weights, [](const std::optional<Format>& f) { return f ? format_name(*f) : std::string("auto"); });
-  no_dupes("kv", s.kv, [](const std::optional<DType>& d) { return d ? std::string(dtype_name(*d)) : std::string("auto"); });
-  no_dupes("kv_layout", s.kv_layout,
-           [](const std::optional<KvLayout>& l) { return l ? kv_layout_name(*l) : std::string("auto"); });
-  no_dupes("act", s.act, [](const std::optional<DType>& d) { return d ? std::string(dtype_name(*d)) : std::string("auto"); });
+  no_dupes("weights", s.weights, [](const std::optional<Format>& f) {
+    return f ? format_name(*f) : std::string("auto");
+  });
+  no_dupes("kv", s.kv, [](const std::optional<DType>& d) {
+    return d ? std::string(dtype_name(*d)) : std::string("auto");
+  });
+  no_dupes("kv_layout", s.kv_layout, [](const std::optional<KvLayout>& l) {
+    return l ? kv_layout_name(*l) : std::string("auto");
+  });
+  no_dupes("act", s.act, [](const std::optional<DType>& d) {
+    return d ? std::string(dtype_name(*d)) : std::string("auto");
+  });
 
   if (const TomlValue* o = t.get("objectives")) {
     r.allow("objectives");
     s.objectives.clear();
     for (const TomlValue* e : ax.elements(*o, "objectives")) {
       if (e->kind != TomlValue::Kind::string)
-        r.fail_at(*e, "objectives", "expected strings such as \"min tpot_ms\", got " + std::string(e->kind_name()));
+        r.fail_at(*e, "objectives",
+                  "expected strings such as \"min tpot_ms\", got " + std::string(e->kind_name()));
       auto obj = parse_objective(e->str, &why);
       if (!obj) r.fail_at(*e, "objectives", why);
       for (const Objective& x : s.objectives)
-        if (x.metric == obj->metric) r.fail_at(*e, "objectives", "metric " + std::string(metric_name(x.metric)) + " appears twice");
+        if (x.metric == obj->metric)
+          r.fail_at(*e, "objectives",
+                    "metric " + std::string(metric_name(x.metric)) + " appears twice");
       s.objectives.push_back(*obj);
     }
   }
@@ -401,10 +426,13 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
     for (size_t i = 0; i < w->keys.size(); ++i) {
       const std::string& key = w->keys[i];
       const TomlValue& v = w->values[i];
-      std::string at = source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column) + ": sweep.whatif." + key;
+      std::string at = source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column) +
+                       ": sweep.whatif." + key;
       if (!find_target_field(key)) {
         std::string hint = closest_match(key, fields);
-        throw Error(at + ": unknown hardware field" + (hint.empty() ? "; fields: " + join(fields) : " (did you mean '" + hint + "'?)"));
+        throw Error(
+            at + ": unknown hardware field" +
+            (hint.empty() ? "; fields: " + join(fields) : " (did you mean '" + hint + "'?)"));
       }
       WhatifAxis a;
       a.field = key;
@@ -417,21 +445,24 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
       }
       for (const TomlValue* e : els) {
         std::string value;
-        if (e->kind == TomlValue::Kind::string) value = e->str;
-        else if (e->kind == TomlValue::Kind::integer) value = std::to_string(e->integer);
+        if (e->kind == TomlValue::Kind::string)
+          value = e->str;
+        else if (e->kind == TomlValue::Kind::integer)
+          value = std::to_string(e->integer);
         else if (e->kind == TomlValue::Kind::floating) {
           char buf[64];
           std::snprintf(buf, sizeof buf, "%.10g", e->floating);
           value = buf;
         } else {
-          throw Error(at + ": expected numbers or \"xF\" factors, got " + std::string(e->kind_name()));
+          throw Error(at + ": expected numbers or \"xF\" factors, got " +
+                      std::string(e->kind_name()));
         }
         Target probe;  // validate the value's spelling on a scratch target
         probe.hbm_bandwidth_gbs = 1;
         std::string err = apply_override(probe, key + "=" + value);
         if (!err.empty())
-          throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) + ": sweep.whatif." + key +
-                      ": " + err);
+          throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +
+                      ": sweep.whatif." + key + ": " + err);
         if (std::find(a.values.begin(), a.values.end(), value) != a.values.end())
           throw Error(at + ": \"" + value + "\" appears twice in the axis");
         a.values.push_back(value);
@@ -462,20 +493,24 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
       const TomlValue* v = t.get(key);
       if (!v) v = t.get(std::string(key) == "models" ? "model" : "hw");
       const TomlValue& el = v->kind == TomlValue::Kind::array ? v->array[i] : *v;
-      throw Error(source + ":" + std::to_string(el.line) + ":" + std::to_string(el.column) + ": sweep." + key + ": " +
-                  e.what());
+      throw Error(source + ":" + std::to_string(el.line) + ":" + std::to_string(el.column) +
+                  ": sweep." + key + ": " + e.what());
     }
   };
-  for (size_t i = 0; i < s.models.size(); ++i) located("models", i, [&] { load_model(s.models[i]); });
-  for (size_t i = 0; i < s.hardware.size(); ++i) located("hardware", i, [&] { load_target_spec(s.hardware[i]); });
+  for (size_t i = 0; i < s.models.size(); ++i)
+    located("models", i, [&] { load_model(s.models[i]); });
+  for (size_t i = 0; i < s.hardware.size(); ++i)
+    located("hardware", i, [&] { load_target_spec(s.hardware[i]); });
   return s;
 }
 
 uint64_t sweep_point_count(const SweepSpec& s) {
   uint64_t hw = s.hardware.size();
   for (const WhatifAxis& a : s.whatif) hw *= a.values.size();
-  uint64_t sizes[] = {s.models.size(), hw, s.weights.size(), s.kv.size(), s.kv_layout.size(), s.fusion.size(),
-                      s.tp.size(), s.act.size(), s.batch.size(), s.prompt.size(), s.gen.size()};
+  uint64_t sizes[] = {
+      s.models.size(), hw,          s.weights.size(), s.kv.size(),    s.kv_layout.size(),
+      s.fusion.size(), s.tp.size(), s.act.size(),     s.batch.size(), s.prompt.size(),
+      s.gen.size()};
   uint64_t n = 1;
   for (uint64_t x : sizes) {
     if (x != 0 && n > UINT64_MAX / x) return UINT64_MAX;
@@ -493,7 +528,8 @@ SweepSpec load_sweep(std::string_view name_or_path) {
   std::vector<std::string> names = builtin_names("sweeps");
   std::string hint = closest_match(arg, names);
   if (looks_like_path(arg)) throw Error(arg + ": no such file");
-  throw Error("unknown sweep '" + arg + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+  throw Error("unknown sweep '" + arg + "'" +
+              (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
               "; built-in sweeps: " + join(names) + "; or give a path to a TOML file");
 }
 

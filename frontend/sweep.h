@@ -50,7 +50,8 @@ enum class SweepMetric : uint8_t {
   decode_tokens_per_s,
   prefill_tokens_per_s,
   memory_gb,
-  cost_per_mtok,  // USD per million generated tokens: devices x price_per_hour / 3600 / tokens_per_s x 1e6
+  cost_per_mtok,  // USD per million generated tokens: devices x price_per_hour / 3600 /
+                  // tokens_per_s x 1e6
 };
 std::string_view metric_name(SweepMetric m);
 std::optional<SweepMetric> parse_metric(std::string_view s);
@@ -67,7 +68,7 @@ std::optional<Objective> parse_objective(std::string_view s, std::string* why = 
 
 struct Constraint {
   SweepMetric metric = SweepMetric::tpot_ms;
-  double bound = 0;  // metric <= bound when lower is better, >= bound otherwise
+  double bound = 0;          // metric <= bound when lower is better, >= bound otherwise
   std::string text() const;  // "tpot_ms <= 50"
 };
 
@@ -94,14 +95,17 @@ struct SweepSpec {
   std::vector<std::string> hardware;  // names or paths, each optionally with +key=value overrides
   std::vector<WhatifAxis> whatif;
   std::vector<int64_t> batch = {1}, prompt = {512}, gen = {128};
-  std::vector<std::optional<Format>> weights = {std::nullopt};     // nullopt: the model's dtype
-  std::vector<std::optional<DType>> kv = {std::nullopt};           // nullopt: the activation dtype
-  std::vector<std::optional<KvLayout>> kv_layout = {std::nullopt};  // nullopt: the kv-layout pass chooses
+  std::vector<std::optional<Format>> weights = {std::nullopt};  // nullopt: the model's dtype
+  std::vector<std::optional<DType>> kv = {std::nullopt};        // nullopt: the activation dtype
+  std::vector<std::optional<KvLayout>> kv_layout = {
+      std::nullopt};  // nullopt: the kv-layout pass chooses
   std::vector<FusionSet> fusion = {FusionSet{"all", {}, true}};
   std::vector<int64_t> tp = {1};
-  std::vector<std::optional<DType>> act = {std::nullopt};  // nullopt: f32 on CPUs, the model dtype on GPUs
-  bool ideal = false;  // pure roofline (efficiencies 1, no launch overhead), as `lathe simulate --ideal`
-  bool fits = true;    // constraint: the plan fits in the device's memory
+  std::vector<std::optional<DType>> act = {
+      std::nullopt};  // nullopt: f32 on CPUs, the model dtype on GPUs
+  bool ideal =
+      false;  // pure roofline (efficiencies 1, no launch overhead), as `lathe simulate --ideal`
+  bool fits = true;  // constraint: the plan fits in the device's memory
   std::vector<Constraint> constraints;
   std::vector<Objective> objectives = {Objective{SweepMetric::tpot_ms, true}};
   std::string text;  // the file's text (the sweep id hashes it)

@@ -16,8 +16,8 @@ namespace {
 // kernels, how many nodes it stands for, their measured total.
 struct Group {
   NodeId rep = kNone;
-  int count = 0;          // nodes of the graph in this group
-  double measured = 0;    // measured seconds of the group's measured nodes
+  int count = 0;        // nodes of the graph in this group
+  double measured = 0;  // measured seconds of the group's measured nodes
   int measured_nodes = 0;
 };
 struct PreparedPhase {
@@ -30,7 +30,8 @@ struct Prepared {
   PreparedPhase phase[2];  // prefill, decode
 };
 
-PreparedPhase prepare_phase(const Graph& g, const std::vector<MeasuredKernel>& kernels, double measured_total) {
+PreparedPhase prepare_phase(const Graph& g, const std::vector<MeasuredKernel>& kernels,
+                            double measured_total) {
   PreparedPhase p;
   p.g = &g;
   NodeGroups gr = group_nodes(g);
@@ -69,7 +70,8 @@ double node_seconds(const Prepared& p, int phase, NodeId node, const Target& t) 
   const Node& n = g.node(node);
   if (phase == 0) return cost_node(g, n, t, {r.batch, r.prompt, r.prompt}).time_s;
   double s = 0;
-  for (int64_t i = 1; i <= r.decode_steps; ++i) s += cost_node(g, n, t, {r.batch, 1, r.prompt + i}).time_s;
+  for (int64_t i = 1; i <= r.decode_steps; ++i)
+    s += cost_node(g, n, t, {r.batch, 1, r.prompt + i}).time_s;
   return s;
 }
 
@@ -107,24 +109,29 @@ struct Param {
   bool log_scale;
 };
 const Param kParams[] = {
-    {"efficiency.gemm", 0.005, 1.5, true},        {"efficiency.attention", 0.005, 1.5, true},
-    {"efficiency.memory", 0.005, 1.5, true},      {"efficiency.elementwise", 0.005, 1.5, true},
-    {"efficiency.dequant", 0.05, 16.0, true},     {"efficiency.scalar", 0.005, 1.5, true},
+    {"efficiency.gemm", 0.005, 1.5, true},     {"efficiency.attention", 0.005, 1.5, true},
+    {"efficiency.memory", 0.005, 1.5, true},   {"efficiency.elementwise", 0.005, 1.5, true},
+    {"efficiency.dequant", 0.05, 16.0, true},  {"efficiency.scalar", 0.005, 1.5, true},
     {"launch_overhead_us", 0.0, 200.0, false},
 };
 
-double get(const Target& t, const char* key) { return get_field(t, *find_target_field(key)); }
-void set(Target& t, const char* key, double v) { set_field(t, *find_target_field(key), v); }
+double get(const Target& t, const char* key) {
+  return get_field(t, *find_target_field(key));
+}
+void set(Target& t, const char* key, double v) {
+  set_field(t, *find_target_field(key), v);
+}
 
-std::vector<PhaseError> phase_errors(const std::vector<Prepared>& runs, const Target& before, const Target& after) {
+std::vector<PhaseError> phase_errors(const std::vector<Prepared>& runs, const Target& before,
+                                     const Target& after) {
   std::vector<PhaseError> out;
   for (const Prepared& p : runs) {
     Eval b = evaluate(p, before), a = evaluate(p, after);
     for (int ph = 0; ph < 2; ++ph) {
       if (ph == 1 && p.run->decode_steps == 0) continue;
       if (p.phase[ph].measured <= 0) continue;
-      out.push_back({p.run->label, ph == 0 ? "prefill" : "decode", p.phase[ph].measured, b.phase_pred[ph],
-                     a.phase_pred[ph]});
+      out.push_back({p.run->label, ph == 0 ? "prefill" : "decode", p.phase[ph].measured,
+                     b.phase_pred[ph], a.phase_pred[ph]});
     }
   }
   return out;
@@ -140,7 +147,8 @@ double predict_phase(const MeasuredRun& run, Phase phase, const Target& t) {
 double mean_abs_error(const std::vector<PhaseError>& e, bool after) {
   if (e.empty()) return 0;
   double s = 0;
-  for (const PhaseError& x : e) s += std::fabs((after ? x.after_s : x.before_s) - x.measured_s) / x.measured_s;
+  for (const PhaseError& x : e)
+    s += std::fabs((after ? x.after_s : x.before_s) - x.measured_s) / x.measured_s;
   return s / double(e.size());
 }
 
@@ -217,7 +225,8 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
   }
   res.fitted = cur;
   for (size_t i = 0; i < std::size(kParams); ++i)
-    res.factors.push_back({kParams[i].key, get(start, kParams[i].key), get(cur, kParams[i].key), bool(used[i])});
+    res.factors.push_back(
+        {kParams[i].key, get(start, kParams[i].key), get(cur, kParams[i].key), bool(used[i])});
   res.train = phase_errors(tr, start, cur);
   res.test = phase_errors(te, start, cur);
   res.train_before = mean_abs_error(res.train, false);

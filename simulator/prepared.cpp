@@ -18,10 +18,18 @@ double ipow(int64_t x, int e) {
 
 void add_share(PhaseSummary& p, Bound b, double t) {
   switch (b) {
-    case Bound::compute: p.compute_share += t; break;
-    case Bound::memory: p.memory_share += t; break;
-    case Bound::launch: p.launch_share += t; break;
-    case Bound::network: p.network_share += t; break;
+    case Bound::compute:
+      p.compute_share += t;
+      break;
+    case Bound::memory:
+      p.memory_share += t;
+      break;
+    case Bound::launch:
+      p.launch_share += t;
+      break;
+    case Bound::network:
+      p.network_share += t;
+      break;
   }
 }
 
@@ -150,7 +158,8 @@ double LivePeak::at(const Bindings& b) const {
 PreparedPlan::PreparedPlan(const Graph& prefill, const Graph& decode)
     : prefill_(prepare_phase(prefill)), decode_(prepare_phase(decode)) {
   // Weights have constant shapes: their bytes do not depend on the bindings.
-  for (ValueId v : decode.values_of(ValueKind::weight)) weight_bytes_ += value_bytes(decode.value(v), {1, 1, 1});
+  for (ValueId v : decode.values_of(ValueKind::weight))
+    weight_bytes_ += value_bytes(decode.value(v), {1, 1, 1});
   state_values_ = decode.values_of(ValueKind::state);
 }
 
@@ -163,7 +172,8 @@ double PreparedPlan::kv_bytes(const Workload& w) const {
 
 double PreparedPlan::activation_bytes(const Workload& w) const {
   Bindings pb{w.batch, w.prompt, w.prompt};
-  return std::max(phase_activations(prefill_, pb), phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
+  return std::max(phase_activations(prefill_, pb),
+                  phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
 }
 
 SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o) const {
@@ -201,7 +211,8 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     if (o.per_op)
       for (size_t i = 0; i < gr.order.size(); ++i) {
         const NodeCost& c = costs[size_t(gr.group_of[i])];
-        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c, prefill_.labels[size_t(gr.group_of[i])]));
+        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c,
+                                 prefill_.labels[size_t(gr.group_of[i])]));
       }
     r.prefill.kernels = int(gr.order.size());
     finish_shares(r.prefill);
@@ -246,7 +257,9 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       } else {
         // Smooth roofline: busy(T) is smooth and convex in T; Simpson's rule over the
         // steps (exact for the affine parts, within a fraction of a percent elsewhere).
-        auto f = [&](const NodeCost& c) { return std::max(overlap_time(c.compute_s, c.memory_s, t, co), c.network_s); };
+        auto f = [&](const NodeCost& c) {
+          return std::max(overlap_time(c.compute_s, c.memory_s, t, co), c.network_s);
+        };
         busy = n_steps * (f(a) + 4.0 * f(s.mid) + f(z)) / 6.0;
       }
       s.launch = a.launch_s * n_steps;
@@ -267,7 +280,8 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     }
     for (size_t i = 0; i < gr.order.size() && o.per_op; ++i) {
       const Summed& s = sums[size_t(gr.group_of[i])];
-      OpRow row = make_row(decode, gr.order[i], Phase::decode, s.mid, decode_.labels[size_t(gr.group_of[i])]);
+      OpRow row = make_row(decode, gr.order[i], Phase::decode, s.mid,
+                           decode_.labels[size_t(gr.group_of[i])]);
       row.time_s = s.time;
       row.flops = s.flops;
       row.bytes = s.bytes;
@@ -282,7 +296,8 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     if (steps == 0) {
       // No decode step runs; still report what one step at P+1 would take.
       double one = 0;
-      for (size_t i = 0; i < gr.representative.size(); ++i) one += double(gr.count[i]) * sums[i].mid.time_s;
+      for (size_t i = 0; i < gr.representative.size(); ++i)
+        one += double(gr.count[i]) * sums[i].mid.time_s;
       r.tpot_s = one;
     }
   }
@@ -304,7 +319,9 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
   m.capacity = t.capacity_bytes();
   m.fits = m.total <= m.capacity;
   double per_seq = (m.kv + m.activations) / batch;
-  m.max_batch = per_seq > 0 && m.capacity > m.weights ? int64_t(std::floor((m.capacity - m.weights) / per_seq)) : 0;
+  m.max_batch = per_seq > 0 && m.capacity > m.weights
+                    ? int64_t(std::floor((m.capacity - m.weights) / per_seq))
+                    : 0;
   return r;
 }
 

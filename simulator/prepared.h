@@ -42,8 +42,9 @@ class LivePeak {
   struct Monomial {
     uint8_t b = 0, s = 0, t = 0;
   };
-  std::vector<Monomial> monomials_;           // distinct monomials of activation sizes
-  std::vector<std::vector<double>> rows_;     // per candidate position: bytes coefficient of each monomial
+  std::vector<Monomial> monomials_;  // distinct monomials of activation sizes
+  std::vector<std::vector<double>>
+      rows_;  // per candidate position: bytes coefficient of each monomial
 };
 
 struct PreparedPhase {
@@ -51,7 +52,7 @@ struct PreparedPhase {
   NodeGroups groups;
   std::vector<std::string> labels;  // kernel label of each group's representative
   LivePeak live;
-  bool has_arena = false;           // the memory plan ran: arena_bytes at `arena_bindings`
+  bool has_arena = false;  // the memory plan ran: arena_bytes at `arena_bindings`
   Bindings arena_bindings;
   double arena_bytes = 0;
 };

@@ -18,7 +18,9 @@ std::string num(double v, int prec = 1) {
   return buf;
 }
 
-double per_device(const SweepRow& r) { return r.tokens_per_s / double(std::max<int64_t>(1, r.devices)); }
+double per_device(const SweepRow& r) {
+  return r.tokens_per_s / double(std::max<int64_t>(1, r.devices));
+}
 
 std::string config_key(const SweepRow& r) {
   return r.weights + "|" + r.kv + "|" + r.kv_layout + "|" + std::to_string(r.tp);
@@ -26,8 +28,8 @@ std::string config_key(const SweepRow& r) {
 
 // The best feasible row of each configuration and its largest feasible batch.
 struct Config {
-  SweepRow best;         // most tokens/s per device
-  int64_t max_batch = 0; // largest feasible batch on the grid
+  SweepRow best;          // most tokens/s per device
+  int64_t max_batch = 0;  // largest feasible batch on the grid
   SweepRow at_max;
 };
 
@@ -72,7 +74,8 @@ SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m)
   if (a.slo_ttft_ms) s.constraints.push_back({SweepMetric::ttft_ms, *a.slo_ttft_ms});
   if (a.slo_tpot_ms) s.constraints.push_back({SweepMetric::tpot_ms, *a.slo_tpot_ms});
   s.objectives = {Objective{SweepMetric::tokens_per_s, false}};
-  s.text = "advise " + a.model + " " + a.hardware + " " + std::to_string(a.prompt) + " " + std::to_string(a.gen);
+  s.text = "advise " + a.model + " " + a.hardware + " " + std::to_string(a.prompt) + " " +
+           std::to_string(a.gen);
   return s;
 }
 
@@ -97,7 +100,8 @@ std::string what_stops(const SweepRow& next) {
     std::string c = v.substr(start, semi - start);
     start = semi + 1;
     if (c.empty()) continue;
-    std::string text = c == "fits" ? "memory (" + num(next.memory_gb, 1) + " of " + num(next.capacity_gb, 0) + " GB)"
+    std::string text = c == "fits" ? "memory (" + num(next.memory_gb, 1) + " of " +
+                                         num(next.capacity_gb, 0) + " GB)"
                        : c == "tpot_ms" ? "the TPOT SLO (" + num(next.tpot_ms, 2) + " ms)"
                        : c == "ttft_ms" ? "the TTFT SLO (" + num(next.ttft_ms, 1) + " ms)"
                                         : c;
@@ -124,8 +128,9 @@ Advice advise(const AdviseRequest& a) {
   SweepSummary sum = run_all(spec, a.threads, advice);
   std::map<std::string, Config> configs = score(sum.rows);
   if (configs.empty()) {
-    std::string msg = "no plan of " + m.name + " on " + t.name + " meets the constraints at prompt " +
-                      std::to_string(a.prompt) + ", gen " + std::to_string(a.gen);
+    std::string msg = "no plan of " + m.name + " on " + t.name +
+                      " meets the constraints at prompt " + std::to_string(a.prompt) + ", gen " +
+                      std::to_string(a.gen);
     double best_tpot = 1e300, best_ttft = 1e300, least_mem = 1e300;
     for (const SweepRow& r : sum.rows) {
       best_tpot = std::min(best_tpot, r.tpot_ms);
@@ -133,21 +138,24 @@ Advice advise(const AdviseRequest& a) {
       least_mem = std::min(least_mem, r.memory_gb);
     }
     if (!sum.rows.empty())
-      msg += ": the fastest plans reach TPOT " + num(best_tpot, 2) + " ms and TTFT " + num(best_ttft, 1) +
-             " ms, the smallest needs " + num(least_mem, 1) + " GB (of " + num(t.capacity_bytes() / 1e9, 0) + ")";
+      msg += ": the fastest plans reach TPOT " + num(best_tpot, 2) + " ms and TTFT " +
+             num(best_ttft, 1) + " ms, the smallest needs " + num(least_mem, 1) + " GB (of " +
+             num(t.capacity_bytes() / 1e9, 0) + ")";
     if (!sum.skipped.empty()) msg += "; skipped: " + sum.skipped.begin()->first;
     throw Error(msg);
   }
   std::vector<const Config*> ranked;
   for (const auto& [k, c] : configs) ranked.push_back(&c);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Config* x, const Config* y) { return per_device(x->best) > per_device(y->best); });
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Config* x, const Config* y) {
+    return per_device(x->best) > per_device(y->best);
+  });
   const Config& win = *ranked[0];
 
   // ---- 4a. the KV layout for the winner ----
   SweepSpec layouts = spec;
-  layouts.weights = {win.best.weights == std::string(dtype_name(m.dtype)) ? std::nullopt
-                                                                           : parse_weight_format(win.best.weights)};
+  layouts.weights = {win.best.weights == std::string(dtype_name(m.dtype))
+                         ? std::nullopt
+                         : parse_weight_format(win.best.weights)};
   layouts.kv = {parse_kv_dtype(win.best.kv)};
   layouts.tp = {win.best.tp};
   layouts.kv_layout = {KvLayout{KvLayoutKind::LHTD, 16}, KvLayout{KvLayoutKind::paged, 16},
@@ -156,8 +164,9 @@ Advice advise(const AdviseRequest& a) {
   std::map<std::string, Config> lay_configs = score(lay.rows);
   std::vector<const Config*> lay_ranked;
   for (const auto& [k, c] : lay_configs) lay_ranked.push_back(&c);
-  std::stable_sort(lay_ranked.begin(), lay_ranked.end(),
-                   [](const Config* x, const Config* y) { return per_device(x->best) > per_device(y->best); });
+  std::stable_sort(lay_ranked.begin(), lay_ranked.end(), [](const Config* x, const Config* y) {
+    return per_device(x->best) > per_device(y->best);
+  });
 
   // ---- 4b. the exact max batch of the winner (with the best layout) ----
   const Config& chosen = lay_ranked.empty() ? win : *lay_ranked[0];
@@ -190,27 +199,31 @@ Advice advise(const AdviseRequest& a) {
     return "; " + num(r, 2) + "x the runner-up (" + figure(*b1) + ")";
   };
   const SweepRow& w = win.best;
-  std::string limit = first_bad ? what_stops(*first_bad)
-                                : (hi > a.max_batch || next_grid == spec.batch.end() ? "the batch grid (it ends at " +
-                                                                                           std::to_string(a.max_batch) + ")"
-                                                                                     : "nothing found");
+  std::string limit = first_bad
+                          ? what_stops(*first_bad)
+                          : (hi > a.max_batch || next_grid == spec.batch.end()
+                                 ? "the batch grid (it ends at " + std::to_string(a.max_batch) + ")"
+                                 : "nothing found");
   {
     Recommendation r;
     r.parameter = "max batch";
     r.value = std::to_string(at_max.batch);
-    r.reason = "the largest batch that fits" + std::string(a.slo_ttft_ms || a.slo_tpot_ms ? " and meets the SLOs" : "") +
-               ": TTFT " + num(at_max.ttft_ms, 1) + " ms, TPOT " + num(at_max.tpot_ms, 2) + " ms, " +
-               num(at_max.tokens_per_s, 0) + " tok/s, " + num(at_max.memory_gb, 1) + " GB; batch " +
-               std::to_string(at_max.batch + 1) + " is stopped by " + limit;
+    r.reason = "the largest batch that fits" +
+               std::string(a.slo_ttft_ms || a.slo_tpot_ms ? " and meets the SLOs" : "") +
+               ": TTFT " + num(at_max.ttft_ms, 1) + " ms, TPOT " + num(at_max.tpot_ms, 2) +
+               " ms, " + num(at_max.tokens_per_s, 0) + " tok/s, " + num(at_max.memory_gb, 1) +
+               " GB; batch " + std::to_string(at_max.batch + 1) + " is stopped by " + limit;
     if (chosen.best.batch != at_max.batch)
-      r.reason += "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
+      r.reason +=
+          "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
     const Config* ru = ranked.size() > 1 ? ranked[1] : nullptr;
-    r.runner_up = ru ? std::to_string(ru->max_batch) + " (with weights " + ru->best.weights + ", KV " + ru->best.kv +
-                           ", tp " + std::to_string(ru->best.tp) + ")"
+    r.runner_up = ru ? std::to_string(ru->max_batch) + " (with weights " + ru->best.weights +
+                           ", KV " + ru->best.kv + ", tp " + std::to_string(ru->best.tp) + ")"
                      : "-";
     advice.items.push_back(r);
   }
-  auto add = [&](const char* parameter, const std::string& value, auto differs, auto show, const std::string& note) {
+  auto add = [&](const char* parameter, const std::string& value, auto differs, auto show,
+                 const std::string& note) {
     Recommendation r;
     r.parameter = parameter;
     r.value = value;
@@ -222,10 +235,15 @@ Advice advise(const AdviseRequest& a) {
     advice.items.push_back(r);
   };
   bool quantized_w = w.weights != std::string(dtype_name(m.dtype));
-  add("weights", w.weights, [&](const SweepRow& r) { return r.weights != w.weights; },
+  add(
+      "weights", w.weights, [&](const SweepRow& r) { return r.weights != w.weights; },
       [](const SweepRow& r) { return r.weights; },
-      quantized_w ? "decode reads fewer weight bytes; accuracy is not modelled: check the quantized model's quality" : "");
-  add("KV dtype", w.kv, [&](const SweepRow& r) { return r.kv != w.kv; }, [](const SweepRow& r) { return r.kv; },
+      quantized_w ? "decode reads fewer weight bytes; accuracy is not modelled: check the "
+                    "quantized model's quality"
+                  : "");
+  add(
+      "KV dtype", w.kv, [&](const SweepRow& r) { return r.kv != w.kv; },
+      [](const SweepRow& r) { return r.kv; },
       w.kv != w.act ? "a smaller cache fits a larger batch; accuracy is not modelled" : "");
   {
     Recommendation r;
@@ -243,7 +261,8 @@ Advice advise(const AdviseRequest& a) {
     }
     advice.items.push_back(r);
   }
-  add("TP degree", std::to_string(w.tp), [&](const SweepRow& r) { return r.tp != w.tp; },
+  add(
+      "TP degree", std::to_string(w.tp), [&](const SweepRow& r) { return r.tp != w.tp; },
       [](const SweepRow& r) { return std::to_string(r.tp); },
       "scored per device: more devices cut latency but rarely raise throughput per device");
   advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -38,9 +38,9 @@ struct Recommendation {
 
 struct Advice {
   std::vector<Recommendation> items;
-  SweepRow plan;                       // the recommended configuration at its max batch
-  std::optional<SweepRow> best_row;    // its row with the most tokens/s per device (usually = plan)
-  int64_t plans = 0;                   // plans costed
+  SweepRow plan;                     // the recommended configuration at its max batch
+  std::optional<SweepRow> best_row;  // its row with the most tokens/s per device (usually = plan)
+  int64_t plans = 0;                 // plans costed
   int shapes = 0;
   double seconds = 0;
 };

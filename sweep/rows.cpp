@@ -11,20 +11,29 @@ namespace lathe {
 
 double SweepRow::metric(SweepMetric m) const {
   switch (m) {
-    case SweepMetric::ttft_ms: return ttft_ms;
-    case SweepMetric::tpot_ms: return tpot_ms;
-    case SweepMetric::e2e_ms: return e2e_ms;
-    case SweepMetric::tokens_per_s: return tokens_per_s;
-    case SweepMetric::decode_tokens_per_s: return decode_tokens_per_s;
-    case SweepMetric::prefill_tokens_per_s: return prefill_tokens_per_s;
-    case SweepMetric::memory_gb: return memory_gb;
-    case SweepMetric::cost_per_mtok: return cost_per_mtok;
+    case SweepMetric::ttft_ms:
+      return ttft_ms;
+    case SweepMetric::tpot_ms:
+      return tpot_ms;
+    case SweepMetric::e2e_ms:
+      return e2e_ms;
+    case SweepMetric::tokens_per_s:
+      return tokens_per_s;
+    case SweepMetric::decode_tokens_per_s:
+      return decode_tokens_per_s;
+    case SweepMetric::prefill_tokens_per_s:
+      return prefill_tokens_per_s;
+    case SweepMetric::memory_gb:
+      return memory_gb;
+    case SweepMetric::cost_per_mtok:
+      return cost_per_mtok;
   }
   return 0;
 }
 
 RowFormat row_format_for(const std::string& path) {
-  if (path.ends_with(".jsonl") || path.ends_with(".json") || path.ends_with(".ndjson")) return RowFormat::jsonl;
+  if (path.ends_with(".jsonl") || path.ends_with(".json") || path.ends_with(".ndjson"))
+    return RowFormat::jsonl;
   return RowFormat::csv;
 }
 
@@ -41,17 +50,60 @@ struct Column {
   double SweepRow::*d = nullptr;
   bool SweepRow::*b = nullptr;
 };
-#define S(n) Column{#n, Kind::str, &SweepRow::n, nullptr, nullptr, nullptr, nullptr}
-#define I(n) Column{#n, Kind::i64, nullptr, &SweepRow::n, nullptr, nullptr, nullptr}
-#define U(n) Column{#n, Kind::u64, nullptr, nullptr, &SweepRow::n, nullptr, nullptr}
-#define D(n) Column{#n, Kind::dbl, nullptr, nullptr, nullptr, &SweepRow::n, nullptr}
-#define B(n) Column{#n, Kind::boolean, nullptr, nullptr, nullptr, nullptr, &SweepRow::n}
-const Column kColumns[] = {
-    S(sweep_id), U(point), S(model), S(hardware), I(batch), I(prompt), I(gen), S(weights), S(kv), S(kv_layout),
-    S(fusion), I(tp), S(act), B(feasible), S(violates), D(ttft_ms), D(tpot_ms), D(e2e_ms), D(prefill_ms),
-    D(decode_ms), D(tokens_per_s), D(decode_tokens_per_s), D(prefill_tokens_per_s), S(prefill_bound),
-    S(decode_bound), D(weights_gb), D(kv_gb), D(activations_gb), D(memory_gb), D(capacity_gb), B(fits),
-    I(max_batch), I(devices), D(cost_per_mtok)};
+#define S(n)                                                        \
+  Column {                                                          \
+#n, Kind::str, &SweepRow::n, nullptr, nullptr, nullptr, nullptr \
+  }
+#define I(n)                                                        \
+  Column {                                                          \
+#n, Kind::i64, nullptr, &SweepRow::n, nullptr, nullptr, nullptr \
+  }
+#define U(n)                                                        \
+  Column {                                                          \
+#n, Kind::u64, nullptr, nullptr, &SweepRow::n, nullptr, nullptr \
+  }
+#define D(n)                                                        \
+  Column {                                                          \
+#n, Kind::dbl, nullptr, nullptr, nullptr, &SweepRow::n, nullptr \
+  }
+#define B(n)                                                            \
+  Column {                                                              \
+#n, Kind::boolean, nullptr, nullptr, nullptr, nullptr, &SweepRow::n \
+  }
+const Column kColumns[] = {S(sweep_id),
+                           U(point),
+                           S(model),
+                           S(hardware),
+                           I(batch),
+                           I(prompt),
+                           I(gen),
+                           S(weights),
+                           S(kv),
+                           S(kv_layout),
+                           S(fusion),
+                           I(tp),
+                           S(act),
+                           B(feasible),
+                           S(violates),
+                           D(ttft_ms),
+                           D(tpot_ms),
+                           D(e2e_ms),
+                           D(prefill_ms),
+                           D(decode_ms),
+                           D(tokens_per_s),
+                           D(decode_tokens_per_s),
+                           D(prefill_tokens_per_s),
+                           S(prefill_bound),
+                           S(decode_bound),
+                           D(weights_gb),
+                           D(kv_gb),
+                           D(activations_gb),
+                           D(memory_gb),
+                           D(capacity_gb),
+                           B(fits),
+                           I(max_batch),
+                           I(devices),
+                           D(cost_per_mtok)};
 #undef S
 #undef I
 #undef U
@@ -127,11 +179,21 @@ std::string format_row(const SweepRow& r, RowFormat f) {
       out += "\":";
     }
     switch (c.kind) {
-      case Kind::str: json ? append_json_string(out, r.*c.s) : append_csv_string(out, r.*c.s); break;
-      case Kind::i64: out += std::to_string(r.*c.i); break;
-      case Kind::u64: out += std::to_string(r.*c.u); break;
-      case Kind::dbl: append_double(out, r.*c.d); break;
-      case Kind::boolean: out += r.*c.b ? "true" : "false"; break;
+      case Kind::str:
+        json ? append_json_string(out, r.*c.s) : append_csv_string(out, r.*c.s);
+        break;
+      case Kind::i64:
+        out += std::to_string(r.*c.i);
+        break;
+      case Kind::u64:
+        out += std::to_string(r.*c.u);
+        break;
+      case Kind::dbl:
+        append_double(out, r.*c.d);
+        break;
+      case Kind::boolean:
+        out += r.*c.b ? "true" : "false";
+        break;
     }
   }
   out += json ? "}\n" : "\n";
@@ -171,12 +233,21 @@ SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::
   SweepRow r;
   auto set = [&](const Column& c, const std::string& text) {
     switch (c.kind) {
-      case Kind::str: r.*c.s = text; break;
-      case Kind::i64: r.*c.i = parse_number<int64_t>(text, where, c.name); break;
-      case Kind::u64: r.*c.u = parse_number<uint64_t>(text, where, c.name); break;
-      case Kind::dbl: r.*c.d = parse_number<double>(text, where, c.name); break;
+      case Kind::str:
+        r.*c.s = text;
+        break;
+      case Kind::i64:
+        r.*c.i = parse_number<int64_t>(text, where, c.name);
+        break;
+      case Kind::u64:
+        r.*c.u = parse_number<uint64_t>(text, where, c.name);
+        break;
+      case Kind::dbl:
+        r.*c.d = parse_number<double>(text, where, c.name);
+        break;
       case Kind::boolean:
-        if (text != "true" && text != "false") throw Error(where + ": column " + c.name + ": expected true or false");
+        if (text != "true" && text != "false")
+          throw Error(where + ": column " + c.name + ": expected true or false");
         r.*c.b = text == "true";
         break;
     }
@@ -184,10 +255,12 @@ SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::
   if (f == RowFormat::csv) {
     std::vector<std::string> cells = split_csv_line(line);
     if (cells.size() != header.size())
-      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " + std::to_string(header.size()));
+      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " +
+                  std::to_string(header.size()));
     for (const Column& c : kColumns) {
       auto it = std::find(header.begin(), header.end(), c.name);
-      if (it == header.end()) throw Error(where + ": the header lacks column " + c.name + " (not a lathe sweep file?)");
+      if (it == header.end())
+        throw Error(where + ": the header lacks column " + c.name + " (not a lathe sweep file?)");
       set(c, cells[size_t(it - header.begin())]);
     }
     return r;
@@ -200,15 +273,26 @@ SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::
   }
   if (!j.is_object()) throw Error(where + ": expected a JSON object per line");
   for (const Column& c : kColumns) {
-    if (!j.contains(c.name)) throw Error(where + ": missing field " + c.name + " (not a lathe sweep file?)");
+    if (!j.contains(c.name))
+      throw Error(where + ": missing field " + c.name + " (not a lathe sweep file?)");
     const auto& v = j[c.name];
     try {
       switch (c.kind) {
-        case Kind::str: r.*c.s = v.get<std::string>(); break;
-        case Kind::i64: r.*c.i = v.get<int64_t>(); break;
-        case Kind::u64: r.*c.u = v.get<uint64_t>(); break;
-        case Kind::dbl: r.*c.d = v.get<double>(); break;
-        case Kind::boolean: r.*c.b = v.get<bool>(); break;
+        case Kind::str:
+          r.*c.s = v.get<std::string>();
+          break;
+        case Kind::i64:
+          r.*c.i = v.get<int64_t>();
+          break;
+        case Kind::u64:
+          r.*c.u = v.get<uint64_t>();
+          break;
+        case Kind::dbl:
+          r.*c.d = v.get<double>();
+          break;
+        case Kind::boolean:
+          r.*c.b = v.get<bool>();
+          break;
       }
     } catch (const nlohmann::json::exception&) {
       throw Error(where + ": field " + c.name + " has the wrong type");
@@ -230,7 +314,8 @@ bool dominates(const SweepRow& a, const SweepRow& b, const std::vector<Objective
   return better;
 }
 
-std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows, const std::vector<Objective>& objectives) {
+std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows,
+                                   const std::vector<Objective>& objectives) {
   LATHE_ASSERT(!objectives.empty(), "pareto_front needs an objective");
   // Sort by the objectives lexicographically (each in its better-first direction):
   // a row can only be dominated by rows before it.

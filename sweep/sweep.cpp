@@ -23,7 +23,9 @@ namespace lathe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
   for (unsigned char c : s) {
@@ -34,7 +36,20 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
 }
 
 // Axis order of the mixed-radix point index, slowest first.
-enum Axis { kModel, kTarget, kWeights, kKv, kLayout, kFusion, kTp, kAct, kBatch, kPrompt, kGen, kAxes };
+enum Axis {
+  kModel,
+  kTarget,
+  kWeights,
+  kKv,
+  kLayout,
+  kFusion,
+  kTp,
+  kAct,
+  kBatch,
+  kPrompt,
+  kGen,
+  kAxes
+};
 
 std::string weights_name(const std::optional<Format>& f, const ModelSpec& m) {
   return f ? format_name(*f) : std::string(dtype_name(m.dtype));
@@ -57,7 +72,8 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   for (const std::string& t : specs) {
     s.targets.push_back(load_target_spec(t));
     s.target_specs.push_back(t);
-    if (s.targets.back().hbm_bandwidth_gbs <= 0) throw Error(t + ": memory bandwidth must be positive");
+    if (s.targets.back().hbm_bandwidth_gbs <= 0)
+      throw Error(t + ": memory bandwidth must be positive");
   }
   bool uses_cost = false;
   for (const Objective& o : spec.objectives) uses_cost |= o.metric == SweepMetric::cost_per_mtok;
@@ -66,11 +82,13 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)
         throw Error(spec.source + ": cost_per_mtok needs a price: hardware " + t.name +
-                    " has no price_per_hour (set it in its spec, or add '+price_per_hour=2.5' to its name)");
-  s.radix = {uint64_t(s.models.size()),       uint64_t(s.targets.size()),  uint64_t(spec.weights.size()),
-             uint64_t(spec.kv.size()),        uint64_t(spec.kv_layout.size()), uint64_t(spec.fusion.size()),
-             uint64_t(spec.tp.size()),        uint64_t(spec.act.size()),   uint64_t(spec.batch.size()),
-             uint64_t(spec.prompt.size()),    uint64_t(spec.gen.size())};
+                    " has no price_per_hour (set it in its spec, or add '+price_per_hour=2.5' to "
+                    "its name)");
+  s.radix = {
+      uint64_t(s.models.size()),    uint64_t(s.targets.size()),      uint64_t(spec.weights.size()),
+      uint64_t(spec.kv.size()),     uint64_t(spec.kv_layout.size()), uint64_t(spec.fusion.size()),
+      uint64_t(spec.tp.size()),     uint64_t(spec.act.size()),       uint64_t(spec.batch.size()),
+      uint64_t(spec.prompt.size()), uint64_t(spec.gen.size())};
   s.size = 1;
   for (uint64_t r : s.radix) {
     LATHE_ASSERT(r > 0, "empty sweep axis");
@@ -125,7 +143,8 @@ PlanOptions plan_options(const SweepSpace& s, const PointAxes& p) {
   const FusionSet& f = s.spec.fusion[size_t(p.fusion)];
   if (!f.all)
     for (const std::string& pass : fusion_pass_names())
-      if (std::find(f.enabled.begin(), f.enabled.end(), pass) == f.enabled.end()) o.pass_enabled[pass] = false;
+      if (std::find(f.enabled.begin(), f.enabled.end(), pass) == f.enabled.end())
+        o.pass_enabled[pass] = false;
   return o;
 }
 
@@ -138,7 +157,8 @@ struct ShapeKey {
 struct ShapeKeyHash {
   size_t operator()(const ShapeKey& k) const {
     uint64_t h = 0;
-    for (int v : {k.model, k.weights, k.kv, k.kv_layout, k.fusion, k.tp, int(k.act)}) h = (h ^ uint64_t(v)) * 0x100000001b3ULL;
+    for (int v : {k.model, k.weights, k.kv, k.kv_layout, k.fusion, k.tp, int(k.act)})
+      h = (h ^ uint64_t(v)) * 0x100000001b3ULL;
     return size_t(h);
   }
 };
@@ -147,7 +167,7 @@ struct PlanShape {
   ShapeKey key;
   int lower_target = -1;  // the target it is lowered for (the first that supports it)
   Workload reference;
-  std::string error;      // lowering failed: why (every point of the shape is skipped)
+  std::string error;  // lowering failed: why (every point of the shape is skipped)
   std::unique_ptr<Lowered> lowered;
   std::unique_ptr<PreparedPlan> prepared;
   std::string kv_layout;  // chosen layout name
@@ -158,15 +178,20 @@ std::string point_problem(const SweepSpace& s, const PointAxes& p) {
   const Target& t = s.targets[size_t(p.target)];
   const ModelSpec& m = s.models[size_t(p.model)];
   auto unsupported = [&](const char* what, DType d) {
-    return std::string(what) + " " + std::string(dtype_name(d)) + " not supported on " + t.name.substr(0, t.name.find('+')) +
-           (t.is_gpu() ? " (sm_" + std::to_string(t.compute_capability) + ")" : std::string(" (CPU)"));
+    return std::string(what) + " " + std::string(dtype_name(d)) + " not supported on " +
+           t.name.substr(0, t.name.find('+')) +
+           (t.is_gpu() ? " (sm_" + std::to_string(t.compute_capability) + ")"
+                       : std::string(" (CPU)"));
   };
-  if (const auto& w = s.spec.weights[size_t(p.weights)]; w && !t.supports(w->dtype)) return unsupported("weights", w->dtype);
+  if (const auto& w = s.spec.weights[size_t(p.weights)]; w && !t.supports(w->dtype))
+    return unsupported("weights", w->dtype);
   DType act = resolved_act(s, p);
   if (!t.supports(act)) return unsupported("activations", act);
   if (const auto& k = s.spec.kv[size_t(p.kv)]; k && !t.supports(*k)) return unsupported("KV", *k);
   int64_t ctx = s.spec.prompt[size_t(p.prompt)] + s.spec.gen[size_t(p.gen)];
-  if (ctx > m.max_context) return "prompt + gen exceeds " + m.name + "'s max_context (" + std::to_string(m.max_context) + ")";
+  if (ctx > m.max_context)
+    return "prompt + gen exceeds " + m.name + "'s max_context (" + std::to_string(m.max_context) +
+           ")";
   return "";
 }
 
@@ -177,10 +202,14 @@ ShapeKey shape_key(const SweepSpace& s, const PointAxes& p) {
 // The points this run costs: the full space or a seeded sample, then one shard.
 struct Selection {
   bool all = true;
-  uint64_t total = 0;  // size of the full space or the sample
+  uint64_t total = 0;            // size of the full space or the sample
   std::vector<uint64_t> points;  // the sample (sorted), when !all
   int shard = 0, shards = 1;
-  uint64_t count() const { return total <= uint64_t(shard) ? 0 : (total - uint64_t(shard) + uint64_t(shards) - 1) / uint64_t(shards); }
+  uint64_t count() const {
+    return total <= uint64_t(shard)
+               ? 0
+               : (total - uint64_t(shard) + uint64_t(shards) - 1) / uint64_t(shards);
+  }
   uint64_t at(uint64_t i) const {
     uint64_t pos = i * uint64_t(shards) + uint64_t(shard);
     return all ? pos : points[pos];
@@ -209,7 +238,8 @@ Selection select_points(const SweepSpace& s, const SweepOptions& o) {
   return sel;
 }
 
-SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const PlanShape& sh, const SimResult& r) {
+SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const PlanShape& sh,
+                  const SimResult& r) {
   const ModelSpec& m = s.models[size_t(p.model)];
   const Target& t = s.targets[size_t(p.target)];
   SweepRow row;
@@ -295,10 +325,12 @@ void add_feasible(Tally& t, const SweepRow& row, const std::vector<Objective>& o
   t.front.push_back(row);
 }
 
-std::vector<std::pair<std::string, int64_t>> violation_list(const SweepSpec& spec, const std::vector<int64_t>& counts) {
+std::vector<std::pair<std::string, int64_t>> violation_list(const SweepSpec& spec,
+                                                            const std::vector<int64_t>& counts) {
   std::vector<std::pair<std::string, int64_t>> out;
   if (spec.fits) out.push_back({"fits in memory", counts[0]});
-  for (size_t i = 0; i < spec.constraints.size(); ++i) out.push_back({spec.constraints[i].text(), counts[i + 1]});
+  for (size_t i = 0; i < spec.constraints.size(); ++i)
+    out.push_back({spec.constraints[i].text(), counts[i + 1]});
   return out;
 }
 
@@ -351,7 +383,8 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
           hooks.record = false;
           sh.lowered = std::make_unique<Lowered>(
               lower(build_graph(m, build_options(m, t, opts, sh.reference, Phase::prefill)),
-                    build_graph(m, build_options(m, t, opts, sh.reference, Phase::decode)), opts, t, sh.reference, hooks));
+                    build_graph(m, build_options(m, t, opts, sh.reference, Phase::decode)), opts, t,
+                    sh.reference, hooks));
           sh.prepared = std::make_unique<PreparedPlan>(sh.lowered->prefill, sh.lowered->decode);
           sh.kv_layout = sh.lowered->decode.attrs.s("kv_layout");
         } catch (const Error& e) {
@@ -407,7 +440,8 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
             ++tally.skipped[why];
             continue;
           }
-          Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)], s.spec.gen[size_t(p.gen)]};
+          Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
+                      s.spec.gen[size_t(p.gen)]};
           SimResult r = sh->prepared->simulate(s.targets[size_t(p.target)], wl, so);
           SweepRow row = make_row(s, point, p, *sh, r);
           uint32_t mask = apply_constraints(s.spec, row);
@@ -446,7 +480,8 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     std::string chunk;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return failed || ready[size_t(written)]; });
+      cv.wait_for(lock, std::chrono::milliseconds(100),
+                  [&] { return failed || ready[size_t(written)]; });
       while (written < blocks && ready[size_t(written)]) {
         chunk += out[size_t(written)];
         std::string().swap(out[size_t(written)]);
@@ -476,7 +511,8 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     for (size_t c = 0; c < n_cons; ++c) violations[c] += t.violations[c];
     for (SweepRow& r : t.front) candidates.push_back(std::move(r));
     for (size_t i = 0; i < t.best.size(); ++i)
-      if (t.best[i] && (!sum.best[i] || better(*t.best[i], *sum.best[i], s.spec.objectives[i]))) sum.best[i] = t.best[i];
+      if (t.best[i] && (!sum.best[i] || better(*t.best[i], *sum.best[i], s.spec.objectives[i])))
+        sum.best[i] = t.best[i];
   }
   sum.violations = violation_list(s.spec, violations);
   sum.front = pareto_front(candidates, s.spec.objectives);
@@ -514,7 +550,8 @@ PointPlan point_plan(const SweepSpace& s, uint64_t point) {
   PointPlan pp;
   pp.model = s.spec.models[size_t(p.model)];
   pp.hardware = s.target_specs[size_t(p.target)];
-  pp.workload = {s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)], s.spec.gen[size_t(p.gen)]};
+  pp.workload = {s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
+                 s.spec.gen[size_t(p.gen)]};
   pp.options = plan_options(s, p);
   return pp;
 }

@@ -88,8 +88,8 @@ SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::
 std::vector<std::string> split_csv_line(const std::string& line);
 
 struct SweepOptions {
-  int threads = 0;         // 0: all hardware threads
-  int64_t samples = 0;     // 0: the full space
+  int threads = 0;      // 0: all hardware threads
+  int64_t samples = 0;  // 0: the full space
   uint64_t seed = 1;
   int shard = 0, shards = 1;
   RowFormat format = RowFormat::csv;
@@ -107,14 +107,14 @@ struct SweepSummary {
   int64_t selected = 0;   // points this run was asked to cost
   int64_t evaluated = 0;  // points that could be planned (rows written)
   int64_t feasible = 0;
-  int shapes = 0;         // plan shapes lowered
+  int shapes = 0;  // plan shapes lowered
   double lower_s = 0, cost_s = 0;
   std::map<std::string, int64_t> skipped;  // reason -> points
   // Rows violating each constraint: "fits" first (when on), then the file's order.
   std::vector<std::pair<std::string, int64_t>> violations;
-  std::vector<SweepRow> front;                     // Pareto front of the feasible rows, by the first objective
-  std::vector<std::optional<SweepRow>> best;       // per objective (nullopt: no feasible row)
-  std::vector<SweepRow> rows;                      // with SweepOptions::keep_rows
+  std::vector<SweepRow> front;  // Pareto front of the feasible rows, by the first objective
+  std::vector<std::optional<SweepRow>> best;  // per objective (nullopt: no feasible row)
+  std::vector<SweepRow> rows;                 // with SweepOptions::keep_rows
 };
 
 SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o);
@@ -134,7 +134,8 @@ SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& 
 // Pareto front of rows under objectives: no returned row is dominated by any row,
 // and every other row is dominated by a returned one. Sorted by the first objective,
 // then by point.
-std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows, const std::vector<Objective>& objectives);
+std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows,
+                                   const std::vector<Objective>& objectives);
 // True when `a` is at least as good as `b` in every objective and better in one.
 bool dominates(const SweepRow& a, const SweepRow& b, const std::vector<Objective>& objectives);
 

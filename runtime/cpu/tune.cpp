@@ -18,7 +18,9 @@ using Clock = std::chrono::steady_clock;
 struct Key {
   Phase phase;
   std::string kind, shape;
-  bool operator<(const Key& o) const { return std::tie(phase, kind, shape) < std::tie(o.phase, o.kind, o.shape); }
+  bool operator<(const Key& o) const {
+    return std::tie(phase, kind, shape) < std::tie(o.phase, o.kind, o.shape);
+  }
 };
 
 std::vector<std::vector<int32_t>> synthetic_prompts(const Plan& plan) {
@@ -26,7 +28,8 @@ std::vector<std::vector<int32_t>> synthetic_prompts(const Plan& plan) {
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t s = 0; s < plan.workload.batch; ++s) {
     std::vector<int32_t> t;
-    for (int64_t i = 0; i < plan.workload.prompt; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
+    for (int64_t i = 0; i < plan.workload.prompt; ++i)
+      t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
     prompts.push_back(t);
   }
   return prompts;
@@ -62,7 +65,8 @@ int apply_tuning(Plan& plan, const TuningFile& t) {
   return apply_tuning(plan.prefill, t, "cpu") + apply_tuning(plan.decode, t, "cpu");
 }
 
-TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, const TuneOptions& o) {
+TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
+                    const TuneOptions& o) {
   TuneResult res;
   int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   // Gen steps the sessions may run: the plan's capacity bounds them.
@@ -73,7 +77,8 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, c
   std::map<Key, std::vector<std::map<std::string, int64_t>>> keys;
   for (const Graph* g : {&base.prefill, &base.decode})
     for (NodeId id : g->topo_order())
-      if (auto k = tuning_key(*g, id, "cpu")) keys.try_emplace(Key{g->phase, k->kind, k->shape}, tuning_candidates(k->kind));
+      if (auto k = tuning_key(*g, id, "cpu"))
+        keys.try_emplace(Key{g->phase, k->kind, k->shape}, tuning_candidates(k->kind));
   size_t rounds = 0;
   for (const auto& [k, c] : keys) rounds = std::max(rounds, c.size());
 
@@ -120,7 +125,8 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, c
 
   // ---- 3. the best candidate per key ----
   res.file.backend = "cpu";
-  res.file.machine = cpu_model_name() + " (" + jit.host_cpu() + "), " + std::to_string(threads) + " threads";
+  res.file.machine =
+      cpu_model_name() + " (" + jit.host_cpu() + "), " + std::to_string(threads) + " threads";
   res.file.model = base.model;
   res.file.target = base.target.name;
   res.file.batch = base.workload.batch;
@@ -135,7 +141,8 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, c
     size_t best = 0;
     for (size_t i = 1; i < t.size(); ++i)
       if (t[i] > 0 && t[i] < t[best]) best = i;
-    if (best != 0 && t[best] > t[0] * (1.0 - o.margin)) best = 0;  // within the noise: keep the default
+    if (best != 0 && t[best] > t[0] * (1.0 - o.margin))
+      best = 0;  // within the noise: keep the default
     e.params = cands[best];
     e.best_us = t[best] * 1e6;
     for (size_t i = 0; i < t.size(); ++i) e.candidates.push_back({cands[i], t[i] * 1e6});
@@ -160,7 +167,8 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit, c
   std::vector<double> pd, pt, dd, dt;
   for (int rep = 0; rep < std::max(3, o.reps); ++rep) {
     StepTimes a = run_once(sd, prompts, steps), b = run_once(st, prompts, steps);
-    pd.push_back(a.prefill), dd.push_back(a.decode), pt.push_back(b.prefill), dt.push_back(b.decode);
+    pd.push_back(a.prefill), dd.push_back(a.decode), pt.push_back(b.prefill),
+        dt.push_back(b.decode);
   }
   res.prefill_default_s = median(pd);
   res.prefill_tuned_s = median(pt);

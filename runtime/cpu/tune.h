@@ -25,15 +25,15 @@
 namespace lathe {
 
 struct TuneOptions {
-  int threads = 0;        // 0 = all hardware threads
-  int reps = 3;           // repetitions of each measurement
-  int decode_steps = 8;   // decode steps per repetition
-  double margin = 0.03;   // a candidate must beat the default by this fraction
+  int threads = 0;       // 0 = all hardware threads
+  int reps = 3;          // repetitions of each measurement
+  int decode_steps = 8;  // decode steps per repetition
+  double margin = 0.03;  // a candidate must beat the default by this fraction
 };
 
 struct TuneResult {
-  TuningFile file;                   // entries: the keys whose best candidate beat the default
-  std::vector<TuningEntry> all;      // every key, tuned or not
+  TuningFile file;               // entries: the keys whose best candidate beat the default
+  std::vector<TuningEntry> all;  // every key, tuned or not
   // Median prefill step and decode step, default and tuned plan (0 when no key was tuned).
   double prefill_default_s = 0, prefill_tuned_s = 0;
   double decode_default_s = 0, decode_tuned_s = 0;
@@ -41,7 +41,8 @@ struct TuneResult {
   double compile_s = 0;
 };
 
-TuneResult tune_cpu(const Plan& plan, const WeightStore& weights, CpuJit& jit, const TuneOptions& o);
+TuneResult tune_cpu(const Plan& plan, const WeightStore& weights, CpuJit& jit,
+                    const TuneOptions& o);
 
 // The plan with a tuning file applied to both graphs; returns nodes changed.
 int apply_tuning(Plan& plan, const TuningFile& t);

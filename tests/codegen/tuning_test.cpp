@@ -27,7 +27,8 @@ TEST(Tuning, KeysNameTheTunableKernels) {
   for (NodeId id : l.decode.topo_order())
     if (auto k = tuning_key(l.decode, id)) kinds.insert(k->kind);
   EXPECT_EQ(kinds, (std::set<std::string>{"decode_attention"}));  // decode GEMVs have no knob
-  for (NodeId id : l.prefill.topo_order()) EXPECT_FALSE(tuning_key(l.prefill, id, "cuda").has_value());
+  for (NodeId id : l.prefill.topo_order())
+    EXPECT_FALSE(tuning_key(l.prefill, id, "cuda").has_value());
 }
 
 TEST(Tuning, FileRoundTripsAndAppliesToMatchingNodes) {
@@ -60,7 +61,8 @@ TEST(Tuning, FileRoundTripsAndAppliesToMatchingNodes) {
     for (const CpuKernel& k : emit_cpu_kernels(*g)) {
       split |= k.function.find("attention_split_kernel<") != std::string::npos;
       size_t a = k.function.find("lk::attention_kernel<");
-      qt |= a != std::string::npos && k.function.find(", 32>(ctx", a) == k.function.find(">(ctx", a) - 4;
+      qt |= a != std::string::npos &&
+            k.function.find(", 32>(ctx", a) == k.function.find(">(ctx", a) - 4;
       tiles |= k.function.find(", 64, 64>(ctx, st, d,") != std::string::npos;
     }
   EXPECT_TRUE(split);
@@ -71,8 +73,10 @@ TEST(Tuning, FileRoundTripsAndAppliesToMatchingNodes) {
 TEST(Tuning, MalformedFilesAreErrors) {
   EXPECT_THROW(tuning_from_json("{}", "a.json"), Error);
   EXPECT_THROW(tuning_from_json("not json", "a.json"), Error);
-  EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 2, "backend": "cpu", "entries": []})", "a.json"),
-               Error);
+  EXPECT_THROW(
+      tuning_from_json(
+          R"({"format": "lathe-tuning", "version": 2, "backend": "cpu", "entries": []})", "a.json"),
+      Error);
   EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cpu",
       "entries": [{"kind": "gemm", "shape": "x", "params": {"tile": 3}}]})",
                                 "a.json"),

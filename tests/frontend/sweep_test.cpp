@@ -20,18 +20,19 @@ std::string error_of(const std::string& text) {
 const char* kHead = "[sweep]\nmodels = [\"tiny\"]\nhardware = [\"cpu-host\"]\n";
 
 TEST(SweepSpec, ReadsAxesRangesAndDefaults) {
-  SweepSpec s = parse_sweep_toml(std::string(kHead) +
-                                     "batch = { from = 1, to = 100, mul = 4 }\n"
-                                     "prompt = { from = 128, to = 512, step = 128 }\n"
-                                     "gen = 7\n"
-                                     "weights = [\"auto\", \"int8\", \"int4:g32\"]\n"
-                                     "kv = [\"auto\", \"int4\"]\n"
-                                     "kv_layout = [\"auto\", \"paged:8\"]\n"
-                                     "fusion = [\"all\", \"none\", \"fuse-qkv+flash-attention\"]\n"
-                                     "objectives = [\"max tokens_per_s\", \"tpot_ms\"]\n"
-                                     "[sweep.whatif]\nhbm_bandwidth_gbs = [\"x1\", \"x2\", 100]\n"
-                                     "[sweep.constraints]\nfits = false\ntpot_ms = 50\ntokens_per_s = 10\n",
-                                 "s.toml");
+  SweepSpec s =
+      parse_sweep_toml(std::string(kHead) +
+                           "batch = { from = 1, to = 100, mul = 4 }\n"
+                           "prompt = { from = 128, to = 512, step = 128 }\n"
+                           "gen = 7\n"
+                           "weights = [\"auto\", \"int8\", \"int4:g32\"]\n"
+                           "kv = [\"auto\", \"int4\"]\n"
+                           "kv_layout = [\"auto\", \"paged:8\"]\n"
+                           "fusion = [\"all\", \"none\", \"fuse-qkv+flash-attention\"]\n"
+                           "objectives = [\"max tokens_per_s\", \"tpot_ms\"]\n"
+                           "[sweep.whatif]\nhbm_bandwidth_gbs = [\"x1\", \"x2\", 100]\n"
+                           "[sweep.constraints]\nfits = false\ntpot_ms = 50\ntokens_per_s = 10\n",
+                       "s.toml");
   EXPECT_EQ(s.name, "s");
   EXPECT_EQ(s.batch, (std::vector<int64_t>{1, 4, 16, 64}));
   EXPECT_EQ(s.prompt, (std::vector<int64_t>{128, 256, 384, 512}));
@@ -84,9 +85,11 @@ TEST(SweepSpec, BadInputIsALocatedError) {
     EXPECT_NE(e.find(c.want), std::string::npos) << c.body << " -> " << e;
   }
   EXPECT_NE(error_of("[sweep]\nhardware = [\"cpu-host\"]\n").find("'models'"), std::string::npos);
-  EXPECT_NE(error_of("[sweep]\nmodels = [\"tiny\"]\nhardware = [\"no-such-gpu\"]\n").find("s.toml:3:13: sweep.hardware"),
+  EXPECT_NE(error_of("[sweep]\nmodels = [\"tiny\"]\nhardware = [\"no-such-gpu\"]\n")
+                .find("s.toml:3:13: sweep.hardware"),
             std::string::npos);
-  EXPECT_NE(error_of("[sweep]\nmodels = [\"tinny\"]\nhardware = [\"cpu-host\"]\n").find("did you mean 'tiny'"),
+  EXPECT_NE(error_of("[sweep]\nmodels = [\"tinny\"]\nhardware = [\"cpu-host\"]\n")
+                .find("did you mean 'tiny'"),
             std::string::npos);
   EXPECT_NE(error_of("").find("expected a [sweep] table"), std::string::npos);
 }

@@ -51,7 +51,8 @@ TEST(TunedKernels, MatchTheReference) {
     for (int step = 0; step < 4; ++step) {
       std::vector<int32_t> next;
       for (size_t q = 0; q < want.size(); ++q) {
-        EXPECT_LT(normalized_error(r.logits[q], want[q]), tol) << weights << " step " << step << " sequence " << q;
+        EXPECT_LT(normalized_error(r.logits[q], want[q]), tol)
+            << weights << " step " << step << " sequence " << q;
         next.push_back(int32_t(std::max_element(want[q].begin(), want[q].end()) - want[q].begin()));
       }
       if (step == 3) break;

@@ -46,7 +46,9 @@ Plans synthetic_runs(const Target& truth) {
     r.prompt = s.w.prompt;
     r.decode_steps = s.w.gen - 1;
     for (NodeId id : l.prefill.topo_order())
-      r.prefill_kernels.push_back({id, cost_node(l.prefill, l.prefill.node(id), truth, {r.batch, r.prompt, r.prompt}).time_s});
+      r.prefill_kernels.push_back(
+          {id,
+           cost_node(l.prefill, l.prefill.node(id), truth, {r.batch, r.prompt, r.prompt}).time_s});
     for (NodeId id : l.decode.topo_order()) {
       double t = 0;
       for (int64_t i = 1; i <= r.decode_steps; ++i)
@@ -66,21 +68,25 @@ TEST(Calibrate, RecoversAKnownTargetFromSyntheticRuns) {
   truth.eff.dequant = 0.6;
   truth.launch_overhead_us = 6.0;
   Plans p = synthetic_runs(truth);
-  std::vector<MeasuredRun> train(p.runs.begin(), p.runs.begin() + 6), test(p.runs.begin() + 6, p.runs.end());
-  Target start = load_target("cpu-host");  // gemm 0.70, memory 0.75, elementwise 0.5, dequant 1, launch 2 us
+  std::vector<MeasuredRun> train(p.runs.begin(), p.runs.begin() + 6),
+      test(p.runs.begin() + 6, p.runs.end());
+  Target start =
+      load_target("cpu-host");  // gemm 0.70, memory 0.75, elementwise 0.5, dequant 1, launch 2 us
   CalibrationResult r = calibrate(start, train, test);
   // The start is far off; the fit predicts the held-out runs almost exactly.
   EXPECT_GT(r.test_before, 0.2);
   EXPECT_LT(r.test_after, 0.01);
   EXPECT_LT(r.train_after, 0.01);
   ASSERT_EQ(r.test.size(), 6u);  // 3 held-out runs x 2 phases
-  for (const PhaseError& e : r.test) EXPECT_NEAR(e.after_s, e.measured_s, 0.02 * e.measured_s) << e.run << " " << e.phase;
+  for (const PhaseError& e : r.test)
+    EXPECT_NEAR(e.after_s, e.measured_s, 0.02 * e.measured_s) << e.run << " " << e.phase;
   // The factors the kernels depend on come back.
   EXPECT_NEAR(r.fitted.eff.gemm, truth.eff.gemm, 0.05 * truth.eff.gemm);
   EXPECT_NEAR(r.fitted.eff.memory, truth.eff.memory, 0.05 * truth.eff.memory);
   EXPECT_NEAR(r.fitted.launch_overhead_us, truth.launch_overhead_us, 0.5);
   for (const FittedFactor& f : r.factors)
-    if (!f.used) EXPECT_EQ(f.before, f.after) << f.key << " has no kernel to fit it and must keep its value";
+    if (!f.used)
+      EXPECT_EQ(f.before, f.after) << f.key << " has no kernel to fit it and must keep its value";
 }
 
 TEST(Calibrate, PhasePredictionSumsTheKernels) {
@@ -95,7 +101,9 @@ TEST(Calibrate, PhasePredictionSumsTheKernels) {
   }
 }
 
-TEST(Calibrate, NoTrainingRunsIsAnError) { EXPECT_THROW(calibrate(load_target("cpu-host"), {}, {}), Error); }
+TEST(Calibrate, NoTrainingRunsIsAnError) {
+  EXPECT_THROW(calibrate(load_target("cpu-host"), {}, {}), Error);
+}
 
 }  // namespace
 }  // namespace lathe

@@ -22,10 +22,12 @@ TEST(LivePeak, EqualsPeakLiveBytesAtAnyBindings) {
       Lowered l = lower_plan(b, o);
       for (const Graph* g : {&l.prefill, &l.decode}) {
         LivePeak peak(*g);
-        for (Bindings bind : {Bindings{1, 1, 1}, Bindings{3, 17, 40}, Bindings{64, 1, 4000}, Bindings{7, 512, 512}}) {
+        for (Bindings bind : {Bindings{1, 1, 1}, Bindings{3, 17, 40}, Bindings{64, 1, 4000},
+                              Bindings{7, 512, 512}}) {
           double want = peak_live_bytes(*g, bind);
-          EXPECT_NEAR(peak.at(bind), want, 1e-9 * want) << model << " " << phase_name(g->phase) << " B" << bind.B
-                                                        << " S" << bind.S << " T" << bind.T;
+          EXPECT_NEAR(peak.at(bind), want, 1e-9 * want)
+              << model << " " << phase_name(g->phase) << " B" << bind.B << " S" << bind.S << " T"
+              << bind.T;
         }
         EXPECT_LE(peak.candidate_positions(), g->num_nodes() + 1);
       }
@@ -41,7 +43,8 @@ TEST(PreparedPlan, ReusedAcrossWorkloadsAndTargetsEqualsSimulate) {
   Lowered l = lower_plan(b, o);
   PreparedPlan prep(l.prefill, l.decode);
   for (const char* hw : {"h100-sxm", "a100-80g", "l4"})
-    for (Workload w : {Workload{4, 256, 32}, Workload{1, 17, 1}, Workload{33, 1000, 300}, Workload{2, 64, 0}}) {
+    for (Workload w :
+         {Workload{4, 256, 32}, Workload{1, 17, 1}, Workload{33, 1000, 300}, Workload{2, 64, 0}}) {
       Target t = load_target(hw);
       for (bool ideal : {false, true}) {
         SimOptions so;
@@ -53,7 +56,8 @@ TEST(PreparedPlan, ReusedAcrossWorkloadsAndTargetsEqualsSimulate) {
         EXPECT_EQ(a.mem.total, e.mem.total);
         EXPECT_EQ(a.mem.max_batch, e.mem.max_batch);
         ASSERT_EQ(a.ops.size(), e.ops.size());
-        for (size_t i = 0; i < a.ops.size(); ++i) EXPECT_EQ(a.ops[i].time_s, e.ops[i].time_s) << a.ops[i].name;
+        for (size_t i = 0; i < a.ops.size(); ++i)
+          EXPECT_EQ(a.ops[i].time_s, e.ops[i].time_s) << a.ops[i].name;
       }
     }
 }
@@ -64,7 +68,8 @@ TEST(PreparedPlan, ActivationsAreTheArenaAtThePlannedBindings) {
   auto b = build_plan_graphs("small", "cpu-host", {2, 64, 16});
   Lowered l = lower_plan(b, {});
   PreparedPlan prep(l.prefill, l.decode);
-  double arena = double(std::max(l.prefill.attrs.i("arena_bytes"), l.decode.attrs.i("arena_bytes")));
+  double arena =
+      double(std::max(l.prefill.attrs.i("arena_bytes"), l.decode.attrs.i("arena_bytes")));
   EXPECT_EQ(prep.activation_bytes({2, 64, 16}), arena);
   double other = prep.activation_bytes({2, 64, 17});  // decode planned for T = 80, now 81
   EXPECT_GT(other, 0);

@@ -72,7 +72,8 @@ TEST(Advise, ImpossibleSlosAreAClearError) {
     advise(r);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fastest plans reach TPOT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fastest plans reach TPOT"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -15,7 +15,9 @@
 namespace lathe {
 namespace {
 
-SweepSpec spec_of(const std::string& body) { return parse_sweep_toml("[sweep]\n" + body, "t.toml"); }
+SweepSpec spec_of(const std::string& body) {
+  return parse_sweep_toml("[sweep]\n" + body, "t.toml");
+}
 
 // A small but varied space: two hardware targets with a what-if, three weight formats
 // (fp8 only on the H100), two KV dtypes, two fusion sets, two TP degrees and workload
@@ -55,8 +57,8 @@ TEST(Sweep, RowsEqualSimulateOfThePoint) {
     LowerHooks h;
     h.record = false;
     Lowered l = lower(build_graph(m, build_options(m, t, pp.options, pp.workload, Phase::prefill)),
-                      build_graph(m, build_options(m, t, pp.options, pp.workload, Phase::decode)), pp.options, t,
-                      pp.workload, h);
+                      build_graph(m, build_options(m, t, pp.options, pp.workload, Phase::decode)),
+                      pp.options, t, pp.workload, h);
     SimOptions so;
     so.per_op = false;
     SimResult r = simulate(l.prefill, l.decode, t, pp.workload, so);
@@ -74,7 +76,8 @@ TEST(Sweep, RowsEqualSimulateOfThePoint) {
     EXPECT_LE(row.activations_gb, arena_gb * (1 + 1e-12)) << where;
     EXPECT_GT(row.activations_gb, 0) << where;
     if (row.fits != r.mem.fits)
-      EXPECT_LT(std::fabs(r.mem.total - r.mem.capacity) / 1e9, arena_gb - row.activations_gb) << where;
+      EXPECT_LT(std::fabs(r.mem.total - r.mem.capacity) / 1e9, arena_gb - row.activations_gb)
+          << where;
     EXPECT_EQ(row.batch, pp.workload.batch);
     EXPECT_EQ(row.kv_layout, l.decode.attrs.s("kv_layout"));
     EXPECT_EQ(row.act, l.decode.attrs.s("act_dtype"));
@@ -89,9 +92,11 @@ TEST(Sweep, SkipsPointsThatCannotBePlannedAndSaysWhy) {
   EXPECT_EQ(sum.evaluated + skipped, int64_t(s.size));
   // fp8 weights on the A100 (both what-if variants): a quarter of the A100 half.
   bool fp8 = false;
-  for (const auto& [why, n] : sum.skipped) fp8 |= why.find("weights fp8 not supported on a100-80g") != std::string::npos;
+  for (const auto& [why, n] : sum.skipped)
+    fp8 |= why.find("weights fp8 not supported on a100-80g") != std::string::npos;
   EXPECT_TRUE(fp8);
-  for (const SweepRow& r : sum.rows) EXPECT_FALSE(r.hardware.starts_with("a100-80g") && r.weights == "fp8");
+  for (const SweepRow& r : sum.rows)
+    EXPECT_FALSE(r.hardware.starts_with("a100-80g") && r.weights == "fp8");
 }
 
 // Constraints: a row is feasible exactly when it meets them; the violation counts add up.
@@ -130,7 +135,8 @@ TEST(Sweep, ParetoFrontHasNoDominatedPointAndCoversTheRest) {
   for (const SweepRow& f : sum.front) {
     on_front.insert(f.point);
     EXPECT_TRUE(f.feasible);
-    for (const SweepRow& r : feasible) EXPECT_FALSE(dominates(r, f, obj)) << r.point << " dominates " << f.point;
+    for (const SweepRow& r : feasible)
+      EXPECT_FALSE(dominates(r, f, obj)) << r.point << " dominates " << f.point;
   }
   for (const SweepRow& r : feasible) {
     if (on_front.count(r.point)) continue;
@@ -180,7 +186,8 @@ TEST(Sweep, ShardUnionIsTheFullSweep) {
       for (const SweepRow& r : part) EXPECT_EQ(r.sweep_id, s.id);
       joined.insert(joined.end(), part.begin(), part.end());
     }
-    std::sort(joined.begin(), joined.end(), [](const SweepRow& a, const SweepRow& b) { return a.point < b.point; });
+    std::sort(joined.begin(), joined.end(),
+              [](const SweepRow& a, const SweepRow& b) { return a.point < b.point; });
     ASSERT_EQ(joined.size(), full.size()) << "samples " << samples;
     EXPECT_EQ(text_of(joined, RowFormat::csv), text_of(full, RowFormat::csv));
     if (samples > 0) {
@@ -200,7 +207,8 @@ TEST(Sweep, RowsRoundTripAndMergeIsOrderIndependent) {
   o.samples = 200;
   o.seed = 3;
   std::vector<SweepRow> rows = run(s, o).rows;
-  std::vector<std::string> header = split_csv_line(row_header(RowFormat::csv).substr(0, row_header(RowFormat::csv).size() - 1));
+  std::vector<std::string> header =
+      split_csv_line(row_header(RowFormat::csv).substr(0, row_header(RowFormat::csv).size() - 1));
   for (RowFormat f : {RowFormat::csv, RowFormat::jsonl})
     for (const SweepRow& r : rows) {
       std::string line = format_row(r, f);
@@ -222,7 +230,8 @@ TEST(Sweep, InvalidSpacesAreErrors) {
                                     "objectives = [\"min cost_per_mtok\"]\n")),
                Error);
   // A TP degree that does not divide the heads: every point skipped with the reason.
-  SweepSpace s = expand_sweep(spec_of("models = [\"llama-3-8b\"]\nhardware = [\"h100-sxm\"]\ntp = [3]\n"));
+  SweepSpace s =
+      expand_sweep(spec_of("models = [\"llama-3-8b\"]\nhardware = [\"h100-sxm\"]\ntp = [3]\n"));
   SweepSummary sum = run(s);
   EXPECT_EQ(sum.evaluated, 0);
   ASSERT_EQ(sum.skipped.size(), 1u);
@@ -230,11 +239,13 @@ TEST(Sweep, InvalidSpacesAreErrors) {
 }
 
 TEST(Sweep, CostPerTokenFollowsThePrice) {
-  SweepSpace s = expand_sweep(spec_of("models = [\"tiny\"]\nhardware = [\"a100-80g\"]\ntp = [1, 2]\n"));
+  SweepSpace s =
+      expand_sweep(spec_of("models = [\"tiny\"]\nhardware = [\"a100-80g\"]\ntp = [1, 2]\n"));
   SweepSummary sum = run(s);
   double price = load_target("a100-80g").price_per_hour;
   for (const SweepRow& r : sum.rows)
-    EXPECT_NEAR(r.cost_per_mtok, double(r.tp) * price / 3600.0 / r.tokens_per_s * 1e6, 1e-9 * r.cost_per_mtok);
+    EXPECT_NEAR(r.cost_per_mtok, double(r.tp) * price / 3600.0 / r.tokens_per_s * 1e6,
+                1e-9 * r.cost_per_mtok);
 }
 
 }  // namespace
