@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "frontend/scenario.h"
 #include "frontend/specs.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 
 namespace lathe::cli {
@@ -136,6 +137,42 @@ int summarize_scenario(const ScenarioSpec& s, const std::string& src, const std:
   return 0;
 }
 
+int summarize_sweep(const SweepSpec& s, const std::string& src, const std::string& format) {
+  uint64_t points = sweep_point_count(s);
+  std::vector<std::string> objs, cons;
+  for (const Objective& o : s.objectives) objs.push_back(o.text());
+  if (s.fits) cons.push_back("fits in memory");
+  for (const Constraint& c : s.constraints) cons.push_back(c.text());
+  std::string command = "lathe sweep " + src + " -o rows.csv";
+  if (format == "json") {
+    nlohmann::json j = {{"kind", "sweep"}, {"name", s.name},       {"source", src},          {"points", points},
+                        {"objectives", objs}, {"constraints", cons}, {"models", s.models}, {"hardware", s.hardware},
+                        {"command", command}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string o;
+    for (const std::string& x : v) o += (o.empty() ? "" : ", ") + x;
+    return o;
+  };
+  uint64_t hw = s.hardware.size();
+  for (const WhatifAxis& w : s.whatif) hw *= w.values.size();
+  std::cout << "sweep (" << src << "): OK\n";
+  std::cout << "  name              " << s.name << "\n";
+  if (!s.description.empty()) std::cout << "  description       " << s.description << "\n";
+  std::cout << "  models            " << join(s.models) << "\n";
+  std::cout << "  hardware          " << join(s.hardware) << " (" << hw << " with what-if values)\n";
+  std::cout << "  axes              batch " << s.batch.size() << ", prompt " << s.prompt.size() << ", gen " << s.gen.size()
+            << ", weights " << s.weights.size() << ", kv " << s.kv.size() << ", kv_layout " << s.kv_layout.size()
+            << ", fusion " << s.fusion.size() << ", tp " << s.tp.size() << ", act " << s.act.size() << "\n";
+  std::cout << "  points            " << with_commas(int64_t(std::min<uint64_t>(points, INT64_MAX))) << "\n";
+  std::cout << "  constraints       " << (cons.empty() ? std::string("none") : join(cons)) << "\n";
+  std::cout << "  objectives        " << join(objs) << "\n";
+  std::cout << "  run it with       " << command << "\n";
+  return 0;
+}
+
 int run_check(const CheckArgs& a) {
   // A built-in name first, then a file.
   for (const BuiltinSpec& b : builtin_specs("models"))
@@ -144,6 +181,8 @@ int run_check(const CheckArgs& a) {
     if (b.name == a.file) return summarize_target(parse_target_toml(b.text, b.path), "built-in " + b.path, a.format);
   for (const BuiltinSpec& b : builtin_specs("scenarios"))
     if (b.name == a.file) return summarize_scenario(parse_scenario_toml(b.text, b.path), b.name, a.format);
+  for (const BuiltinSpec& b : builtin_specs("sweeps"))
+    if (b.name == a.file) return summarize_sweep(parse_sweep_toml(b.text, b.path), b.name, a.format);
   std::error_code ec;
   if (!std::filesystem::exists(a.file, ec))
     throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
@@ -153,18 +192,19 @@ int run_check(const CheckArgs& a) {
     case SpecKind::hardware: return summarize_target(parse_target_toml(text, a.file), a.file, a.format);
     case SpecKind::plan: return summarize_plan(parse_plan_toml(text, a.file), a.file, a.format);
     case SpecKind::scenario: return summarize_scenario(parse_scenario_toml(text, a.file), a.file, a.format);
+    case SpecKind::sweep: return summarize_sweep(parse_sweep_toml(text, a.file), a.file, a.format);
     default:
       throw Error(a.file +
-                  ":1:1: not a model, hardware, plan or scenario spec (expected a [model], [hardware], [plan] or "
-                  "[scenario] table)");
+                  ":1:1: not a model, hardware, plan, scenario or sweep spec (expected a [model], [hardware], [plan], "
+                  "[scenario] or [sweep] table)");
   }
 }
 }  // namespace
 
 void register_check(CLI::App& app, Registry& r) {
   auto args = std::make_shared<CheckArgs>();
-  CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware, plan or scenario spec and summarize it");
-  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware/scenario name")->required();
+  CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware, plan, scenario or sweep spec and summarize it");
+  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware/scenario/sweep name")->required();
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_check(*args); }; });
 }

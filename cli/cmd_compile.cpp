@@ -24,7 +24,7 @@ struct CompileArgs {
   PlanFlags plan;
   std::vector<std::string> sets, print_after;
   bool print_after_change = false, report = false;
-  std::string dump_dir, emit;
+  std::string dump_dir, emit, tuning;
   bool nvrtc = false;
 };
 
@@ -93,6 +93,15 @@ std::string pass_report_md(const Planned& p) {
   return s;
 }
 
+std::map<std::string, std::string> plan_files(const Planned& p) {
+  std::map<std::string, std::string> files;
+  files["plan.json"] = plan_to_json(to_plan(p));
+  files["prefill.ir"] = print_graph(p.lowered.prefill);
+  files["decode.ir"] = print_graph(p.lowered.decode);
+  files["report.md"] = pass_report_md(p);
+  return files;
+}
+
 namespace {
 
 int run_compile(const CompileArgs& a) {
@@ -127,14 +136,12 @@ int run_compile(const CompileArgs& a) {
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
+  std::string tuned;
+  if (!a.tuning.empty()) tuned = apply_tuning_file(p.lowered.prefill, p.lowered.decode, a.tuning);
 
   Plan plan = to_plan(p);
-  std::map<std::string, std::string> files;
-  files["plan.json"] = plan_to_json(plan);
-  files["prefill.ir"] = print_graph(p.lowered.prefill);
-  files["decode.ir"] = print_graph(p.lowered.decode);
-  std::string report = pass_report_md(p);
-  files["report.md"] = report;
+  std::map<std::string, std::string> files = plan_files(p);
+  const std::string& report = files["report.md"];
   if (a.nvrtc && a.emit != "cuda") throw Error("--nvrtc goes with --emit cuda");
   if (!a.emit.empty() && a.emit != "none")
     add_emitted_kernels(plan, a.emit, files, a.nvrtc ? p.target.compute_capability : 0);  // validated by the emitter
@@ -149,6 +156,7 @@ int run_compile(const CompileArgs& a) {
   for (const auto& [name, text] : files) kernels += name.starts_with("kernels/") && !name.ends_with(".log");
   std::cout << "wrote " << a.out << "/: plan.json, prefill.ir, decode.ir, report.md";
   if (kernels) std::cout << ", " << kernels << " kernel sources in kernels/";
+  if (!tuned.empty()) std::cout << "\n  " << tuned;
   std::cout << "\n  " << p.sim.prefill.kernels << " prefill kernels, " << p.sim.decode.kernels
             << " per decode step; predicted TTFT " << fmt_double(p.sim.ttft_s * 1e3, 2) << " ms, TPOT "
             << fmt_double(p.sim.tpot_s * 1e3, 3) << " ms on " << p.target.name << "\n";
@@ -166,6 +174,7 @@ void register_compile(CLI::App& app, Registry& r) {
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a hardware field: key=value (repeatable)");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU kernels)");
   cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");
   cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");

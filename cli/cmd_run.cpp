@@ -25,7 +25,7 @@ namespace lathe::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir;
+  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir, tuning;
   int64_t prompt_tokens = 16, batch = 1, gen = 16;
   PlanFlags plan;
   std::vector<std::string> sets;
@@ -176,6 +176,10 @@ int run_run(const RunArgs& a) {
     plan = to_plan(p);
     model_name = p.model.name;
   }
+  if (!a.tuning.empty()) {
+    std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning);
+    if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
+  }
   int64_t vocab = plan.decode.attrs.i("vocab");
   if (prompts.empty())
     for (int64_t s = 0; s < a.batch; ++s) {
@@ -236,6 +240,9 @@ int run_run(const RunArgs& a) {
     j["generated"] = generated;
     j["batch"] = prompts.size();
     j["prompt_tokens"] = prompt_total;
+    size_t longest_prompt = 0;
+    for (const auto& p : prompts) longest_prompt = std::max(longest_prompt, p.size());
+    j["prompt_length"] = longest_prompt;  // the prefill step's S (the longest prompt)
     j["decode_steps"] = steps;
     j["ttft_ms"] = ttft * 1e3;
     j["tpot_ms"] = tpot * 1e3;
@@ -249,6 +256,17 @@ int run_run(const RunArgs& a) {
                       {"decode_ms", decode_pred * 1e3},
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
+    // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel.
+    j["plan"] = {{"model", plan.model},
+                 {"weights", plan.weights_format},
+                 {"kv", plan.kv_dtype},
+                 {"kv_layout", plan.kv_layout},
+                 {"act", plan.act_dtype},
+                 {"tp", plan.tp},
+                 {"pipeline", plan.pipeline},
+                 {"batch", plan.workload.batch},
+                 {"prompt", plan.workload.prompt},
+                 {"gen", plan.workload.gen}};
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
     if (a.per_op) {
@@ -402,6 +420,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
   cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU backend)");
   cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");

@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "frontend/scenario.h"
 #include "frontend/specs.h"
+#include "frontend/sweep.h"
 
 namespace lathe::cli {
 
@@ -70,13 +71,24 @@ int run_specs(const SpecsArgs& a) {
                               {"hardware", s.hardware.value_or("")},
                               {"description", s.description}});
   }
+  Table sw({"sweep", "points", "objectives", "description"});
+  j["sweeps"] = nlohmann::json::array();
+  for (const BuiltinSpec& b : builtin_specs("sweeps")) {
+    SweepSpec s = parse_sweep_toml(b.text, b.path);
+    uint64_t points = sweep_point_count(s);
+    std::string objs;
+    for (const Objective& o : s.objectives) objs += (objs.empty() ? "" : ", ") + o.text();
+    sw.add({s.name, with_commas(int64_t(points)), objs, s.description});
+    j["sweeps"].push_back({{"name", s.name}, {"points", points}, {"description", s.description}});
+  }
   if (a.format == "json") {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   std::cout << "Models (" << models.size() << ")\n" << models.text("  ") << "\n";
   std::cout << "Hardware (" << hw.size() << ")\n" << hw.text("  ") << "\n";
-  std::cout << "Scenarios (" << sc.size() << "; run with `lathe KIND-sim --scenario NAME`)\n" << sc.text("  ");
+  std::cout << "Scenarios (" << sc.size() << "; run with `lathe KIND-sim --scenario NAME`)\n" << sc.text("  ") << "\n";
+  std::cout << "Sweeps (" << sw.size() << "; run with `lathe sweep NAME -o rows.csv`)\n" << sw.text("  ");
   std::cout << "\nUse a name wherever a MODEL or HW argument is taken, or give a path to your own TOML file.\n";
   return 0;
 }
@@ -84,7 +96,7 @@ int run_specs(const SpecsArgs& a) {
 
 void register_specs(CLI::App& app, Registry& r) {
   auto args = std::make_shared<SpecsArgs>();
-  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models, hardware targets and scenarios");
+  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models, hardware targets, scenarios and sweeps");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_specs(*args); }; });
 }

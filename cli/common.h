@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +33,10 @@ void register_serve(CLI::App& app, Registry& r);  // serve-sim
 void register_rag(CLI::App& app, Registry& r);    // rag-sim
 void register_moe(CLI::App& app, Registry& r);    // moe-sim
 void register_edge(CLI::App& app, Registry& r);   // edge-sim
+void register_sweep(CLI::App& app, Registry& r);  // sweep, merge
+void register_advise(CLI::App& app, Registry& r);
+void register_calibrate(CLI::App& app, Registry& r);
+void register_tune(CLI::App& app, Registry& r);
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);
@@ -59,6 +64,24 @@ class Table {
 // Writes `content` to `path` through a temporary file and a rename, so a failure
 // never leaves a partial file. Throws lathe::Error.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// A file written in pieces that appears at `path` only on commit(): the pieces go to
+// a temporary sibling that commit() renames into place and the destructor removes
+// when commit() was not reached. Throws lathe::Error.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(const std::string& chunk);
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  bool committed_ = false;
+};
 
 // Writes a directory of files atomically: everything goes into a temporary sibling
 // directory that then replaces `dir`. An existing `dir` must be empty or hold a

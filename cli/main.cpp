@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   lathe::cli::register_rag(app, reg);
   lathe::cli::register_moe(app, reg);
   lathe::cli::register_edge(app, reg);
+  lathe::cli::register_sweep(app, reg);
+  lathe::cli::register_advise(app, reg);
+  lathe::cli::register_calibrate(app, reg);
+  lathe::cli::register_tune(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "frontend/builder.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 
 namespace lathe::cli {
@@ -23,27 +24,8 @@ Workload WorkloadFlags::resolve(Workload base) const {
 }
 
 Target resolve_target(const std::string& spec, const std::vector<std::string>& sets) {
-  std::string name = spec;
-  std::vector<std::string> overrides;
-  size_t plus = spec.find('+');
-  if (plus != std::string::npos) {
-    name = spec.substr(0, plus);
-    std::string rest = spec.substr(plus + 1);
-    size_t start = 0;
-    while (start <= rest.size()) {
-      size_t p = rest.find('+', start);
-      if (p == std::string::npos) p = rest.size();
-      if (p > start) overrides.push_back(rest.substr(start, p - start));
-      start = p + 1;
-    }
-  }
-  Target t = load_target(name);
+  Target t = load_target_spec(spec);
   std::string suffix;
-  for (const std::string& o : overrides) {
-    std::string err = apply_override(t, o);
-    if (!err.empty()) throw Error(spec + ": " + err);
-    suffix += "+" + o;
-  }
   for (const std::string& s : sets) {
     std::string err = apply_override(t, s);
     if (!err.empty()) throw Error("--set " + s + ": " + err);

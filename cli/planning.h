@@ -3,6 +3,7 @@
 // compile, run, sweep.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per
 
 // The plan file contents for a lowered plan.
 Plan to_plan(const Planned& p);
+
+// The report.md of a plan directory: what each pass bought, the kernel mix.
+std::string pass_report_md(const Planned& p);
+// The files of a plan directory (`lathe compile`): plan.json, prefill.ir, decode.ir,
+// report.md. `lathe run DIR` executes it.
+std::map<std::string, std::string> plan_files(const Planned& p);
+
+// Applies a tuning file (`lathe tune -o FILE`) to a plan's lowered graphs; returns a
+// note for the user (how many kernels, and a warning when it was tuned on another CPU).
+std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path);
 
 // One-line descriptions used in headers.
 std::string describe_target(const Target& t);

@@ -1,6 +1,7 @@
 #include "frontend/specs.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -180,7 +181,9 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
       key.remove_prefix(11);
     }
     if (!reader) continue;
-    double lo = f.eff_member ? 1e-3 : 0.0, hi = f.eff_member ? 1.5 : kHuge;
+    // Efficiency factors are fractions of a peak, except dequant: a relative speed that
+    // calibration can find above 1 (kernels needing fewer operations than modelled).
+    double lo = f.eff_member ? 1e-3 : 0.0, hi = f.eff_member ? (key == "dequant" ? 16.0 : 1.5) : kHuge;
     if (auto v = reader->get_double(key, lo, hi)) set_field(tg, f, *v);
   }
   if (!peak) r.fail_table("missing required table [hardware.peak_tflops]");
@@ -275,6 +278,48 @@ SpecKind detect_spec_kind(std::string_view text, std::string_view source) {
     if (k == "scenario") return SpecKind::scenario;
   }
   return SpecKind::unknown;
+}
+
+std::string target_to_toml(const Target& t, const std::string& comment) {
+  std::string out;
+  size_t start = 0;
+  while (start < comment.size()) {
+    size_t nl = comment.find('\n', start);
+    if (nl == std::string::npos) nl = comment.size();
+    out += "# " + comment.substr(start, nl - start) + "\n";
+    start = nl + 1;
+  }
+  auto quoted = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return q + "\"";
+  };
+  auto number = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    std::string s = buf;
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+  };
+  out += "[hardware]\n";
+  out += "name = " + quoted(t.name) + "\n";
+  out += "description = " + quoted(t.description) + "\n";
+  out += std::string("kind = \"") + (t.is_gpu() ? "gpu" : "cpu") + "\"\n";
+  if (t.is_gpu() || t.compute_capability > 0) {
+    char cc[32];
+    std::snprintf(cc, sizeof cc, "%d.%d", t.compute_capability / 10, t.compute_capability % 10);
+    out += std::string("compute_capability = \"") + cc + "\"\n";
+  }
+  std::string peaks, effs;
+  for (const TargetField& f : target_fields()) {
+    std::string_view key = f.key;
+    std::string line = " = " + number(get_field(t, f)) + "\n";
+    if (key.starts_with("peak_tflops.")) peaks += std::string(key.substr(12)) + line;
+    else if (key.starts_with("efficiency.")) effs += std::string(key.substr(11)) + line;
+    else out += std::string(key) + line;
+  }
+  out += "\n[hardware.peak_tflops]\n" + peaks + "\n[hardware.efficiency]\n" + effs;
+  return out;
 }
 
 std::vector<BuiltinSpec> builtin_specs(std::string_view folder) {

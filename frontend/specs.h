@@ -33,6 +33,10 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source);
 // The kind of spec a TOML text holds, judged by its top-level table.
 SpecKind detect_spec_kind(std::string_view text, std::string_view source);
 
+// A hardware spec TOML that parse_target_toml reads back to the same target (every
+// field written out), with `comment` as leading # lines.
+std::string target_to_toml(const Target& t, const std::string& comment = "");
+
 // Checks the model's internal consistency (heads vs kv_heads, MoE sizes...). Throws
 // lathe::Error prefixed with `where`.
 void validate_model(const ModelSpec& m, const std::string& where);

@@ -228,10 +228,21 @@ struct Costing {
     one.shape = {Dim::c(1), s[1], s[2], s[3], s[4], s[5]};
     return value_bytes(one, nb);
   }
+  // The KV state behind a cache view: the state input of the node that wrote the
+  // view (the graph holds one state value; found without scanning every value, which
+  // dominated sweep costing).
+  const Value& kv_state(const Value& view) const {
+    if (view.kind == ValueKind::state) return view;
+    if (view.producer != kNone)
+      for (ValueId v : g.node(view.producer).inputs)
+        if (g.value(v).kind == ValueKind::state) return g.value(v);
+    return g.value(g.values_of(ValueKind::state).front());
+  }
+
   // Bytes of the whole context of one layer (B sequences, T positions, K and V).
   double kv_context_bytes(const Value& cache_view) const {
     // cache view [B, T, 2, kvh, d] in the KV format
-    const Value& st = g.value(g.values_of(ValueKind::state).front());
+    const Value& st = kv_state(cache_view);
     Value one = st;
     const Shape& s = cache_view.shape;
     one.shape = {s[0], s[1], s[2], s[3], s[4]};
@@ -250,7 +261,7 @@ struct Costing {
     const Value& cache = in(1);
     double kv_bytes = kv_context_bytes(cache);
     c.bytes = vb(q) + kv_bytes + all_outputs();
-    const Value& st = g.value(g.values_of(ValueKind::state).front());
+    const Value& st = kv_state(cache);
     double bits = st.format.bits_per_element(double(d));
     if (decode_kernel) {
       c.cls = KernelClass::attention_decode;
@@ -361,7 +372,11 @@ double overlap_time(double compute_s, double memory_s, const Target& t, const Co
   double hi = std::max(compute_s, memory_s), lo = std::min(compute_s, memory_s);
   if (hi <= 0) return 0;
   if (p >= 1000) return hi;
-  return hi * std::pow(1.0 + std::pow(lo / hi, p), 1.0 / p);
+  double r = lo / hi;
+  // The common exponents without pow (p = 2 gives the same value; p = 4 within an ulp).
+  if (p == 2) return hi * std::sqrt(1.0 + r * r);
+  if (p == 4) return hi * std::sqrt(std::sqrt(1.0 + (r * r) * (r * r)));
+  return hi * std::pow(1.0 + std::pow(r, p), 1.0 / p);
 }
 
 NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Bindings& b, const CostOptions& o) {

@@ -165,12 +165,23 @@ struct Emitter {
     }
     int ipro = pro == "rms_norm" ? lk::PRO_RMS_NORM : lk::PRO_NONE;
     int iepi = epi == "silu_mul" ? lk::EPI_SILU_MUL : epi == "residual" ? lk::EPI_RESIDUAL : lk::EPI_NONE;
-    k.shared_floats = int64_t(std::max(lk::kTileRows, lk::kGemvRows)) * K + lk::gemv_x_floats(K, lk::kGemvRows);
+    // Tuned tile sizes (`lathe tune`; codegen/tuning.h) become template arguments.
+    int64_t rows = n.attrs.i("tune_rows", 0), cols = n.attrs.i("tune_cols", 0);
+    if (rows < 0 || rows > 4096 || cols < 0 || cols > 4096) fail("tune_rows / tune_cols out of range");
+    std::string tiles;
+    if (rows > 0 || cols > 0) {
+      if (rows == 0) rows = lk::kTileRows;
+      tiles = ", " + num(rows) + ", " + num(cols);
+      int64_t cb = cols > 0 ? cols : lk::kTileCols;
+      k.scratch_floats = cb * K + 2 * rows * cb;
+    }
+    int64_t tile_rows = rows > 0 ? rows : lk::kTileRows;
+    k.shared_floats = std::max<int64_t>(tile_rows, lk::kGemvRows) * K + lk::gemv_x_floats(K, lk::kGemvRows);
     code += "  static const lk::GemmDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
             ", " + std::to_string(iepi) + ", " + num(n.attrs.f("eps", 1e-5)) + "f, " +
             std::to_string(n.kind == OpKind::lm_head ? 1 : 0) + "};\n";
     code += "  const void* W[] = {" + ws + "};\n  const lk::u16* S[] = {" + ss + "};\n  float* O[] = {" + os + "};\n";
-    code += "  lk::gemm_kernel<" + fmt_args(w0, K) + ">(ctx, st, d, " + fin(size_t(p->x)) + ", " +
+    code += "  lk::gemm_kernel<" + fmt_args(w0, K) + tiles + ">(ctx, st, d, " + fin(size_t(p->x)) + ", " +
             (p->norm >= 0 ? fin(size_t(p->norm)) : std::string("nullptr")) + ", W, S, O, " +
             (p->residual >= 0 ? fin(size_t(p->residual)) : std::string("nullptr")) + ");\n";
   }
@@ -245,9 +256,19 @@ struct Emitter {
         break;
       case OpKind::flash_attention:
       case OpKind::decode_attention: {
-        int qt = n.kind == OpKind::flash_attention ? 16 : 1;
+        int64_t split = n.kind == OpKind::decode_attention ? a.i("tune_split", 1) : 1;
+        if (split < 1 || split > 64) fail("tune_split out of range");
+        if (split > 1) {
+          int64_t kvh = attr("kv_heads"), h = attr("heads"), d = attr("head_dim");
+          k.shared_floats = g.attrs.i("B") * kvh * split * (h / kvh) * (d + 2);
+          code += "  lk::attention_split_kernel<" + kv_args() + ", " + num(h) + ", " + num(d) + ", " + num(split) +
+                  ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fout(0) + ", " + num(a.f("scale")) + "f);\n";
+          break;
+        }
+        int64_t qt = n.kind == OpKind::flash_attention ? a.i("tune_qt", 16) : 1;
+        if (qt < 1 || qt > 256) fail("tune_qt out of range");
         code += "  lk::attention_kernel<" + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) + ", " +
-                std::to_string(qt) + ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fout(0) + ", " + num(a.f("scale")) +
+                num(qt) + ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fout(0) + ", " + num(a.f("scale")) +
                 "f);\n";
         break;
       }

@@ -35,7 +35,9 @@ struct GemmDesc {
 };
 
 // matmul / lm_head. x [rows, K]; W[i] [n[i], K]; out[i] [rows, n[i]] (lm_head: [seq, n]).
-template <int FMT, int K, int G>
+// Tuning knobs (`lathe tune`): TR rows per tile of the GEMM path, TC columns per block
+// (0: the default rule of col_block).
+template <int FMT, int K, int G, int TR = kTileRows, int TC = 0>
 void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, const float* x, const float* norm,
                  const void* const* W, const u16* const* S, float* const* out, const float* res) {
   const i64 M = d.last_rows ? st->n_seq : st->n_rows;
@@ -87,8 +89,9 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     });
     return;
   }
-  for (i64 r0 = 0; r0 < M; r0 += kTileRows) {
-    const i64 mt = min64(kTileRows, M - r0);
+  constexpr i64 CB = TC > 0 ? TC : kTileCols;  // column block of the scratch layout
+  for (i64 r0 = 0; r0 < M; r0 += TR) {
+    const i64 mt = min64(TR, M - r0);
     const float* A = x + r0 * K;
     if (!direct) {
       fill(r0, mt, c->shared);
@@ -97,16 +100,17 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     const int segs = d.epilogue == EPI_SILU_MUL ? 1 : d.nw;
     for (int seg = 0; seg < segs; ++seg) {
       const i64 N = d.n[seg];
-      const i64 cb = col_block(c, N, FMT == F32 && d.epilogue != EPI_SILU_MUL), blocks = (N + cb - 1) / cb;
+      const i64 cb = TC > 0 ? TC : col_block(c, N, FMT == F32 && d.epilogue != EPI_SILU_MUL),
+                blocks = (N + cb - 1) / cb;
       par(c, blocks, 1, [&](i64 b, i64 e, int t) {
         float* wbuf = c->scratch[t];
-        float* tile = wbuf + kTileCols * K;  // [2][kTileRows][kTileCols] for silu_mul
+        float* tile = wbuf + CB * K;  // [2][TR][CB] for silu_mul
         for (i64 blk = b; blk < e; ++blk) {
           const i64 n0 = blk * cb, nb = min64(cb, N - n0);
           float* C = out[seg] + r0 * N + n0;
           if (d.epilogue == EPI_SILU_MUL) {
             float* gt = tile;
-            float* ut = tile + kTileRows * kTileCols;
+            float* ut = tile + TR * CB;
             gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[0], S[0], n0, nb, gt, nb, 0.0f);
             gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[1], S[1], n0, nb, ut, nb, 0.0f);
             for (i64 i = 0; i < mt; ++i)
@@ -295,6 +299,76 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
           float inv = 1.0f / l[r][g];
           for (int i = 0; i < D; ++i) op[i] = acc[r][g][i] * inv;
         }
+    }
+  });
+}
+
+// Decode attention split over the context (flash-decoding; the `split` knob of
+// `lathe tune`): each (sequence, kv head) reads its cached positions in SPLIT
+// contiguous parts on different threads, each part keeps its own running max, sum and
+// output in `shared`, and a second pass combines the parts. One new row per sequence.
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D, int SPLIT>
+void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, float* o,
+                            float scale) {
+  constexpr int GQ = H / KVH;
+  constexpr int PART = GQ * (D + 2);  // per part: [GQ][D] output, then [GQ] max, [GQ] sum
+  float* parts = c->shared;           // [n_seq][KVH][SPLIT][PART]
+  par(c, (i64)st->n_seq * KVH * SPLIT, 1, [&](i64 b, i64 e, int) {
+    float qs[GQ][D], kf[D], vf[D];
+    for (i64 it = b; it < e; ++it) {
+      const int s = int(it / (KVH * SPLIT)), h = int(it / SPLIT % KVH), part = int(it % SPLIT);
+      const LatheSeq sq = st->seq[s];
+      const int T = sq.past + 1, per = (T + SPLIT - 1) / SPLIT;
+      const int t0 = part * per, t1 = t0 + per < T ? t0 + per : T;
+      float* acc = parts + it * PART;
+      float* m = acc + GQ * D;
+      float* l = m + GQ;
+      for (int g = 0; g < GQ; ++g) {
+        const float* qp = q + (i64)sq.row0 * (H * D) + (h * GQ + g) * D;
+        for (int i = 0; i < D; ++i) {
+          qs[g][i] = qp[i] * scale;
+          acc[g * D + i] = 0;
+        }
+        m[g] = -3.0e38f;
+        l[g] = 0;
+      }
+      for (int t = t0; t < t1; ++t) {
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, h), kf);
+        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, h), vf);
+        for (int g = 0; g < GQ; ++g) {
+          float sdot = 0;
+          for (int i = 0; i < D; ++i) sdot += qs[g][i] * kf[i];
+          float mn = sdot > m[g] ? sdot : m[g];
+          float alpha = __builtin_expf(m[g] - mn), p = __builtin_expf(sdot - mn);
+          l[g] = l[g] * alpha + p;
+          for (int i = 0; i < D; ++i) acc[g * D + i] = acc[g * D + i] * alpha + p * vf[i];
+          m[g] = mn;
+        }
+      }
+    }
+  });
+  par(c, (i64)st->n_seq * KVH, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const int s = int(it / KVH), h = int(it % KVH);
+      const LatheSeq sq = st->seq[s];
+      for (int g = 0; g < GQ; ++g) {
+        float mx = -3.0e38f;
+        for (int p = 0; p < SPLIT; ++p) {
+          const float* part = parts + (it * SPLIT + p) * PART;
+          if (part[GQ * D + GQ + g] > 0 && part[GQ * D + g] > mx) mx = part[GQ * D + g];
+        }
+        float sum = 0, out[D];
+        for (int i = 0; i < D; ++i) out[i] = 0;
+        for (int p = 0; p < SPLIT; ++p) {
+          const float* part = parts + (it * SPLIT + p) * PART;
+          if (part[GQ * D + GQ + g] <= 0) continue;  // an empty part
+          float w = __builtin_expf(part[GQ * D + g] - mx);
+          sum += part[GQ * D + GQ + g] * w;
+          for (int i = 0; i < D; ++i) out[i] += part[g * D + i] * w;
+        }
+        float* op = o + (i64)sq.row0 * (H * D) + (h * GQ + g) * D;
+        for (int i = 0; i < D; ++i) op[i] = out[i] / sum;
+      }
     }
   });
 }

@@ -218,6 +218,8 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
   return r;
 }
 
+std::string cpu_model_name() { return cpuinfo_field(read_text("/proc/cpuinfo"), "model name"); }
+
 std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
   char date[32];
   std::time_t now = std::time(nullptr);

@@ -27,6 +27,9 @@ struct ProbeResult {
 // `buffer_mb` sizes the streaming buffer (well above the last-level cache).
 ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb = 512, double seconds_per_test = 0.5);
 
+// The CPU's model name from /proc/cpuinfo ("" when unknown).
+std::string cpu_model_name();
+
 // A hardware spec (TOML text) for this machine from the measurements.
 std::string probe_to_toml(const ProbeResult& p, const std::string& name);
 

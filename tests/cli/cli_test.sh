@@ -320,5 +320,86 @@ expect_rc 0 "$LATHE" check serve-chat
 expect_rc 0 "$LATHE" specs --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['scenarios']) >= 6" || bad "specs json lacks scenarios"
 
+# ---- sweep / merge / advise / calibrate / tune ----
+expect_rc 0 "$LATHE" sweep batch-quant-llama3-8b-a100 -o "$tmp/sw.csv" --emit-best "$tmp/best"
+[ -f "$tmp/best/plan.json" ] || bad "sweep --emit-best wrote no plan directory"
+[ "$(($(wc -l <"$tmp/sw.csv") - 1))" -eq 120 ] || bad "sweep wrote $(wc -l <"$tmp/sw.csv") lines, want 120 rows + header"
+grep -q "Pareto front" "$tmp/out" || bad "sweep prints no Pareto front"
+grep -q "Best plan per objective" "$tmp/out" || bad "sweep prints no best plans"
+expect_rc 0 "$LATHE" sweep kv-long-context --format json --threads 1
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['evaluated'] == 160 and d['front'] and all(b['plan'] for b in d['best'])" || bad "sweep json"
+expect_rc 0 "$LATHE" check hardware-mixtral
+grep -q "points            384" "$tmp/out" || bad "check of a sweep lacks its size"
+expect_rc 0 "$LATHE" specs
+grep -q "kv-long-context" "$tmp/out" || bad "specs lacks the built-in sweeps"
+# A CPU sweep whose winner lathe run executes.
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1, 2]\nprompt = [8]\ngen = [4]\nweights = ["auto", "int8"]\nobjectives = ["min tpot_ms"]\n' >"$tmp/cpu-sweep.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" -o "$tmp/cpu.jsonl" --emit-best "$tmp/cpubest"
+[ "$(wc -l <"$tmp/cpu.jsonl")" -eq 4 ] || bad "jsonl sweep rows"
+expect_rc 0 "$LATHE" run "$tmp/cpubest" --prompt-tokens 8 --gen 3
+# Shards joined in any order are the full sweep, byte for byte.
+for i in 0 1 2; do expect_rc 0 "$LATHE" sweep hardware-mixtral --shard $i/3 -o "$tmp/shard$i.csv"; done
+expect_rc 0 "$LATHE" merge "$tmp/shard2.csv" "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/m1.csv" --sweep hardware-mixtral
+grep -q "Pareto front" "$tmp/out" || bad "merge --sweep prints no front"
+expect_rc 0 "$LATHE" merge "$tmp/shard0.csv" "$tmp/shard1.csv" "$tmp/shard2.csv" "$tmp/shard1.csv" -o "$tmp/m2.jsonl"
+expect_rc 0 "$LATHE" merge "$tmp/m2.jsonl" -o "$tmp/m2.csv"
+expect_rc 0 "$LATHE" sweep hardware-mixtral -o "$tmp/full.csv"
+cmp -s "$tmp/m1.csv" "$tmp/full.csv" || bad "merged shards differ from the full sweep"
+cmp -s "$tmp/m2.csv" "$tmp/full.csv" || bad "merge depends on the order of its inputs"
+expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/sw.csv" -o "$tmp/mix.csv"
+[ -e "$tmp/mix.csv" ] && bad "a failed merge left an output file"
+expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 3/3
+expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 1
+expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 0/2 --emit-best "$tmp/x"
+expect_rc 2 "$LATHE" sweep no-such-sweep
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = []\n' >"$tmp/empty.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/empty.toml" -o "$tmp/empty.csv"
+grep -q "empty.toml:4:9: sweep.batch: empty axis" "$tmp/err" || bad "empty axis error: $(cat "$tmp/err")"
+[ -e "$tmp/empty.csv" ] && bad "a rejected sweep left an output file"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nobjectives = ["min latency"]\n' >"$tmp/obj.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/obj.toml"
+grep -q "unknown objective metric 'latency'" "$tmp/err" || bad "unknown objective error: $(cat "$tmp/err")"
+printf '[sweep]\nmodels = ["llama-3-8b"]\nhardware = ["a100-80g"]\nbatch = [1, 512]\n[sweep.constraints]\nttft_ms = 0.5\ntpot_ms = 200\n' >"$tmp/none.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/none.toml"
+grep -q "'ttft_ms <= 0.5' eliminated the most plans" "$tmp/err" || bad "no-feasible-plan error: $(cat "$tmp/err")"
+printf '[sweep]\nmodels = ["llama-3-8b"]\nhardware = ["a100-80g"]\nweights = ["fp8"]\n' >"$tmp/fp8.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/fp8.toml" -o "$tmp/fp8.csv"
+grep -q "weights fp8 not supported on a100-80g" "$tmp/err" || bad "contradictory axes error: $(cat "$tmp/err")"
+[ -e "$tmp/fp8.csv" ] && bad "an empty sweep left an output file"
+
+expect_rc 0 "$LATHE" advise llama-3-8b h100-sxm --slo-tpot 25 --slo-ttft 800
+for p in "max batch" weights "KV dtype" "KV layout" "TP degree"; do grep -q "$p" "$tmp/out" || bad "advise lacks $p"; done
+expect_rc 0 "$LATHE" advise small cpu-host --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible']" || bad "advise json"
+expect_rc 2 "$LATHE" advise llama-3-8b l4 --slo-tpot 0.001
+expect_rc 2 "$LATHE" advise llama-3-8b no-such-gpu
+
+: >"$tmp/runs.jsonl"
+for spec in "16 1" "8 2" "24 1" "12 1"; do
+  set -- $spec
+  "$LATHE" run tiny --prompt-tokens "$1" --batch "$2" --gen 5 --per-op --format json >"$tmp/one.json" || bad "run for calibration"
+  python3 -c "import json,sys; print(json.dumps(json.load(open('$tmp/one.json'))))" >>"$tmp/runs.jsonl"
+done
+expect_rc 0 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/cal.toml"
+grep -q "held-out runs" "$tmp/out" || bad "calibrate reports no held-out error"
+expect_rc 0 "$LATHE" check "$tmp/cal.toml"
+expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
+"$LATHE" run tiny --gen 3 --format json >"$tmp/noperop.json"
+expect_rc 2 "$LATHE" calibrate "$tmp/noperop.json" --hw cpu-host -o "$tmp/cal2.toml"
+grep -q "per-op" "$tmp/err" || bad "calibrate without per-op timings: $(cat "$tmp/err")"
+[ -e "$tmp/cal2.toml" ] && bad "a failed calibration left an output file"
+printf '{"kernels": [' >"$tmp/trunc.jsonl"
+expect_rc 2 "$LATHE" calibrate "$tmp/trunc.jsonl" --hw cpu-host -o "$tmp/cal3.toml"
+
+expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/t.json"
+grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"
+printf '{"format": "lathe-tuning", "version": 1, "backend": "cpu", "machine": "m", "entries": [{"kind": "decode_attention", "shape": "H=4 KVH=2 D=32 kv=f32 layout=LHTD", "params": {"tune_split": 2}}]}' >"$tmp/tune.json"
+expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/tuned" --tuning "$tmp/tune.json"
+grep -q "applied 2 tuned kernels" "$tmp/out" || bad "compile --tuning applied nothing: $(cat "$tmp/out")"
+grep -q "tune_split" "$tmp/tuned/decode.ir" || bad "tuned parameters are not in the plan"
+expect_rc 0 "$LATHE" run "$tmp/tuned" --gen 3
+printf '{"format": "other"}' >"$tmp/badtune.json"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/tuned2" --tuning "$tmp/badtune.json"
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

@@ -152,3 +152,23 @@ TEST(Specs, OddDerivedHeadDimIsAnErrorNotACrash) {
 }
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// target_to_toml writes every field; reading it back gives the same target.
+TEST(TargetToml, RoundTripsEveryField) {
+  for (const std::string& name : builtin_names("hardware")) {
+    Target t = load_target(name);
+    t.eff.dequant = 2.5;  // calibration may fit dequantization above 1
+    Target back = parse_target_toml(target_to_toml(t, "a comment\nover two lines"), "back.toml");
+    EXPECT_EQ(back.name, t.name);
+    EXPECT_EQ(back.kind, t.kind);
+    EXPECT_EQ(back.compute_capability, t.compute_capability);
+    for (const TargetField& f : target_fields())
+      EXPECT_DOUBLE_EQ(get_field(back, f), get_field(t, f)) << name << " " << f.key;
+  }
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,278 @@
+// lathe calibrate: fit a hardware spec's efficiency factors to measured runs
+// (`lathe run --per-op --format json`), report the per-phase prediction error on
+// held-out runs before and after, write the calibrated spec (simulator/calibrate.h).
+#include <cmath>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "ir/assert.h"
+#include "simulator/calibrate.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string runs, hw, out, name, format = "text";
+  int holdout = 3;
+};
+
+// The JSON objects of a file: one per line (JSONL) or concatenated pretty-printed
+// objects, as `lathe run --format json >> runs.jsonl` appends them.
+std::vector<std::pair<int, nlohmann::json>> read_objects(const std::string& path) {
+  std::string text = read_file(path);
+  std::vector<std::pair<int, nlohmann::json>> out;
+  size_t i = 0;
+  int line = 1;
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == '\n') ++line;
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    if (c != '{')
+      throw Error(path + ":" + std::to_string(line) + ": expected a JSON object ('{'), got '" +
+                  std::string(1, c) + "'");
+    int start_line = line, depth = 0;
+    bool in_string = false, escape = false;
+    size_t j = i;
+    for (; j < text.size(); ++j) {
+      char d = text[j];
+      if (d == '\n') ++line;
+      if (in_string) {
+        if (escape)
+          escape = false;
+        else if (d == '\\')
+          escape = true;
+        else if (d == '"')
+          in_string = false;
+        continue;
+      }
+      if (d == '"')
+        in_string = true;
+      else if (d == '{')
+        ++depth;
+      else if (d == '}' && --depth == 0)
+        break;
+    }
+    if (j >= text.size())
+      throw Error(path + ":" + std::to_string(start_line) + ": unterminated JSON object");
+    try {
+      out.emplace_back(start_line, nlohmann::json::parse(text.substr(i, j - i + 1)));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ":" + std::to_string(start_line) + ": " + e.what());
+    }
+    i = j + 1;
+  }
+  if (out.empty())
+    throw Error(
+        path +
+        ": no runs (expected the output of `lathe run --per-op --format json`, one per line)");
+  return out;
+}
+
+struct RunData {
+  std::string label;
+  std::shared_ptr<Planned> plan;
+  MeasuredRun run;
+};
+
+std::string opt_string(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+RunData load_run(const nlohmann::json& j, const std::string& where, const std::string& hw,
+                 std::map<std::string, std::shared_ptr<Planned>>& plans) {
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key))
+      throw Error(where + ": missing '" + key +
+                  "' (record runs with `lathe run MODEL --per-op --format json`)");
+    return j[key];
+  };
+  const nlohmann::json& kernels = need("kernels");
+  const nlohmann::json& pl = need("plan");
+  if (!kernels.is_array() || kernels.empty())
+    throw Error(where + ": no per-kernel timings (record runs with --per-op)");
+  RunData d;
+  try {
+    std::string key = pl.dump();
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      PlanRequest req;
+      req.model = pl.at("model").get<std::string>();
+      req.hardware = hw;
+      std::string why;
+      std::string w = opt_string(pl, "weights"), kv = opt_string(pl, "kv"),
+                  lay = opt_string(pl, "kv_layout"), act = opt_string(pl, "act");
+      if (!w.empty()) {
+        auto f = parse_weight_format(w, &why);
+        if (!f) throw Error("weights: " + why);
+        req.options.weights = f;
+      }
+      if (!kv.empty()) req.options.kv_dtype = parse_kv_dtype(kv, &why);
+      if (!lay.empty()) req.options.kv_layout = parse_kv_layout(lay, &why);
+      if (!act.empty()) req.options.act_dtype = parse_dtype(act);
+      req.options.tp = pl.value("tp", int64_t(1));
+      std::string passes;
+      for (const auto& p : pl.value("pipeline", nlohmann::json::array()))
+        passes += (passes.empty() ? "" : ",") + p.get<std::string>();
+      req.options.passes = passes.empty() ? "none" : passes;
+      req.workload = {pl.at("batch").get<int64_t>(), pl.at("prompt").get<int64_t>(),
+                      pl.at("gen").get<int64_t>()};
+      LowerHooks hooks;
+      hooks.record = false;
+      it = plans.emplace(key, std::make_shared<Planned>(make_plan(req, hooks, false))).first;
+    }
+    d.plan = it->second;
+    d.run.prefill = &d.plan->lowered.prefill;
+    d.run.decode = &d.plan->lowered.decode;
+    d.run.batch = j.at("batch").get<int64_t>();
+    d.run.prompt = j.contains("prompt_length") ? j["prompt_length"].get<int64_t>()
+                                               : pl.at("prompt").get<int64_t>();
+    d.run.decode_steps = j.at("decode_steps").get<int64_t>();
+    d.run.prefill_s = j.at("prefill_ms").get<double>() * 1e-3;
+    d.run.decode_s = j.at("decode_ms").get<double>() * 1e-3;
+    for (const auto& k : kernels) {
+      std::string phase = k.at("phase").get<std::string>(), name = k.at("name").get<std::string>();
+      const Graph& g = phase == "prefill" ? *d.run.prefill : *d.run.decode;
+      NodeId id = g.find_node(name);
+      if (id == kNone || !g.node(id).alive)
+        throw Error("kernel " + phase + "/" + name +
+                    " is not in the plan lathe builds for this run (another version?)");
+      MeasuredKernel mk{id, k.at("measured_ms").get<double>() * 1e-3};
+      (phase == "prefill" ? d.run.prefill_kernels : d.run.decode_kernels).push_back(mk);
+    }
+    std::string w = opt_string(pl, "weights");
+    d.label = d.plan->model.name + " " + (w.empty() ? std::string("(model dtype)") : w) + " b" +
+              std::to_string(d.run.batch) + " p" + std::to_string(d.run.prompt) + " g" +
+              std::to_string(d.run.decode_steps + 1);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": malformed run: " + e.what());
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  d.run.label = d.label;
+  return d;
+}
+
+std::string pct(double v) {
+  return fmt_double(100 * v, 1) + "%";
+}
+
+int run_calibrate(const CalibrateArgs& a) {
+  if (a.out.empty()) throw Error("-o FILE is required (the calibrated hardware spec)");
+  Target start = resolve_target(a.hw);
+  auto objects = read_objects(a.runs);
+  std::map<std::string, std::shared_ptr<Planned>> plans;
+  std::vector<RunData> runs;
+  for (auto& [line, j] : objects) {
+    runs.push_back(load_run(j, a.runs + ":" + std::to_string(line), a.hw, plans));
+    runs.back().run.label = "#" + std::to_string(runs.size()) + " " + runs.back().label;
+  }
+  std::vector<MeasuredRun> train, test;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    bool held = a.holdout >= 2 && runs.size() >= 2 && int(i % size_t(a.holdout)) == a.holdout - 1;
+    (held ? test : train).push_back(runs[i].run);
+  }
+  CalibrationResult res = calibrate(start, train, test);
+  Target fitted = res.fitted;
+  fitted.name = a.name.empty() ? start.name + "-calibrated" : a.name;
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
+  std::string comment = "Calibrated by `lathe calibrate` on " + std::string(date) + " from " +
+                        a.runs + " (" + std::to_string(train.size()) + " training runs, " +
+                        std::to_string(test.size()) + " held out), starting from " + start.name +
+                        ".\n";
+  comment +=
+      "Mean per-phase error: training " + pct(res.train_before) + " -> " + pct(res.train_after) +
+      (test.empty() ? "" : ", held out " + pct(res.test_before) + " -> " + pct(res.test_after)) +
+      ".\n";
+  comment += "Fitted: ";
+  for (const FittedFactor& f : res.factors)
+    if (f.used)
+      comment += f.key + " " + fmt_double(f.before, 4) + " -> " + fmt_double(f.after, 4) + "; ";
+  if (fitted.description.find("calibrated") == std::string::npos)
+    fitted.description += " (calibrated " + std::string(date) + ")";
+  write_file_atomic(a.out, target_to_toml(fitted, comment));
+
+  if (a.format == "json") {
+    nlohmann::json j;
+    j["target"] = start.name;
+    j["output"] = a.out;
+    j["train_runs"] = train.size();
+    j["test_runs"] = test.size();
+    j["error"] = {{"train_before", res.train_before},
+                  {"train_after", res.train_after},
+                  {"test_before", res.test_before},
+                  {"test_after", res.test_after}};
+    j["factors"] = nlohmann::json::array();
+    for (const FittedFactor& f : res.factors)
+      j["factors"].push_back(
+          {{"key", f.key}, {"before", f.before}, {"after", f.after}, {"fitted", f.used}});
+    j["phases"] = nlohmann::json::array();
+    for (const auto* set : {&res.train, &res.test})
+      for (const PhaseError& e : *set)
+        j["phases"].push_back({{"run", e.run},
+                               {"phase", e.phase},
+                               {"held_out", set == &res.test},
+                               {"measured_ms", e.measured_s * 1e3},
+                               {"before_ms", e.before_s * 1e3},
+                               {"after_ms", e.after_s * 1e3}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
+            << start.name << " (" << train.size() << " to fit, " << test.size()
+            << " held out: every " << a.holdout << "th run)\n\n";
+  Table f({"factor", "before", "after", ""});
+  for (const FittedFactor& x : res.factors)
+    f.add({x.key, fmt_double(x.before, 4), fmt_double(x.after, 4),
+           x.used ? "" : "(no kernel depends on it: kept)"});
+  std::cout << f.text("  ") << "\n";
+  Table t({"run", "phase", "set", "measured ms", "before ms", "error", "after ms", "error"});
+  for (const auto* set : {&res.train, &res.test})
+    for (const PhaseError& e : *set)
+      t.add({e.run, e.phase, set == &res.test ? "held out" : "fit",
+             fmt_double(e.measured_s * 1e3, 3), fmt_double(e.before_s * 1e3, 3),
+             pct((e.before_s - e.measured_s) / e.measured_s), fmt_double(e.after_s * 1e3, 3),
+             pct((e.after_s - e.measured_s) / e.measured_s)});
+  std::cout << t.text("  ") << "\n";
+  std::cout << "  mean per-phase error: fitted runs " << pct(res.train_before) << " -> "
+            << pct(res.train_after);
+  if (!test.empty())
+    std::cout << "; held-out runs " << pct(res.test_before) << " -> " << pct(res.test_after);
+  std::cout << "\n  wrote " << a.out << " (hardware " << fitted.name << "; use it with --hw "
+            << a.out << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit a hardware spec's efficiency factors to measured runs; write the calibrated spec");
+  cmd->add_option(
+         "RUNS", a->runs,
+         "runs recorded with `lathe run MODEL --per-op --format json` (one JSON object each)")
+      ->required();
+  cmd->add_option("--hw", a->hw, "the hardware spec to calibrate (name or TOML), e.g. cpu-host")
+      ->required();
+  cmd->add_option("-o,--out", a->out, "write the calibrated hardware spec TOML here")->required();
+  cmd->add_option("--name", a->name, "name of the calibrated target (default HW-calibrated)");
+  cmd->add_option("--holdout", a->holdout,
+                  "hold out every N-th run to measure the error on (default 3; 0 = none)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([&r, a] { r.action = [a] { return run_calibrate(*a); }; });
+}
+
+}  // namespace lathe::cli

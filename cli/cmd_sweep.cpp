@@ -1,0 +1,470 @@
+// lathe sweep: cost every plan of a sweep file, print the Pareto front and the best
+// plan per objective, compile the winner. lathe merge: join the rows of shards.
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "ir/assert.h"
+#include "sweep/sweep.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct SweepArgs {
+  std::string file, out, emit_best, shard, format = "text";
+  int threads = 0;
+  int64_t samples = 0, top = 15;
+  uint64_t seed = 1;
+};
+
+struct MergeArgs {
+  std::vector<std::string> files;
+  std::string out, sweep, emit_best, format = "text";
+  int64_t samples = 0, top = 15;
+  uint64_t seed = 1;
+};
+
+std::pair<int, int> parse_shard(const std::string& s) {
+  if (s.empty()) return {0, 1};
+  size_t slash = s.find('/');
+  auto bad = [&](const std::string& why) -> std::pair<int, int> {
+    throw Error("--shard " + s + ": " + why + " (write I/N: shard I of N, 0 <= I < N)");
+  };
+  if (slash == std::string::npos) return bad("expected I/N");
+  int i = 0, n = 0;
+  try {
+    size_t u1 = 0, u2 = 0;
+    i = std::stoi(s.substr(0, slash), &u1);
+    n = std::stoi(s.substr(slash + 1), &u2);
+    if (u1 != slash || u2 != s.size() - slash - 1) return bad("expected two integers");
+  } catch (const std::exception&) {
+    return bad("expected two integers");
+  }
+  if (n < 1 || n > 1000000) return bad("N must be in 1..1000000");
+  if (i < 0 || i >= n) return bad("shard index out of range");
+  return {i, n};
+}
+
+// Progress on stderr when it is a terminal: a bar, plans/s, time left.
+class SweepProgress {
+ public:
+  SweepProgress() : tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+  ~SweepProgress() {
+    if (tty_ && shown_) std::fprintf(stderr, "\r%80s\r", "");
+  }
+  void update(int64_t done, int64_t total) {
+    if (!tty_ || total <= 0) return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double rate = s > 0 ? double(done) / s : 0;
+    int width = 30, fill = int(double(width) * double(done) / double(total));
+    std::string bar(size_t(fill), '#');
+    bar += std::string(size_t(width - fill), '.');
+    double left = rate > 0 ? double(total - done) / rate : 0;
+    std::fprintf(stderr, "\r[%s] %lld/%lld plans  %.0f plans/s  %.0f s left ", bar.c_str(),
+                 (long long)done, (long long)total, rate, left);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+std::string g3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf,
+                v != 0 && std::fabs(v) < 0.01 ? "%.3g" : (std::fabs(v) < 100 ? "%.3f" : "%.1f"), v);
+  return buf;
+}
+
+std::string row_options(const SweepRow& r) {
+  return r.model + " on " + r.hardware + ", batch " + std::to_string(r.batch) + ", prompt " +
+         std::to_string(r.prompt) + ", gen " + std::to_string(r.gen) + ", weights " + r.weights +
+         ", KV " + r.kv + " " + r.kv_layout + ", fusion " + r.fusion + ", tp " +
+         std::to_string(r.tp);
+}
+
+Table rows_table(const std::vector<SweepRow>& rows, int64_t top) {
+  Table t({"point", "model", "hardware", "batch", "prompt", "gen", "weights", "kv", "layout",
+           "fusion", "tp", "TTFT ms", "TPOT ms", "tok/s", "memory GB", "$/Mtok"});
+  for (size_t i = 0; i < rows.size() && int64_t(i) < top; ++i) {
+    const SweepRow& r = rows[i];
+    t.add({std::to_string(r.point), r.model, r.hardware, std::to_string(r.batch),
+           std::to_string(r.prompt), std::to_string(r.gen), r.weights, r.kv, r.kv_layout, r.fusion,
+           std::to_string(r.tp), g3(r.ttft_ms), g3(r.tpot_ms), g3(r.tokens_per_s), g3(r.memory_gb),
+           r.cost_per_mtok > 0 ? g3(r.cost_per_mtok) : "-"});
+  }
+  return t;
+}
+
+nlohmann::json row_json(const SweepRow& r) {
+  return nlohmann::json::parse(format_row(r, RowFormat::jsonl));
+}
+
+// The message when no plan is feasible: which constraint eliminated the most.
+std::string infeasible_message(const SweepSummary& s) {
+  std::string msg = "no plan meets the constraints";
+  auto worst = std::max_element(s.violations.begin(), s.violations.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (worst != s.violations.end())
+    msg += ": '" + worst->first + "' eliminated the most plans (" + with_commas(worst->second) +
+           " of " + with_commas(s.evaluated) + ")";
+  std::string all;
+  for (const auto& [name, n] : s.violations)
+    all += (all.empty() ? "" : ", ") + name + ": " + with_commas(n);
+  if (!all.empty()) msg += "; violations by constraint: " + all;
+  return msg;
+}
+
+std::string skipped_text(const SweepSummary& s) {
+  std::vector<std::pair<int64_t, std::string>> v;
+  for (const auto& [why, n] : s.skipped) v.push_back({n, why});
+  std::sort(v.rbegin(), v.rend());
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 5; ++i)
+    out += "    " + with_commas(v[i].first) + ": " + v[i].second + "\n";
+  if (v.size() > 5) out += "    (" + std::to_string(v.size() - 5) + " more reasons)\n";
+  return out;
+}
+
+// Compiles the winner of the first objective into a plan directory.
+std::string emit_best(const SweepSpace& space, const SweepSummary& sum, const std::string& dir) {
+  if (sum.best.empty() || !sum.best[0]) throw Error("--emit-best: no feasible plan to compile");
+  const SweepRow& best = *sum.best[0];
+  PointPlan pp = point_plan(space, best.point);
+  PlanRequest req;
+  req.model = pp.model;
+  req.hardware = pp.hardware;
+  req.workload = pp.workload;
+  req.options = pp.options;
+  Planned p = make_plan(req, {}, true);
+  write_dir_atomic(dir, plan_files(p));
+  std::string shown = dir;
+  while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
+  return "emitted the best plan for '" + space.spec.objectives[0].text() + "' (point " +
+         std::to_string(best.point) + ": " + row_options(best) + ") to " + shown +
+         "/; run it with `lathe run " + shown + (p.target.is_gpu() ? " --backend cuda`" : "`");
+}
+
+void print_summary(const SweepSpec& spec, const SweepSummary& sum, int64_t top) {
+  if (!sum.front.empty()) {
+    std::string objs;
+    for (const Objective& o : spec.objectives) objs += (objs.empty() ? "" : ", ") + o.text();
+    std::cout << "\nPareto front (" << objs << "): " << sum.front.size() << " plan"
+              << (sum.front.size() == 1 ? "" : "s")
+              << (int64_t(sum.front.size()) > top ? ", first " + std::to_string(top) + " shown"
+                                                  : "")
+              << "\n"
+              << rows_table(sum.front, top).text("  ");
+  }
+  Table best({"objective", "value", "point", "plan"});
+  for (size_t i = 0; i < spec.objectives.size(); ++i) {
+    const Objective& o = spec.objectives[i];
+    if (!sum.best[i]) {
+      best.add({o.text(), "-", "-", "no feasible plan"});
+      continue;
+    }
+    best.add({o.text(), g3(sum.best[i]->metric(o.metric)), std::to_string(sum.best[i]->point),
+              row_options(*sum.best[i])});
+  }
+  std::cout << "\nBest plan per objective\n" << best.text("  ");
+}
+
+nlohmann::json summary_json(const SweepSpec& spec, const SweepSummary& sum) {
+  nlohmann::json j;
+  j["sweep"] = spec.name;
+  j["selected"] = sum.selected;
+  j["evaluated"] = sum.evaluated;
+  j["feasible"] = sum.feasible;
+  j["skipped"] = nlohmann::json::object();
+  for (const auto& [why, n] : sum.skipped) j["skipped"][why] = n;
+  j["violations"] = nlohmann::json::array();
+  for (const auto& [name, n] : sum.violations)
+    j["violations"].push_back({{"constraint", name}, {"plans", n}});
+  j["objectives"] = nlohmann::json::array();
+  for (const Objective& o : spec.objectives) j["objectives"].push_back(o.text());
+  j["front"] = nlohmann::json::array();
+  for (const SweepRow& r : sum.front) j["front"].push_back(row_json(r));
+  j["best"] = nlohmann::json::array();
+  for (size_t i = 0; i < spec.objectives.size(); ++i)
+    j["best"].push_back({{"objective", spec.objectives[i].text()},
+                         {"plan", sum.best[i] ? row_json(*sum.best[i]) : nlohmann::json(nullptr)}});
+  return j;
+}
+
+int run_sweep_cmd(const SweepArgs& a) {
+  auto [shard, shards] = parse_shard(a.shard);
+  if (!a.emit_best.empty() && shards > 1)
+    throw Error(
+        "--emit-best needs the whole sweep: merge the shards with `lathe merge --sweep FILE "
+        "--emit-best DIR`");
+  SweepSpec spec = load_sweep(a.file);
+  SweepSpace space = expand_sweep(spec, a.samples, a.seed);
+  if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
+    throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
+                " points is more than one run should cost; sample it (--samples N) or split it "
+                "(--shard I/N)");
+  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<AtomicFile> out;
+  if (!a.out.empty()) out = std::make_unique<AtomicFile>(a.out);
+  SweepOptions o;
+  o.threads = threads;
+  o.samples = a.samples;
+  o.seed = a.seed;
+  o.shard = shard;
+  o.shards = shards;
+  o.format = row_format_for(a.out);
+  if (out) o.sink = [&](const std::string& chunk) { out->write(chunk); };
+  SweepProgress progress;
+  o.progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
+  auto t0 = std::chrono::steady_clock::now();
+  SweepSummary sum = run_sweep(space, o);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (sum.evaluated == 0 && shards == 1)
+    throw Error(spec.source + ": no point of the sweep can be planned (contradictory axes?):\n" +
+                skipped_text(sum));
+  if (out) out->commit();
+  bool json = a.format == "json";
+  if (!json) {
+    std::cout << "lathe sweep: " << spec.name << " (" << spec.source << "), sweep id " << space.id
+              << "\n";
+    std::cout << "  space      " << with_commas(int64_t(space.size)) << " points";
+    if (a.samples > 0)
+      std::cout << "; " << with_commas(a.samples) << " sampled (seed " << a.seed << ")";
+    if (shards > 1) std::cout << "; shard " << shard << "/" << shards;
+    std::cout << "\n  lowered    " << sum.shapes << " plan shape" << (sum.shapes == 1 ? "" : "s")
+              << " in " << fmt_double(sum.lower_s, 2) << " s\n";
+    std::cout << "  costed     " << with_commas(sum.evaluated) << " plans in "
+              << fmt_double(sum.cost_s, 3) << " s on " << threads << " thread"
+              << (threads == 1 ? "" : "s") << " ("
+              << with_commas(int64_t(sum.cost_s > 0 ? double(sum.evaluated) / sum.cost_s : 0))
+              << " plans/s; " << fmt_double(wall, 2) << " s in all)\n";
+    std::cout << "  feasible   " << with_commas(sum.feasible) << " of "
+              << with_commas(sum.evaluated) << "\n";
+    for (const auto& [name, n] : sum.violations)
+      if (n > 0) std::cout << "  violates   " << name << ": " << with_commas(n) << " plans\n";
+    if (!sum.skipped.empty()) {
+      int64_t n = 0;
+      for (const auto& kv : sum.skipped) n += kv.second;
+      std::cout << "  skipped    " << with_commas(n) << " points that cannot be planned:\n"
+                << skipped_text(sum);
+    }
+    if (out)
+      std::cout << "  wrote      " << a.out << " (" << with_commas(sum.evaluated) << " rows)\n";
+  }
+  if (shards > 1) {
+    if (json) {
+      nlohmann::json j = summary_json(spec, sum);
+      j["shard"] = std::to_string(shard) + "/" + std::to_string(shards);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << "  (a shard: `lathe merge` the shards' files to rank the whole sweep)\n";
+    }
+    return 0;
+  }
+  if (sum.feasible == 0) throw Error(infeasible_message(sum));
+  std::string emitted;
+  if (!a.emit_best.empty()) emitted = emit_best(space, sum, a.emit_best);
+  if (json) {
+    nlohmann::json j = summary_json(spec, sum);
+    j["id"] = space.id;
+    j["shapes"] = sum.shapes;
+    j["lower_s"] = sum.lower_s;
+    j["cost_s"] = sum.cost_s;
+    j["threads"] = threads;
+    if (!a.out.empty()) j["output"] = a.out;
+    if (!a.emit_best.empty()) j["emitted"] = a.emit_best;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  print_summary(spec, sum, a.top);
+  if (!emitted.empty()) std::cout << "\n" << emitted << "\n";
+  return 0;
+}
+
+// ---- merge ----
+
+int run_merge(const MergeArgs& a) {
+  if (a.files.empty()) throw Error("merge: no input files");
+  if (a.out.empty()) throw Error("merge: -o FILE is required");
+  if (!a.emit_best.empty() && a.sweep.empty())
+    throw Error("--emit-best needs --sweep FILE (the sweep the rows came from)");
+  std::map<uint64_t, SweepRow> rows;
+  std::map<uint64_t, std::string> origin;
+  std::string id;
+  int64_t duplicates = 0;
+  for (const std::string& path : a.files) {
+    std::string text = read_file(path);
+    size_t pos = 0;
+    int line_no = 0;
+    std::vector<std::string> header;
+    RowFormat f = RowFormat::csv;
+    size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '{') f = RowFormat::jsonl;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      std::string line = text.substr(pos, nl - pos);
+      pos = nl + 1;
+      ++line_no;
+      if (line.empty() || line == "\r") continue;
+      std::string where = path + ":" + std::to_string(line_no);
+      if (f == RowFormat::csv && header.empty()) {
+        header = split_csv_line(line);
+        if (line + "\n" != row_header(RowFormat::csv))
+          throw Error(where +
+                      ": not the header of a lathe sweep CSV (written by another version?)");
+        continue;
+      }
+      SweepRow r = parse_row(line, f, header, where);
+      if (id.empty()) id = r.sweep_id;
+      if (r.sweep_id != id)
+        throw Error(where + ": row of sweep " + r.sweep_id +
+                    ", but the first rows came from sweep " + id +
+                    " (files of different sweeps, or of different --samples/--seed)");
+      auto it = rows.find(r.point);
+      if (it != rows.end()) {
+        if (format_row(it->second, RowFormat::csv) != format_row(r, RowFormat::csv))
+          throw Error(where + ": point " + std::to_string(r.point) + " differs from its row in " +
+                      origin[r.point]);
+        ++duplicates;
+        continue;
+      }
+      origin[r.point] = where;
+      rows.emplace(r.point, std::move(r));
+    }
+    if (f == RowFormat::csv && header.empty()) throw Error(path + ": empty file (no CSV header)");
+  }
+  std::vector<SweepRow> all;
+  all.reserve(rows.size());
+  for (auto& [p, r] : rows) all.push_back(std::move(r));
+
+  std::optional<SweepSpec> spec;
+  std::optional<SweepSpace> space;
+  std::string coverage;
+  if (!a.sweep.empty()) {
+    spec = load_sweep(a.sweep);
+    space = expand_sweep(*spec, a.samples, a.seed);
+    if (!id.empty() && space->id != id)
+      throw Error("the rows come from sweep " + id + ", but " + a.sweep + " (with --samples " +
+                  std::to_string(a.samples) + " --seed " + std::to_string(a.seed) + ") is sweep " +
+                  space->id);
+    uint64_t expected =
+        a.samples > 0 && uint64_t(a.samples) < space->size ? uint64_t(a.samples) : space->size;
+    if (all.size() < expected)
+      coverage = "rows for " + with_commas(int64_t(all.size())) + " of the sweep's " +
+                 with_commas(int64_t(expected)) +
+                 " points (points that cannot be planned have no row; many more missing means a "
+                 "missing shard)";
+  }
+  RowFormat f = row_format_for(a.out);
+  AtomicFile out(a.out);
+  out.write(row_header(f));
+  std::string chunk;
+  for (const SweepRow& r : all) {
+    chunk += format_row(r, f);
+    if (chunk.size() > (1 << 20)) {
+      out.write(chunk);
+      chunk.clear();
+    }
+  }
+  out.write(chunk);
+  out.commit();
+  bool json = a.format == "json";
+  if (!json) {
+    std::cout << "lathe merge: " << with_commas(int64_t(all.size())) << " rows from "
+              << a.files.size() << " file" << (a.files.size() == 1 ? "" : "s") << " (sweep "
+              << (id.empty() ? "-" : id) << ")";
+    if (duplicates) std::cout << ", " << with_commas(duplicates) << " duplicate rows dropped";
+    std::cout << "; wrote " << a.out << "\n";
+    if (!coverage.empty()) std::cout << "  " << coverage << "\n";
+  }
+  if (!spec) {
+    if (json)
+      std::cout << nlohmann::json{{"rows", all.size()},
+                                  {"duplicates", duplicates},
+                                  {"output", a.out}}
+                       .dump(2)
+                << "\n";
+    return 0;
+  }
+  SweepSummary sum = summarize_rows(*spec, all);
+  if (sum.feasible == 0) throw Error(infeasible_message(sum));
+  std::string emitted;
+  if (!a.emit_best.empty()) emitted = emit_best(*space, sum, a.emit_best);
+  if (json) {
+    nlohmann::json j = summary_json(*spec, sum);
+    j["rows"] = all.size();
+    j["duplicates"] = duplicates;
+    j["output"] = a.out;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "  feasible   " << with_commas(sum.feasible) << " of " << with_commas(sum.evaluated)
+            << "\n";
+  print_summary(*spec, sum, a.top);
+  if (!emitted.empty()) std::cout << "\n" << emitted << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_sweep(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand("sweep",
+                                     "Cost every plan of a sweep file; Pareto front, best plan per "
+                                     "objective, the winner compiled");
+  cmd->add_option("SWEEP", a->file, "sweep TOML file or built-in sweep name (`lathe specs`)")
+      ->required();
+  cmd->add_option("-o,--out", a->out, "write one row per plan: .csv (default) or .jsonl");
+  cmd->add_option("--threads", a->threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--samples", a->samples,
+                  "cost N distinct points drawn at random instead of the whole space")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)");
+  cmd->add_option("--shard", a->shard,
+                  "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`");
+  cmd->add_option("--emit-best", a->emit_best,
+                  "compile the best plan of the first objective into this plan directory (`lathe "
+                  "run DIR` runs it)");
+  cmd->add_option("--top", a->top, "Pareto-front rows to print (default 15)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  cmd->add_option("--format", a->format, "text or json (the summary; rows go to -o)")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([&r, a] { r.action = [a] { return run_sweep_cmd(*a); }; });
+
+  auto m = std::make_shared<MergeArgs>();
+  CLI::App* mc = app.add_subcommand(
+      "merge", "Join the row files of sweep shards (--shard I/N) into one, in point order");
+  mc->add_option("FILES", m->files,
+                 "row files written by `lathe sweep --shard I/N -o FILE` (.csv or .jsonl)")
+      ->required();
+  mc->add_option("-o,--out", m->out, "merged row file (.csv or .jsonl)")->required();
+  mc->add_option(
+      "--sweep", m->sweep,
+      "the sweep file: check the rows belong to it, print the Pareto front and best plans");
+  mc->add_option("--samples", m->samples, "the --samples the shards ran with")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  mc->add_option("--seed", m->seed, "the --seed the shards ran with");
+  mc->add_option("--emit-best", m->emit_best,
+                 "with --sweep: compile the best plan into this plan directory");
+  mc->add_option("--top", m->top, "Pareto-front rows to print (default 15)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  mc->add_option("--format", m->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  mc->callback([&r, m] { r.action = [m] { return run_merge(*m); }; });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,171 @@
+// lathe tune: time candidate kernel parameters on the real backend and store the
+// best per (kernel kind, shape) in a tuning file that `lathe compile --tuning` and
+// `lathe run --tuning` read (codegen/tuning.h, runtime/cpu/tune.h).
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/common.h"
+#include "cli/planning.h"
+#include "ir/assert.h"
+#include "runtime/cpu/probe.h"
+#include "runtime/cpu/session.h"
+#include "runtime/cpu/tune.h"
+#include "runtime/cuda/cuda_api.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct TuneArgs {
+  std::string model, hardware = "cpu-host", backend = "cpu", out, format = "text", cache_dir;
+  int64_t batch = 1, prompt = 128, gen = 16;
+  PlanFlags plan;
+  int threads = 0, reps = 3, steps = 8;
+};
+
+std::string params_text(const std::map<std::string, int64_t>& p) {
+  if (p.empty()) return "default";
+  std::string s;
+  for (const auto& [k, v] : p) s += (s.empty() ? "" : " ") + k.substr(5) + "=" + std::to_string(v);
+  return s;
+}
+
+int run_tune(const TuneArgs& a) {
+  if (a.backend == "cuda") {
+    std::string why;
+    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
+    throw Error(
+        "--backend cuda: kernel tuning is implemented for the CPU backend only so far (no CUDA "
+        "tuner yet)");
+  }
+  if (a.backend != "cpu") throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
+  if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
+  if (!CpuJit::available())
+    throw Error("this lathe was built without Clang/LLVM: the CPU backend cannot run");
+  PlanSpec spec = a.plan.plan_spec();
+  PlanRequest req;
+  req.model = a.model;
+  req.hardware = a.hardware;
+  req.options = spec.options;
+  if (!req.options.act_dtype) req.options.act_dtype = DType::f32;
+  req.workload = {a.batch, a.prompt, std::max<int64_t>(a.gen, 2)};
+  LowerHooks hooks;
+  hooks.record = false;
+  Planned p = make_plan(req, hooks, false);
+  Plan plan = to_plan(p);
+  check_fits_in_memory(plan);
+  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  WeightStore weights =
+      WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(1), threads);
+  CpuJit jit(JitOptions{a.cache_dir, true});
+  TuneOptions o;
+  o.threads = threads;
+  o.reps = a.reps;
+  o.decode_steps = a.steps;
+  if (a.format != "json")
+    std::cerr << "lathe tune: timing candidate kernel parameters of " << p.model.name
+              << " on the CPU (" << threads << " threads)...\n";
+  TuneResult r = tune_cpu(plan, weights, jit, o);
+  write_file_atomic(a.out, tuning_to_json(r.file));
+  auto gain = [](double d, double t) { return t > 0 ? d / t : 0.0; };
+  if (a.format == "json") {
+    nlohmann::json j = nlohmann::json::parse(tuning_to_json(r.file));
+    j["all"] = nlohmann::json::array();
+    for (const TuningEntry& e : r.all)
+      j["all"].push_back({{"kind", e.kind},
+                          {"shape", e.shape},
+                          {"params", e.params},
+                          {"default_us", e.default_us},
+                          {"best_us", e.best_us}});
+    if (r.file.entries.empty())
+      j["plan"] = nullptr;  // nothing tuned: the plan is unchanged
+    else
+      j["plan"] = {{"prefill_default_ms", r.prefill_default_s * 1e3},
+                   {"prefill_tuned_ms", r.prefill_tuned_s * 1e3},
+                   {"decode_default_ms", r.decode_default_s * 1e3},
+                   {"decode_tuned_ms", r.decode_tuned_s * 1e3},
+                   {"prefill_gain", gain(r.prefill_default_s, r.prefill_tuned_s)},
+                   {"decode_gain", gain(r.decode_default_s, r.decode_tuned_s)}};
+    j["sessions"] = r.sessions;
+    j["kernels_compiled"] = r.kernels_compiled;
+    j["output"] = a.out;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "lathe tune: " << p.model.name << " (" << describe_options(p) << "), batch "
+            << a.batch << ", prompt " << a.prompt << " on " << r.file.machine << "\n";
+  std::cout << "  " << r.sessions << " sessions, " << r.kernels_compiled
+            << " kernel variants compiled (" << fmt_double(r.compile_s, 1) << " s of JIT)\n\n";
+  Table t({"kernel", "shape", "default us", "best us", "best", "gain", "candidates (us)"});
+  for (const TuningEntry& e : r.all) {
+    std::string cands;
+    for (const auto& [params, us] : e.candidates)
+      cands += (cands.empty() ? "" : ", ") + params_text(params) + " " + fmt_double(us, 0);
+    t.add({e.kind, e.shape, fmt_double(e.default_us, 1), fmt_double(e.best_us, 1),
+           params_text(e.params), fmt_double(gain(e.default_us, e.best_us), 2) + "x", cands});
+  }
+  std::cout << t.text("  ");
+  if (r.file.entries.empty())
+    std::cout << "\n  no candidate beat the defaults by more than " << fmt_double(o.margin * 100, 0)
+              << "% on this machine: the tuning file has no entries and leaves plans as they are\n";
+  else
+    std::cout << "\n  whole plan, default vs tuned (medians of alternating runs): prefill "
+              << fmt_double(r.prefill_default_s * 1e3, 2) << " -> "
+              << fmt_double(r.prefill_tuned_s * 1e3, 2) << " ms ("
+              << fmt_double(gain(r.prefill_default_s, r.prefill_tuned_s), 2) << "x), decode step "
+              << fmt_double(r.decode_default_s * 1e3, 3) << " -> "
+              << fmt_double(r.decode_tuned_s * 1e3, 3) << " ms ("
+              << fmt_double(gain(r.decode_default_s, r.decode_tuned_s), 2) << "x)\n";
+  std::cout << "  wrote " << a.out << " (" << r.file.entries.size() << " tuned kernel"
+            << (r.file.entries.size() == 1 ? "" : "s")
+            << "); use it with `lathe compile ... --tuning " << a.out
+            << "` or `lathe run ... --tuning " << a.out << "`\n";
+  return 0;
+}
+
+}  // namespace
+
+// Applies a tuning file to a lowered plan (compile, run); returns a note for the user.
+std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path) {
+  TuningFile t = tuning_from_json(read_file(path), path);
+  if (t.backend != "cpu")
+    throw Error(path + ": tuning for the " + t.backend + " backend; only cpu tuning is applied");
+  int n = apply_tuning(prefill, t, "cpu") + apply_tuning(decode, t, "cpu");
+  std::string note =
+      "applied " + std::to_string(n) + " tuned kernel" + (n == 1 ? "" : "s") + " from " + path;
+  std::string host = cpu_model_name();
+  if (!host.empty() && t.machine.rfind(host, 0) != 0)
+    note += " (tuned on " + t.machine + ", this machine is " + host + ")";
+  return note;
+}
+
+void register_tune(CLI::App& app, Registry& r) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* cmd = app.add_subcommand("tune",
+                                     "Time candidate kernel parameters on the real backend; write "
+                                     "the best per kernel to a tuning file");
+  cmd->add_option("MODEL", a->model, "built-in model name or model TOML")->required();
+  cmd->add_option("HW", a->hardware, "hardware spec the plan is made for (default cpu-host)");
+  cmd->add_option("--backend", a->backend, "cpu (this machine) or cuda (needs a GPU)");
+  cmd->add_option("-o,--out", a->out, "tuning file to write (JSON)")->required();
+  cmd->add_option("--batch", a->batch, "sequences (default 1)")
+      ->check(CLI::Range(int64_t(1), int64_t(256)));
+  cmd->add_option("--prompt-tokens", a->prompt, "prompt length of the timed prefill (default 128)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 16));
+  cmd->add_option("--gen", a->gen, "plan capacity in generated tokens (default 16)")
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 16));
+  a->plan.add_to(cmd);
+  cmd->add_option("--threads", a->threads, "worker threads (default: all)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--reps", a->reps, "repetitions per measurement (default 3)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--steps", a->steps, "decode steps per repetition (default 8)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--cache-dir", a->cache_dir,
+                  "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
+  cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([&r, a] { r.action = [a] { return run_tune(*a); }; });
+}
+
+}  // namespace lathe::cli

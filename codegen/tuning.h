@@ -1,0 +1,66 @@
+// Kernel tuning files: the best parameters `lathe tune` measured per (backend, kernel
+// kind, shape), read back by `lathe compile --tuning FILE` (and `lathe run`), which
+// sets them as node attributes of the lowered graphs; the emitters turn them into
+// template arguments. A node without them keeps the emitter's defaults.
+//
+// Tunable CPU kernels and their knobs (codegen/cpu/kernel_lib.h):
+//   gemm              prefill matmul-family kernels on the GEMM path (more than 8 rows):
+//                     tune_cols (columns per block: the dequantized weight tile and the
+//                     epilogue tile; 0 = default rule), tune_rows (rows per tile)
+//   flash_attention   tune_qt: query rows per tile sharing each K/V read
+//   decode_attention  tune_split: parts the context is split into (flash-decoding)
+//
+// The file (JSON, "format": "lathe-tuning", "version": 1):
+//   { "format": "lathe-tuning", "version": 1, "backend": "cpu",
+//     "machine": "AMD EPYC 7B13 (avx2), 2 threads", "model": "small", "target": "cpu-host",
+//     "workload": {"batch": 1, "prompt": 128, "gen": 16},
+//     "entries": [ {"kind": "gemm", "shape": "K=512 N=1536+1536 w=int8 pro=rms_norm epi=silu_mul",
+//                   "params": {"tune_cols": 64}, "default_us": 812.0, "best_us": 655.1,
+//                   "candidates": [{"params": {...}, "us": ...}, ...]} ] }
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace lathe {
+
+struct TuningEntry {
+  std::string kind;   // gemm, flash_attention, decode_attention
+  std::string shape;  // the key within the kind (dims, formats, epilogue; not the batch)
+  std::map<std::string, int64_t> params;  // node attributes to set
+  double default_us = 0, best_us = 0;     // measured per call
+  std::vector<std::pair<std::map<std::string, int64_t>, double>>
+      candidates;  // every candidate and its time
+};
+
+struct TuningFile {
+  std::string backend = "cpu";
+  std::string machine, model, target;
+  int64_t batch = 1, prompt = 1, gen = 1;
+  std::vector<TuningEntry> entries;
+};
+
+// The tuning key of a node on a backend, or nullopt when the node has no knob.
+struct TuningKey {
+  std::string kind, shape;
+};
+std::optional<TuningKey> tuning_key(const Graph& g, NodeId id, const std::string& backend = "cpu");
+
+// Candidate parameter sets for a kind, the default (empty map) first.
+std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind);
+
+std::string tuning_to_json(const TuningFile& t);
+// Throws lathe::Error (naming `source`) on malformed files.
+TuningFile tuning_from_json(const std::string& text, const std::string& source);
+
+// Sets the parameters of every matching node; returns how many nodes changed.
+int apply_tuning(Graph& g, const TuningFile& t, const std::string& backend = "cpu");
+// Sets one parameter set on every node of a key (the tuner's candidates).
+int apply_params(Graph& g, const std::string& kind, const std::string& shape,
+                 const std::map<std::string, int64_t>& params, const std::string& backend = "cpu");
+
+}  // namespace lathe

@@ -1,0 +1,328 @@
+#include "simulator/prepared.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/assert.h"
+#include "ir/buffers.h"
+
+namespace lathe {
+
+namespace {
+
+double ipow(int64_t x, int e) {
+  double r = 1;
+  for (int i = 0; i < e; ++i) r *= double(x);
+  return r;
+}
+
+void add_share(PhaseSummary& p, Bound b, double t) {
+  switch (b) {
+    case Bound::compute:
+      p.compute_share += t;
+      break;
+    case Bound::memory:
+      p.memory_share += t;
+      break;
+    case Bound::launch:
+      p.launch_share += t;
+      break;
+    case Bound::network:
+      p.network_share += t;
+      break;
+  }
+}
+
+void finish_shares(PhaseSummary& p) {
+  if (p.time_s <= 0) return;
+  p.compute_share /= p.time_s;
+  p.memory_share /= p.time_s;
+  p.launch_share /= p.time_s;
+  p.network_share /= p.time_s;
+  double best = p.memory_share;
+  p.bound = Bound::memory;
+  if (p.compute_share > best) best = p.compute_share, p.bound = Bound::compute;
+  if (p.launch_share > best) best = p.launch_share, p.bound = Bound::launch;
+  if (p.network_share > best) p.bound = Bound::network;
+}
+
+OpRow make_row(const Graph& g, NodeId id, Phase ph, const NodeCost& c, const std::string& label) {
+  OpRow r;
+  const Node& n = g.node(id);
+  r.node = id;
+  r.name = n.name;
+  r.kernel = label;
+  r.phase = ph;
+  r.cls = c.cls;
+  r.bound = c.bound;
+  r.math = c.math;
+  r.flops = c.flops;
+  r.bytes = c.bytes;
+  r.time_s = c.time_s;
+  r.step_time_s = c.time_s;
+  r.compute_s = c.compute_s;
+  r.memory_s = c.memory_s;
+  r.network_s = c.network_s;
+  r.launch_s = c.launch_s;
+  return r;
+}
+
+PreparedPhase prepare_phase(const Graph& g) {
+  PreparedPhase p;
+  p.g = &g;
+  p.groups = group_nodes(g);
+  for (NodeId rep : p.groups.representative) p.labels.push_back(kernel_label(g.node(rep)));
+  p.live = LivePeak(g);
+  p.has_arena = g.attrs.has("arena_bytes");
+  if (p.has_arena) {
+    p.arena_bindings = graph_bindings(g);
+    p.arena_bytes = double(g.attrs.i("arena_bytes"));
+  }
+  return p;
+}
+
+double phase_activations(const PreparedPhase& p, const Bindings& b) {
+  if (p.has_arena && p.arena_bindings == b) return p.arena_bytes;
+  return p.live.at(b);
+}
+
+}  // namespace
+
+// ---- LivePeak ----
+
+LivePeak::LivePeak(const Graph& g) {
+  std::vector<NodeId> order = g.topo_order();
+  std::vector<LiveRange> live = live_ranges(g, order);
+  // Delta of each monomial's coefficient at each position (as peak_live_bytes sums).
+  std::vector<std::vector<double>> delta;
+  auto monomial_index = [&](const Dim& d) {
+    for (size_t i = 0; i < monomials_.size(); ++i)
+      if (monomials_[i].b == d.b && monomials_[i].s == d.s && monomials_[i].t == d.t) return i;
+    monomials_.push_back({d.b, d.s, d.t});
+    for (auto& row : delta) row.push_back(0.0);
+    return monomials_.size() - 1;
+  };
+  delta.assign(order.size() + 1, {});
+  for (size_t v = 0; v < live.size(); ++v) {
+    if (live[v].first < 0) continue;
+    const Value& val = g.value(ValueId(v));
+    Dim d = product(val.shape);
+    size_t m = monomial_index(d);
+    double coef = double(d.coef) * dtype_bits(val.dtype) / 8.0;
+    delta[size_t(live[v].first)][m] += coef;
+    delta[size_t(live[v].last) + 1][m] -= coef;
+  }
+  // Prefix sums: the coefficients live at each position; keep the non-dominated ones.
+  std::vector<double> cur(monomials_.size(), 0.0);
+  std::vector<std::vector<double>> rows;
+  for (auto& d : delta) {
+    d.resize(monomials_.size(), 0.0);
+    for (size_t m = 0; m < cur.size(); ++m) cur[m] += d[m];
+    rows.push_back(cur);
+  }
+  auto dominated = [](const std::vector<double>& a, const std::vector<double>& b) {
+    // a <= b everywhere (with a relative tolerance for the running sums)
+    for (size_t m = 0; m < a.size(); ++m)
+      if (a[m] > b[m] + 1e-9 * std::fabs(b[m])) return false;
+    return true;
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    bool keep = true;
+    for (size_t j = 0; j < rows.size() && keep; ++j) {
+      if (i == j || !dominated(rows[i], rows[j])) continue;
+      // Equal rows: keep the first of them only.
+      keep = !(dominated(rows[j], rows[i]) ? j < i : true);
+    }
+    if (keep) rows_.push_back(rows[i]);
+  }
+  if (rows_.empty()) rows_.push_back(std::vector<double>(monomials_.size(), 0.0));
+}
+
+double LivePeak::at(const Bindings& b) const {
+  double value[16];
+  size_t n = std::min<size_t>(monomials_.size(), 16);
+  LATHE_ASSERT(monomials_.size() <= 16, "more than 16 distinct activation size monomials");
+  for (size_t m = 0; m < n; ++m)
+    value[m] = ipow(b.B, monomials_[m].b) * ipow(b.S, monomials_[m].s) * ipow(b.T, monomials_[m].t);
+  double peak = 0;
+  for (const auto& row : rows_) {
+    double s = 0;
+    for (size_t m = 0; m < n; ++m) s += row[m] * value[m];
+    peak = std::max(peak, s);
+  }
+  return peak;
+}
+
+// ---- PreparedPlan ----
+
+PreparedPlan::PreparedPlan(const Graph& prefill, const Graph& decode)
+    : prefill_(prepare_phase(prefill)), decode_(prepare_phase(decode)) {
+  // Weights have constant shapes: their bytes do not depend on the bindings.
+  for (ValueId v : decode.values_of(ValueKind::weight))
+    weight_bytes_ += value_bytes(decode.value(v), {1, 1, 1});
+  state_values_ = decode.values_of(ValueKind::state);
+}
+
+double PreparedPlan::kv_bytes(const Workload& w) const {
+  Bindings final_ctx{w.batch, 1, w.final_context()};
+  double kv = 0;
+  for (ValueId v : state_values_) kv += value_bytes(decode_.g->value(v), final_ctx);
+  return kv;
+}
+
+double PreparedPlan::activation_bytes(const Workload& w) const {
+  Bindings pb{w.batch, w.prompt, w.prompt};
+  return std::max(phase_activations(prefill_, pb),
+                  phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
+}
+
+SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o) const {
+  const Graph& prefill = *prefill_.g;
+  const Graph& decode = *decode_.g;
+  SimResult r;
+  r.workload = w;
+  if (o.per_op) r.ops.reserve(prefill_.groups.order.size() + decode_.groups.order.size());
+  CostOptions co;
+  co.ideal = o.ideal;
+
+  // ---- prefill: one pass over the prompt ----
+  Bindings pb{w.batch, w.prompt, w.prompt};
+  {
+    const NodeGroups& gr = prefill_.groups;
+    NodeCost local[64];
+    std::vector<NodeCost> heap;
+    NodeCost* costs = local;
+    if (gr.representative.size() > 64) {
+      heap.resize(gr.representative.size());
+      costs = heap.data();
+    }
+    for (size_t i = 0; i < gr.representative.size(); ++i)
+      costs[i] = cost_node(prefill, prefill.node(gr.representative[i]), t, pb, co);
+    r.prefill.steps = 1;
+    // Totals by group (count x cost), so that they do not depend on per_op.
+    for (size_t i = 0; i < gr.representative.size(); ++i) {
+      const NodeCost& c = costs[i];
+      double n = double(gr.count[i]);
+      r.prefill.time_s += n * c.time_s;
+      r.prefill.flops += n * c.flops;
+      r.prefill.bytes += n * c.bytes;
+      add_share(r.prefill, c.bound, n * c.time_s);
+    }
+    if (o.per_op)
+      for (size_t i = 0; i < gr.order.size(); ++i) {
+        const NodeCost& c = costs[size_t(gr.group_of[i])];
+        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c,
+                                 prefill_.labels[size_t(gr.group_of[i])]));
+      }
+    r.prefill.kernels = int(gr.order.size());
+    finish_shares(r.prefill);
+  }
+
+  // ---- decode: steps at contexts P+1 .. P+gen-1, summed in closed form ----
+  int64_t steps = std::max<int64_t>(0, w.gen - 1);
+  int64_t t0 = w.prompt + 1, t1 = w.prompt + std::max<int64_t>(1, steps);
+  {
+    const NodeGroups& gr = decode_.groups;
+    r.decode.steps = int(steps);
+    r.decode.kernels = int(gr.order.size());
+    struct Summed {
+      NodeCost mid;  // at the mean context (bound, per-step figures)
+      double time, flops, bytes, compute, memory, network, launch;
+    };
+    Summed local[64];
+    std::vector<Summed> heap;
+    Summed* sums = local;
+    if (gr.representative.size() > 64) {
+      heap.resize(gr.representative.size());
+      sums = heap.data();
+    }
+    Bindings lo{w.batch, 1, t0}, hi{w.batch, 1, t1}, mid{w.batch, 1, (t0 + t1 + 1) / 2};
+    for (size_t g = 0; g < gr.representative.size(); ++g) {
+      const Node& n = decode.node(gr.representative[g]);
+      NodeCost a = cost_node(decode, n, t, lo, co);
+      NodeCost z = t1 > t0 ? cost_node(decode, n, t, hi, co) : a;
+      Summed& s = sums[g];
+      s.mid = cost_node(decode, n, t, mid, co);
+      double span = double(t1 - t0);
+      auto slope = [&](double va, double vz) { return span > 0 ? (vz - va) / span : 0.0; };
+      auto icpt = [&](double va, double vz) { return va - slope(va, vz) * double(t0); };
+      double n_steps = double(steps);
+      double busy = 0;
+      if (o.ideal) {
+        // Pure roofline: the sum of a max of affine functions, exactly.
+        busy = sum_max_affine(icpt(a.compute_s, z.compute_s), slope(a.compute_s, z.compute_s),
+                              icpt(a.memory_s, z.memory_s), slope(a.memory_s, z.memory_s),
+                              icpt(a.network_s, z.network_s), slope(a.network_s, z.network_s), t0,
+                              t0 + steps - 1);
+      } else {
+        // Smooth roofline: busy(T) is smooth and convex in T; Simpson's rule over the
+        // steps (exact for the affine parts, within a fraction of a percent elsewhere).
+        auto f = [&](const NodeCost& c) {
+          return std::max(overlap_time(c.compute_s, c.memory_s, t, co), c.network_s);
+        };
+        busy = n_steps * (f(a) + 4.0 * f(s.mid) + f(z)) / 6.0;
+      }
+      s.launch = a.launch_s * n_steps;
+      s.time = busy + s.launch;
+      s.flops = 0.5 * (a.flops + z.flops) * n_steps;
+      s.bytes = 0.5 * (a.bytes + z.bytes) * n_steps;
+      s.compute = 0.5 * (a.compute_s + z.compute_s) * n_steps;
+      s.memory = 0.5 * (a.memory_s + z.memory_s) * n_steps;
+      s.network = 0.5 * (a.network_s + z.network_s) * n_steps;
+    }
+    for (size_t i = 0; i < gr.representative.size(); ++i) {
+      const Summed& s = sums[i];
+      double n = double(gr.count[i]);
+      r.decode.time_s += n * s.time;
+      r.decode.flops += n * s.flops;
+      r.decode.bytes += n * s.bytes;
+      add_share(r.decode, s.mid.bound, n * s.time);
+    }
+    for (size_t i = 0; i < gr.order.size() && o.per_op; ++i) {
+      const Summed& s = sums[size_t(gr.group_of[i])];
+      OpRow row = make_row(decode, gr.order[i], Phase::decode, s.mid,
+                           decode_.labels[size_t(gr.group_of[i])]);
+      row.time_s = s.time;
+      row.flops = s.flops;
+      row.bytes = s.bytes;
+      row.compute_s = s.compute;
+      row.memory_s = s.memory;
+      row.network_s = s.network;
+      row.launch_s = s.launch;
+      row.step_time_s = steps > 0 ? s.time / double(steps) : s.mid.time_s;
+      r.ops.push_back(std::move(row));
+    }
+    finish_shares(r.decode);
+    if (steps == 0) {
+      // No decode step runs; still report what one step at P+1 would take.
+      double one = 0;
+      for (size_t i = 0; i < gr.representative.size(); ++i)
+        one += double(gr.count[i]) * sums[i].mid.time_s;
+      r.tpot_s = one;
+    }
+  }
+
+  r.ttft_s = r.prefill.time_s;
+  if (steps > 0) r.tpot_s = r.decode.time_s / double(steps);
+  r.e2e_s = r.ttft_s + r.decode.time_s;
+  double batch = double(w.batch);
+  r.tokens_per_s = r.e2e_s > 0 ? batch * double(w.gen) / r.e2e_s : 0;
+  r.decode_tokens_per_s = r.tpot_s > 0 ? batch / r.tpot_s : 0;
+  r.prefill_tokens_per_s = r.prefill.time_s > 0 ? batch * double(w.prompt) / r.prefill.time_s : 0;
+
+  // ---- memory ----
+  MemoryFootprint& m = r.mem;
+  m.weights = weight_bytes_;
+  m.kv = kv_bytes(w);
+  m.activations = activation_bytes(w);
+  m.total = m.weights + m.kv + m.activations;
+  m.capacity = t.capacity_bytes();
+  m.fits = m.total <= m.capacity;
+  double per_seq = (m.kv + m.activations) / batch;
+  m.max_batch = per_seq > 0 && m.capacity > m.weights
+                    ? int64_t(std::floor((m.capacity - m.weights) / per_seq))
+                    : 0;
+  return r;
+}
+
+}  // namespace lathe

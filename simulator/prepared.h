@@ -1,0 +1,82 @@
+// A lowered plan prepared for repeated costing. simulate() of one plan shape at many
+// workloads (batch, prompt, generated tokens) and on many targets (what-if) repeats
+// work that does not depend on either: grouping identical layers, the launch order,
+// the live ranges of activations, the weight bytes. PreparedPlan does it once; each
+// simulate() call then costs only one representative kernel per group, at one
+// binding in prefill and three in decode (simulator/simulate.h), plus a few
+// multiply-adds for the memory footprint.
+//
+// simulate(prefill, decode, t, w, o) is PreparedPlan(prefill, decode).simulate(t, w, o):
+// the two give the same figures by construction.
+//
+// The peak of live activations at any bindings is precomputed as a small table: each
+// activation's bytes are a monomial in B, S and T (its shape's product times its
+// element size), so the bytes live at a launch position are a sum of coefficients of
+// a few distinct monomials. Positions whose coefficient vector is dominated by
+// another's (no larger in every monomial) can never hold the peak and are dropped.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/plan_options.h"
+#include "ir/target.h"
+#include "simulator/node_groups.h"
+#include "simulator/simulate.h"
+
+namespace lathe {
+
+// Peak of simultaneously live activation bytes of one graph at any bindings, as
+// peak_live_bytes(g, b) computes it.
+class LivePeak {
+ public:
+  LivePeak() = default;
+  explicit LivePeak(const Graph& g);
+  double at(const Bindings& b) const;
+  size_t candidate_positions() const { return rows_.size(); }
+
+ private:
+  struct Monomial {
+    uint8_t b = 0, s = 0, t = 0;
+  };
+  std::vector<Monomial> monomials_;  // distinct monomials of activation sizes
+  std::vector<std::vector<double>>
+      rows_;  // per candidate position: bytes coefficient of each monomial
+};
+
+struct PreparedPhase {
+  const Graph* g = nullptr;
+  NodeGroups groups;
+  std::vector<std::string> labels;  // kernel label of each group's representative
+  LivePeak live;
+  bool has_arena = false;  // the memory plan ran: arena_bytes at `arena_bindings`
+  Bindings arena_bindings;
+  double arena_bytes = 0;
+};
+
+class PreparedPlan {
+ public:
+  // Keeps references to the graphs: they must outlive this object.
+  PreparedPlan(const Graph& prefill, const Graph& decode);
+
+  SimResult simulate(const Target& t, const Workload& w, const SimOptions& o = {}) const;
+
+  const Graph& prefill() const { return *prefill_.g; }
+  const Graph& decode() const { return *decode_.g; }
+  double weight_bytes() const { return weight_bytes_; }
+  // Activation bytes simulate() reports at a workload: the memory plan's arena when
+  // the graphs were planned for exactly these bindings, else the peak of live values.
+  double activation_bytes(const Workload& w) const;
+  // KV-cache bytes for the whole batch at the workload's final context.
+  double kv_bytes(const Workload& w) const;
+
+ private:
+  PreparedPhase prefill_, decode_;
+  double weight_bytes_ = 0;
+  std::vector<ValueId> state_values_;
+};
+
+}  // namespace lathe

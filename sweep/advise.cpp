@@ -1,0 +1,272 @@
+#include "sweep/advise.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "frontend/specs.h"
+#include "ir/assert.h"
+
+namespace lathe {
+
+namespace {
+
+std::string num(double v, int prec = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+double per_device(const SweepRow& r) {
+  return r.tokens_per_s / double(std::max<int64_t>(1, r.devices));
+}
+
+std::string config_key(const SweepRow& r) {
+  return r.weights + "|" + r.kv + "|" + r.kv_layout + "|" + std::to_string(r.tp);
+}
+
+// The best feasible row of each configuration and its largest feasible batch.
+struct Config {
+  SweepRow best;          // most tokens/s per device
+  int64_t max_batch = 0;  // largest feasible batch on the grid
+  SweepRow at_max;
+};
+
+std::map<std::string, Config> score(const std::vector<SweepRow>& rows) {
+  std::map<std::string, Config> out;
+  for (const SweepRow& r : rows) {
+    if (!r.feasible) continue;
+    auto [it, fresh] = out.try_emplace(config_key(r));
+    Config& c = it->second;
+    if (fresh || per_device(r) > per_device(c.best)) c.best = r;
+    if (fresh || r.batch > c.max_batch) {
+      c.max_batch = r.batch;
+      c.at_max = r;
+    }
+  }
+  return out;
+}
+
+SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m) {
+  SweepSpec s;
+  s.name = "advise";
+  s.source = "lathe advise";
+  s.models = {a.model};
+  s.hardware = {a.hardware};
+  s.prompt = {a.prompt};
+  s.gen = {a.gen};
+  s.batch.clear();
+  for (int64_t b = 1; b <= a.max_batch; b *= 2) {
+    s.batch.push_back(b);
+    if (b >= 2 && b * 3 / 2 <= a.max_batch) s.batch.push_back(b * 3 / 2);
+  }
+  std::sort(s.batch.begin(), s.batch.end());
+  s.weights = {std::nullopt, parse_weight_format("int8"), parse_weight_format("int4:g128")};
+  s.kv = {std::nullopt, DType::int8, DType::int4};
+  if (t.supports(DType::fp8_e4m3)) {
+    s.weights.push_back(parse_weight_format("fp8"));
+    s.kv.push_back(DType::fp8_e4m3);
+  }
+  (void)m;
+  s.tp = t.is_gpu() ? std::vector<int64_t>{1, 2, 4, 8} : std::vector<int64_t>{1};
+  s.fits = true;
+  if (a.slo_ttft_ms) s.constraints.push_back({SweepMetric::ttft_ms, *a.slo_ttft_ms});
+  if (a.slo_tpot_ms) s.constraints.push_back({SweepMetric::tpot_ms, *a.slo_tpot_ms});
+  s.objectives = {Objective{SweepMetric::tokens_per_s, false}};
+  s.text = "advise " + a.model + " " + a.hardware + " " + std::to_string(a.prompt) + " " +
+           std::to_string(a.gen);
+  return s;
+}
+
+SweepSummary run_all(const SweepSpec& s, int threads, Advice& advice) {
+  SweepSpace space = expand_sweep(s);
+  SweepOptions o;
+  o.threads = threads;
+  o.keep_rows = true;
+  SweepSummary sum = run_sweep(space, o);
+  advice.plans += sum.evaluated;
+  advice.shapes += sum.shapes;
+  return sum;
+}
+
+std::string what_stops(const SweepRow& next) {
+  std::string v = next.violates;
+  std::string out;
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t semi = v.find(';', start);
+    if (semi == std::string::npos) semi = v.size();
+    std::string c = v.substr(start, semi - start);
+    start = semi + 1;
+    if (c.empty()) continue;
+    std::string text = c == "fits" ? "memory (" + num(next.memory_gb, 1) + " of " +
+                                         num(next.capacity_gb, 0) + " GB)"
+                       : c == "tpot_ms" ? "the TPOT SLO (" + num(next.tpot_ms, 2) + " ms)"
+                       : c == "ttft_ms" ? "the TTFT SLO (" + num(next.ttft_ms, 1) + " ms)"
+                                        : c;
+    out += (out.empty() ? "" : " and ") + text;
+  }
+  return out;
+}
+
+// Describes a configuration's score.
+std::string figure(const Config& c) {
+  return num(per_device(c.best), 0) + " tok/s per device at batch " + std::to_string(c.best.batch);
+}
+
+}  // namespace
+
+Advice advise(const AdviseRequest& a) {
+  auto t0 = std::chrono::steady_clock::now();
+  Advice advice;
+  ModelSpec m = load_model(a.model);
+  Target t = load_target_spec(a.hardware);
+
+  // ---- 1-2. formats x TP x batch, the layout left to the kv-layout pass ----
+  SweepSpec spec = base_spec(a, t, m);
+  SweepSummary sum = run_all(spec, a.threads, advice);
+  std::map<std::string, Config> configs = score(sum.rows);
+  if (configs.empty()) {
+    std::string msg = "no plan of " + m.name + " on " + t.name +
+                      " meets the constraints at prompt " + std::to_string(a.prompt) + ", gen " +
+                      std::to_string(a.gen);
+    double best_tpot = 1e300, best_ttft = 1e300, least_mem = 1e300;
+    for (const SweepRow& r : sum.rows) {
+      best_tpot = std::min(best_tpot, r.tpot_ms);
+      best_ttft = std::min(best_ttft, r.ttft_ms);
+      least_mem = std::min(least_mem, r.memory_gb);
+    }
+    if (!sum.rows.empty())
+      msg += ": the fastest plans reach TPOT " + num(best_tpot, 2) + " ms and TTFT " +
+             num(best_ttft, 1) + " ms, the smallest needs " + num(least_mem, 1) + " GB (of " +
+             num(t.capacity_bytes() / 1e9, 0) + ")";
+    if (!sum.skipped.empty()) msg += "; skipped: " + sum.skipped.begin()->first;
+    throw Error(msg);
+  }
+  std::vector<const Config*> ranked;
+  for (const auto& [k, c] : configs) ranked.push_back(&c);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Config* x, const Config* y) {
+    return per_device(x->best) > per_device(y->best);
+  });
+  const Config& win = *ranked[0];
+
+  // ---- 4a. the KV layout for the winner ----
+  SweepSpec layouts = spec;
+  layouts.weights = {win.best.weights == std::string(dtype_name(m.dtype))
+                         ? std::nullopt
+                         : parse_weight_format(win.best.weights)};
+  layouts.kv = {parse_kv_dtype(win.best.kv)};
+  layouts.tp = {win.best.tp};
+  layouts.kv_layout = {KvLayout{KvLayoutKind::LHTD, 16}, KvLayout{KvLayoutKind::paged, 16},
+                       KvLayout{KvLayoutKind::LTHD, 16}, KvLayout{KvLayoutKind::TLHD, 16}};
+  SweepSummary lay = run_all(layouts, a.threads, advice);
+  std::map<std::string, Config> lay_configs = score(lay.rows);
+  std::vector<const Config*> lay_ranked;
+  for (const auto& [k, c] : lay_configs) lay_ranked.push_back(&c);
+  std::stable_sort(lay_ranked.begin(), lay_ranked.end(), [](const Config* x, const Config* y) {
+    return per_device(x->best) > per_device(y->best);
+  });
+
+  // ---- 4b. the exact max batch of the winner (with the best layout) ----
+  const Config& chosen = lay_ranked.empty() ? win : *lay_ranked[0];
+  SweepSpec fine = layouts;
+  fine.kv_layout = {parse_kv_layout(chosen.best.kv_layout)};
+  int64_t lo = chosen.max_batch;
+  auto next_grid = std::upper_bound(spec.batch.begin(), spec.batch.end(), lo);
+  int64_t hi = next_grid == spec.batch.end() ? lo + 1 : *next_grid;
+  fine.batch.clear();
+  for (int64_t b = lo; b <= hi; ++b) fine.batch.push_back(b);
+  SweepSummary fs = run_all(fine, a.threads, advice);
+  SweepRow at_max = chosen.at_max;
+  std::optional<SweepRow> first_bad;
+  for (const SweepRow& r : fs.rows) {
+    if (r.feasible && r.batch >= at_max.batch) at_max = r;
+    if (!r.feasible && (!first_bad || r.batch < first_bad->batch)) first_bad = r;
+  }
+  advice.plan = at_max;
+  advice.best_row = chosen.best;
+
+  // ---- 3. recommendations and runners-up ----
+  auto runner = [&](auto differs) -> const Config* {
+    for (const Config* c : ranked)
+      if (differs(c->best)) return c;
+    return nullptr;
+  };
+  auto ratio = [&](const Config& a1, const Config* b1) {
+    if (!b1) return std::string("");
+    double r = per_device(a1.best) / std::max(1e-12, per_device(b1->best));
+    return "; " + num(r, 2) + "x the runner-up (" + figure(*b1) + ")";
+  };
+  const SweepRow& w = win.best;
+  std::string limit = first_bad
+                          ? what_stops(*first_bad)
+                          : (hi > a.max_batch || next_grid == spec.batch.end()
+                                 ? "the batch grid (it ends at " + std::to_string(a.max_batch) + ")"
+                                 : "nothing found");
+  {
+    Recommendation r;
+    r.parameter = "max batch";
+    r.value = std::to_string(at_max.batch);
+    r.reason = "the largest batch that fits" +
+               std::string(a.slo_ttft_ms || a.slo_tpot_ms ? " and meets the SLOs" : "") +
+               ": TTFT " + num(at_max.ttft_ms, 1) + " ms, TPOT " + num(at_max.tpot_ms, 2) +
+               " ms, " + num(at_max.tokens_per_s, 0) + " tok/s, " + num(at_max.memory_gb, 1) +
+               " GB; batch " + std::to_string(at_max.batch + 1) + " is stopped by " + limit;
+    if (chosen.best.batch != at_max.batch)
+      r.reason +=
+          "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
+    const Config* ru = ranked.size() > 1 ? ranked[1] : nullptr;
+    r.runner_up = ru ? std::to_string(ru->max_batch) + " (with weights " + ru->best.weights +
+                           ", KV " + ru->best.kv + ", tp " + std::to_string(ru->best.tp) + ")"
+                     : "-";
+    advice.items.push_back(r);
+  }
+  auto add = [&](const char* parameter, const std::string& value, auto differs, auto show,
+                 const std::string& note) {
+    Recommendation r;
+    r.parameter = parameter;
+    r.value = value;
+    const Config* ru = runner(differs);
+    r.runner_up = ru ? show(ru->best) : "-";
+    r.reason = figure(win) + ratio(win, ru);
+    if (!ru) r.reason += "; no other value meets the constraints";
+    if (!note.empty()) r.reason += "; " + note;
+    advice.items.push_back(r);
+  };
+  bool quantized_w = w.weights != std::string(dtype_name(m.dtype));
+  add(
+      "weights", w.weights, [&](const SweepRow& r) { return r.weights != w.weights; },
+      [](const SweepRow& r) { return r.weights; },
+      quantized_w ? "decode reads fewer weight bytes; accuracy is not modelled: check the "
+                    "quantized model's quality"
+                  : "");
+  add(
+      "KV dtype", w.kv, [&](const SweepRow& r) { return r.kv != w.kv; },
+      [](const SweepRow& r) { return r.kv; },
+      w.kv != w.act ? "a smaller cache fits a larger batch; accuracy is not modelled" : "");
+  {
+    Recommendation r;
+    r.parameter = "KV layout";
+    r.value = chosen.best.kv_layout;
+    if (lay_ranked.size() > 1) {
+      const Config& ru = *lay_ranked[1];
+      r.runner_up = ru.best.kv_layout;
+      double gain = per_device(chosen.best) / std::max(1e-12, per_device(ru.best));
+      r.reason = figure(chosen) + "; " + num(gain, 3) + "x " + ru.best.kv_layout +
+                 " (decode attention reads longer contiguous runs of each head's K and V)";
+    } else {
+      r.runner_up = "-";
+      r.reason = figure(chosen);
+    }
+    advice.items.push_back(r);
+  }
+  add(
+      "TP degree", std::to_string(w.tp), [&](const SweepRow& r) { return r.tp != w.tp; },
+      [](const SweepRow& r) { return std::to_string(r.tp); },
+      "scored per device: more devices cut latency but rarely raise throughput per device");
+  advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return advice;
+}
+
+}  // namespace lathe

@@ -1,0 +1,348 @@
+// Sweep rows: CSV / JSONL formatting and parsing, Pareto fronts.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "ir/assert.h"
+#include "sweep/sweep.h"
+
+namespace lathe {
+
+double SweepRow::metric(SweepMetric m) const {
+  switch (m) {
+    case SweepMetric::ttft_ms:
+      return ttft_ms;
+    case SweepMetric::tpot_ms:
+      return tpot_ms;
+    case SweepMetric::e2e_ms:
+      return e2e_ms;
+    case SweepMetric::tokens_per_s:
+      return tokens_per_s;
+    case SweepMetric::decode_tokens_per_s:
+      return decode_tokens_per_s;
+    case SweepMetric::prefill_tokens_per_s:
+      return prefill_tokens_per_s;
+    case SweepMetric::memory_gb:
+      return memory_gb;
+    case SweepMetric::cost_per_mtok:
+      return cost_per_mtok;
+  }
+  return 0;
+}
+
+RowFormat row_format_for(const std::string& path) {
+  if (path.ends_with(".jsonl") || path.ends_with(".json") || path.ends_with(".ndjson"))
+    return RowFormat::jsonl;
+  return RowFormat::csv;
+}
+
+namespace {
+
+// The columns, in order. Each knows how to write and read its field.
+enum class Kind { str, i64, u64, dbl, boolean };
+struct Column {
+  const char* name;
+  Kind kind;
+  std::string SweepRow::*s = nullptr;
+  int64_t SweepRow::*i = nullptr;
+  uint64_t SweepRow::*u = nullptr;
+  double SweepRow::*d = nullptr;
+  bool SweepRow::*b = nullptr;
+};
+#define S(n)                                                        \
+  Column {                                                          \
+#n, Kind::str, &SweepRow::n, nullptr, nullptr, nullptr, nullptr \
+  }
+#define I(n)                                                        \
+  Column {                                                          \
+#n, Kind::i64, nullptr, &SweepRow::n, nullptr, nullptr, nullptr \
+  }
+#define U(n)                                                        \
+  Column {                                                          \
+#n, Kind::u64, nullptr, nullptr, &SweepRow::n, nullptr, nullptr \
+  }
+#define D(n)                                                        \
+  Column {                                                          \
+#n, Kind::dbl, nullptr, nullptr, nullptr, &SweepRow::n, nullptr \
+  }
+#define B(n)                                                            \
+  Column {                                                              \
+#n, Kind::boolean, nullptr, nullptr, nullptr, nullptr, &SweepRow::n \
+  }
+const Column kColumns[] = {S(sweep_id),
+                           U(point),
+                           S(model),
+                           S(hardware),
+                           I(batch),
+                           I(prompt),
+                           I(gen),
+                           S(weights),
+                           S(kv),
+                           S(kv_layout),
+                           S(fusion),
+                           I(tp),
+                           S(act),
+                           B(feasible),
+                           S(violates),
+                           D(ttft_ms),
+                           D(tpot_ms),
+                           D(e2e_ms),
+                           D(prefill_ms),
+                           D(decode_ms),
+                           D(tokens_per_s),
+                           D(decode_tokens_per_s),
+                           D(prefill_tokens_per_s),
+                           S(prefill_bound),
+                           S(decode_bound),
+                           D(weights_gb),
+                           D(kv_gb),
+                           D(activations_gb),
+                           D(memory_gb),
+                           D(capacity_gb),
+                           B(fits),
+                           I(max_batch),
+                           I(devices),
+                           D(cost_per_mtok)};
+#undef S
+#undef I
+#undef U
+#undef D
+#undef B
+
+void append_double(std::string& out, double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 7);
+  out.append(buf, r.ptr);
+}
+
+void append_csv_string(std::string& out, const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) {
+    out += s;
+    return;
+  }
+  out += '"';
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+}
+
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+template <typename T>
+T parse_number(const std::string& text, const std::string& where, const char* column) {
+  T v{};
+  auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+    throw Error(where + ": column " + column + ": '" + text + "' is not a number");
+  return v;
+}
+
+}  // namespace
+
+std::string row_header(RowFormat f) {
+  if (f == RowFormat::jsonl) return "";
+  std::string h;
+  for (const Column& c : kColumns) h += (h.empty() ? "" : ",") + std::string(c.name);
+  return h + "\n";
+}
+
+std::string format_row(const SweepRow& r, RowFormat f) {
+  std::string out;
+  out.reserve(400);
+  bool json = f == RowFormat::jsonl;
+  if (json) out += '{';
+  bool first = true;
+  for (const Column& c : kColumns) {
+    if (!first) out += ',';
+    first = false;
+    if (json) {
+      out += '"';
+      out += c.name;
+      out += "\":";
+    }
+    switch (c.kind) {
+      case Kind::str:
+        json ? append_json_string(out, r.*c.s) : append_csv_string(out, r.*c.s);
+        break;
+      case Kind::i64:
+        out += std::to_string(r.*c.i);
+        break;
+      case Kind::u64:
+        out += std::to_string(r.*c.u);
+        break;
+      case Kind::dbl:
+        append_double(out, r.*c.d);
+        break;
+      case Kind::boolean:
+        out += r.*c.b ? "true" : "false";
+        break;
+    }
+  }
+  out += json ? "}\n" : "\n";
+  return out;
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(std::move(cur));
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(std::move(cur));
+  return out;
+}
+
+SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::string>& header,
+                   const std::string& where) {
+  SweepRow r;
+  auto set = [&](const Column& c, const std::string& text) {
+    switch (c.kind) {
+      case Kind::str:
+        r.*c.s = text;
+        break;
+      case Kind::i64:
+        r.*c.i = parse_number<int64_t>(text, where, c.name);
+        break;
+      case Kind::u64:
+        r.*c.u = parse_number<uint64_t>(text, where, c.name);
+        break;
+      case Kind::dbl:
+        r.*c.d = parse_number<double>(text, where, c.name);
+        break;
+      case Kind::boolean:
+        if (text != "true" && text != "false")
+          throw Error(where + ": column " + c.name + ": expected true or false");
+        r.*c.b = text == "true";
+        break;
+    }
+  };
+  if (f == RowFormat::csv) {
+    std::vector<std::string> cells = split_csv_line(line);
+    if (cells.size() != header.size())
+      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " +
+                  std::to_string(header.size()));
+    for (const Column& c : kColumns) {
+      auto it = std::find(header.begin(), header.end(), c.name);
+      if (it == header.end())
+        throw Error(where + ": the header lacks column " + c.name + " (not a lathe sweep file?)");
+      set(c, cells[size_t(it - header.begin())]);
+    }
+    return r;
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": not JSON: " + e.what());
+  }
+  if (!j.is_object()) throw Error(where + ": expected a JSON object per line");
+  for (const Column& c : kColumns) {
+    if (!j.contains(c.name))
+      throw Error(where + ": missing field " + c.name + " (not a lathe sweep file?)");
+    const auto& v = j[c.name];
+    try {
+      switch (c.kind) {
+        case Kind::str:
+          r.*c.s = v.get<std::string>();
+          break;
+        case Kind::i64:
+          r.*c.i = v.get<int64_t>();
+          break;
+        case Kind::u64:
+          r.*c.u = v.get<uint64_t>();
+          break;
+        case Kind::dbl:
+          r.*c.d = v.get<double>();
+          break;
+        case Kind::boolean:
+          r.*c.b = v.get<bool>();
+          break;
+      }
+    } catch (const nlohmann::json::exception&) {
+      throw Error(where + ": field " + c.name + " has the wrong type");
+    }
+  }
+  return r;
+}
+
+// ---- Pareto ----
+
+bool dominates(const SweepRow& a, const SweepRow& b, const std::vector<Objective>& objectives) {
+  bool better = false;
+  for (const Objective& o : objectives) {
+    double x = a.metric(o.metric), y = b.metric(o.metric);
+    if (!o.minimize) std::swap(x, y);  // now lower is better
+    if (x > y) return false;
+    if (x < y) better = true;
+  }
+  return better;
+}
+
+std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows,
+                                   const std::vector<Objective>& objectives) {
+  LATHE_ASSERT(!objectives.empty(), "pareto_front needs an objective");
+  // Sort by the objectives lexicographically (each in its better-first direction):
+  // a row can only be dominated by rows before it.
+  std::vector<const SweepRow*> order;
+  order.reserve(rows.size());
+  for (const SweepRow& r : rows) order.push_back(&r);
+  auto key_less = [&](const SweepRow* a, const SweepRow* b) {
+    for (const Objective& o : objectives) {
+      double x = a->metric(o.metric), y = b->metric(o.metric);
+      if (x != y) return o.minimize ? x < y : x > y;
+    }
+    return a->point < b->point;
+  };
+  std::sort(order.begin(), order.end(), key_less);
+  std::vector<const SweepRow*> front;
+  for (const SweepRow* r : order) {
+    bool dominated = false;
+    for (const SweepRow* f : front)
+      if (dominates(*f, *r, objectives)) {
+        dominated = true;
+        break;
+      }
+    if (!dominated) front.push_back(r);
+  }
+  std::vector<SweepRow> out;
+  for (const SweepRow* f : front) out.push_back(*f);
+  return out;
+}
+
+}  // namespace lathe

@@ -1,0 +1,81 @@
+#include "sweep/advise.h"
+
+#include <gtest/gtest.h>
+
+#include "frontend/sweep.h"
+#include "ir/assert.h"
+
+namespace lathe {
+namespace {
+
+const Recommendation& item(const Advice& a, const std::string& parameter) {
+  for (const Recommendation& r : a.items)
+    if (r.parameter == parameter) return r;
+  ADD_FAILURE() << "no recommendation for " << parameter;
+  static Recommendation none;
+  return none;
+}
+
+// The recommended plan meets the SLOs and fits; one more sequence does not.
+TEST(Advise, RecommendedBatchIsTheLargestThatMeetsTheConstraints) {
+  AdviseRequest r;
+  r.model = "llama-3-8b";
+  r.hardware = "a100-80g";
+  r.prompt = 512;
+  r.gen = 128;
+  r.slo_tpot_ms = 30;
+  r.slo_ttft_ms = 1500;
+  r.threads = 2;
+  Advice a = advise(r);
+  ASSERT_EQ(a.items.size(), 5u);
+  const SweepRow& p = a.plan;
+  EXPECT_TRUE(p.feasible);
+  EXPECT_LE(p.tpot_ms, 30);
+  EXPECT_LE(p.ttft_ms, 1500);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(item(a, "max batch").value, std::to_string(p.batch));
+  EXPECT_EQ(item(a, "weights").value, p.weights);
+  EXPECT_EQ(item(a, "KV dtype").value, p.kv);
+  EXPECT_EQ(item(a, "TP degree").value, std::to_string(p.tp));
+  for (const Recommendation& x : a.items) {
+    EXPECT_FALSE(x.reason.empty()) << x.parameter;
+    EXPECT_NE(x.runner_up, x.value) << x.parameter;
+  }
+  // Batch + 1 with the same options breaks a constraint.
+  SweepSpec s;
+  s.models = {r.model};
+  s.hardware = {r.hardware};
+  s.prompt = {r.prompt};
+  s.gen = {r.gen};
+  s.batch = {p.batch + 1};
+  s.weights = {parse_weight_format(p.weights)};
+  if (p.weights == "bf16") s.weights = {std::nullopt};
+  s.kv = {parse_kv_dtype(p.kv)};
+  s.kv_layout = {parse_kv_layout(p.kv_layout)};
+  s.tp = {p.tp};
+  s.constraints = {{SweepMetric::tpot_ms, 30}, {SweepMetric::ttft_ms, 1500}};
+  s.text = "next";
+  SweepOptions o;
+  o.keep_rows = true;
+  SweepSummary sum = run_sweep(expand_sweep(s), o);
+  ASSERT_EQ(sum.rows.size(), 1u);
+  EXPECT_FALSE(sum.rows[0].feasible) << "batch " << p.batch + 1 << " also meets the constraints";
+}
+
+TEST(Advise, ImpossibleSlosAreAClearError) {
+  AdviseRequest r;
+  r.model = "llama-3-8b";
+  r.hardware = "l4";
+  r.slo_tpot_ms = 0.01;
+  r.threads = 2;
+  try {
+    advise(r);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fastest plans reach TPOT"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lathe
