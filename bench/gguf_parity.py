@@ -95,7 +95,7 @@ def bpe_vocab_file(path):
     w.add_head_count(2)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
+    w.add_tokenizer_pre("gpt-2")  # llama.cpp: GPT-2 regex pre-tokenizer
     w.add_token_list(tokens)
     w.add_token_types([3 if t.startswith("<|") else 1 for t in tokens])
     w.add_token_merges(merges)
@@ -121,7 +121,7 @@ def spm_vocab_file(path):
         "quick brown foxes jump over lazy dogs while the world watches",
     ]) * 30
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=model, vocab_size=300,
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=model, vocab_size=450,
                                    model_type="bpe", byte_fallback=True, character_coverage=1.0,
                                    unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
@@ -171,7 +171,9 @@ def main():
         subprocess.run([a.lathe, "weights", "init", a.model, "--seed", str(a.seed), "--weights", fmt, "-o", path],
                        check=True, capture_output=True)
         tokens, lathe_flat = lathe_run(a.lathe, path, a.gen, a.threads, out, fmt)
-        llm = Llama(model_path=path, n_ctx=256, logits_all=True, n_threads=a.threads, n_batch=256, verbose=False)
+        # F32 KV cache: llama.cpp defaults to F16, which alone costs ~1e-3 relative error.
+        llm = Llama(model_path=path, n_ctx=128, logits_all=True, n_threads=a.threads, n_batch=128,
+                    type_k=0, type_v=0, verbose=False)
         vocab = llm.n_vocab()
         lathe_rows = lathe_flat.reshape(-1, vocab)
         path_tokens = PROMPT + tokens[:-1]
