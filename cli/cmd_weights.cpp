@@ -85,7 +85,7 @@ void register_weights(CLI::App& app, Registry& r) {
   auto a = std::make_shared<InitArgs>();
   CLI::App* init = cmd->add_subcommand(
       "init", "Write a model with seeded synthetic weights (the values `lathe run --seed` uses) as a llama GGUF file");
-  init->add_option("MODEL", a->model, "built-in model or model TOML")->required();
+  init->add_option("MODEL", a->model, "built-in model, model TOML or .gguf file (its model, new weights)")->required();
   init->add_option("--seed", a->seed, "seed of the synthetic weights (default 1)");
   init->add_option("--weights", a->weights,
                    "format of the matrices: f32, f16, bf16, q8_0 (int8:g32) or q4_0 (int4:g32); norms stay F32")
