@@ -1,6 +1,7 @@
 // libFuzzer target over the GGUF reader: any bytes must either parse (header, model
-// metadata, vocabulary, every tensor dequantized) or raise lathe::Error; crashes,
-// hangs, huge allocations and sanitizer reports are bugs.
+// metadata, vocabulary and tokenizer) or raise lathe::Error; crashes, hangs, huge
+// allocations and sanitizer reports are bugs. Links lathe_checkpoint and lathe_ir only,
+// so it builds in a minute (dequantization is covered by tests/gguf).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -9,7 +10,6 @@
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
 #include "ir/assert.h"
-#include "runtime/gguf_weights.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
@@ -22,14 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       lathe::gguf::Tokenizer t(lathe::gguf::read_vocab(*f));
       t.decode(t.encode("Hello world, \xC3\xA9t\xC3\xA9 42!", true));
     } catch (const lathe::Error&) {
-    }
-    for (const lathe::gguf::TensorInfo& t : f->tensors()) {
-      if (t.elements() > (int64_t(1) << 20)) continue;
-      std::vector<float> out(size_t(t.elements()));
-      try {
-        lathe::gguf_dequantize(*f, t, out.data());
-      } catch (const lathe::Error&) {
-      }
     }
   } catch (const lathe::Error&) {
   }

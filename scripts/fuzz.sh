@@ -25,6 +25,8 @@ done
 $B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=8192 -timeout=5 -print_final_stats=1
 
 gcorpus=$B/corpus-gguf; mkdir -p $gcorpus
-for w in f32 q8_0 q4_0; do $B/cli/lathe weights init tiny --seed 1 --weights $w -o $gcorpus/seed-tiny-$w.gguf >/dev/null; done
-$B/cli/lathe weights init tiny-moe --seed 1 --weights q4_0 -o $gcorpus/seed-moe.gguf >/dev/null
-$B/fuzz/gguf_fuzzer "$gcorpus" -max_total_time="$secs" -max_len=2000000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+for w in q8_0 q4_0; do
+  $B/cli/lathe weights init tests/gguf/fixtures/micro.toml --seed 1 --weights $w -o $gcorpus/seed-micro-$w.gguf >/dev/null
+done
+cp tests/gguf/fixtures/spm-vocab.gguf tests/gguf/fixtures/bpe-vocab.gguf $gcorpus/
+$B/fuzz/gguf_fuzzer "$gcorpus" -max_total_time="$secs" -max_len=200000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
