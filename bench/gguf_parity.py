@@ -36,6 +36,8 @@ TOKENIZE_TEXTS = [
     "tab\tand\nnewline",
     "numbers 12345 and symbols #$%",
     "\u65e5\u672c\u8a9e",
+    "I'LL DO IT, don't stop: 1234567 !wow\n\n  end",
+    "a\r\n\tb   c\n",
 ]
 
 
@@ -65,8 +67,9 @@ def llama_greedy(llm, prompt, gen):
     return out
 
 
-def bpe_vocab_file(path):
-    """A byte-level BPE vocabulary trained with `tokenizers`, stored as a vocab-only GGUF."""
+def bpe_vocab_file(path, pre):
+    """A byte-level BPE vocabulary trained with `tokenizers`, stored as a vocab-only GGUF
+    whose tokenizer.ggml.pre selects llama.cpp's pre-tokenizer (gpt-2 or llama-bpe)."""
     import gguf
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
 
@@ -95,7 +98,7 @@ def bpe_vocab_file(path):
     w.add_head_count(2)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt-2")  # llama.cpp: GPT-2 regex pre-tokenizer
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([3 if t.startswith("<|") else 1 for t in tokens])
     w.add_token_merges(merges)
@@ -201,12 +204,13 @@ def main():
         print(f"{fmt:8} {mx:14.3e} {tot:12.3e}  {'yes' if same else f'no (first difference at {fd})'}")
 
     if a.write_fixture:
-        bpe_vocab_file(os.path.join(a.write_fixture, "bpe-vocab.gguf"))
+        bpe_vocab_file(os.path.join(a.write_fixture, "bpe-vocab.gguf"), "gpt-2")
+        bpe_vocab_file(os.path.join(a.write_fixture, "bpe-llama3-vocab.gguf"), "llama-bpe")
         sp = spm_vocab_file(os.path.join(a.write_fixture, "spm-vocab.gguf"))
         for t in TOKENIZE_TEXTS:  # llama.cpp's SPM tokenizer agrees with sentencepiece itself
             print("sentencepiece", repr(t), sp.encode(t))
         lines = ["# vocab file\ttext (\\xNN escapes)\tllama.cpp token ids (no BOS); written by bench/gguf_parity.py"]
-        for vf in ["micro-f32.gguf", "spm-vocab.gguf", "bpe-vocab.gguf"]:
+        for vf in ["micro-f32.gguf", "spm-vocab.gguf", "bpe-vocab.gguf", "bpe-llama3-vocab.gguf"]:
             llm = Llama(model_path=os.path.join(a.write_fixture, vf), vocab_only=True, verbose=False)
             for t in TOKENIZE_TEXTS:
                 ids = llm.tokenize(t.encode(), add_bos=False, special=False)

@@ -107,6 +107,60 @@ std::vector<std::string> pretokenize_gpt2(const std::string& s) {
   return out;
 }
 
+// Llama-3's pre-tokenizer regex, by hand, with the same character classes:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+std::vector<std::string> pretokenize_llama3(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0, n = s.size();
+  auto u = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto newline = [&](size_t k) { return s[k] == '\r' || s[k] == '\n'; };
+  auto punct = [&](size_t k) { return !is_space(u(k)) && !is_letter(u(k)) && !is_digit(u(k)); };
+  while (i < n) {
+    if (s[i] == '\'') {
+      size_t len = 0;
+      for (const char* c : {"s", "t", "re", "ve", "m", "ll", "d"}) {
+        size_t l = std::strlen(c);
+        bool ok = i + 1 + l <= n;
+        for (size_t k = 0; ok && k < l; ++k) ok = std::tolower(u(i + 1 + k)) == c[k];
+        if (ok) {
+          len = l + 1;
+          break;
+        }
+      }
+      if (len) {
+        out.push_back(s.substr(i, len));
+        i += len;
+        continue;
+      }
+    }
+    size_t j = i;
+    if (!is_letter(u(i)) && !is_digit(u(i)) && !newline(i) && i + 1 < n && is_letter(u(i + 1))) j = i + 1;
+    if (is_letter(u(j))) {
+      while (j < n && is_letter(u(j))) ++j;
+    } else if (is_digit(u(i))) {
+      j = i;
+      while (j < n && j - i < 3 && is_digit(u(j))) ++j;
+    } else if ((punct(i)) || (s[i] == ' ' && i + 1 < n && punct(i + 1))) {
+      j = i + (s[i] == ' ' ? 1 : 0);
+      while (j < n && punct(j)) ++j;
+      while (j < n && newline(j)) ++j;
+    } else {
+      size_t k = i;
+      while (k < n && is_space(u(k))) ++k;
+      size_t last_nl = n;
+      for (size_t p = i; p < k; ++p)
+        if (newline(p)) last_nl = p;
+      if (last_nl != n) j = last_nl + 1;             // \s*[\r\n]+
+      else if (k == n || k - i == 1) j = k;          // \s+(?!\S) at the end, or \s+
+      else j = k - 1;                                // \s+(?!\S): the last space stays
+    }
+    out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
 
 Vocab synthetic_vocab(int64_t size) {
@@ -188,6 +242,8 @@ Vocab read_vocab(const File& f) {
   }
   if (v.model == "gpt2") {
     v.merges = f.get_array("tokenizer.ggml.merges", ValueType::string).strings;
+    std::string pre = f.get_string_opt("tokenizer.ggml.pre").value_or("gpt2");
+    v.pre = (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") ? "llama3" : "gpt2";
     v.add_space_prefix = false;
     v.add_bos = false;
   }
@@ -296,7 +352,7 @@ void Tokenizer::encode_spm(const std::string& raw, std::vector<int32_t>& out) co
 
 void Tokenizer::encode_bpe(const std::string& text, std::vector<int32_t>& out) const {
   const auto& b2u = byte_to_unicode();
-  for (const std::string& word : pretokenize_gpt2(text)) {
+  for (const std::string& word : v_.pre == "llama3" ? pretokenize_llama3(text) : pretokenize_gpt2(text)) {
     std::vector<std::string> parts;
     for (unsigned char c : word) parts.push_back(b2u[c]);
     // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is ranked.

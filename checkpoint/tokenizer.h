@@ -10,9 +10,10 @@
 //    piece's bytes are mapped to characters by GPT-2's byte-to-unicode table, and
 //    pairs are merged by rank (tokenizer.ggml.merges, lowest first). The pre-tokenizer
 //    is GPT-2's regex ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
-//    \s+(?!\S)|\s+) with letters = ASCII letters and every non-ASCII byte, digits =
-//    ASCII digits; Llama-3's own regex (digit groups of 3, case-insensitive
-//    contractions) is not reproduced.
+//    \s+(?!\S)|\s+), or Llama-3's when tokenizer.ggml.pre is llama-bpe (case-insensitive
+//    contractions, one leading non-letter joins a word, digits in groups of up to 3,
+//    newlines split apart), both written by hand with simplified classes: letters =
+//    ASCII letters and every non-ASCII byte, digits = ASCII digits, whitespace = ASCII.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct Vocab {
   std::vector<float> scores;      // llama
   std::vector<int32_t> types;     // TokenType per token
   std::vector<std::string> merges;  // gpt2: "a b" in rank order
+  std::string pre = "gpt2";         // gpt2 pre-tokenizer: gpt2, or llama3 (tokenizer.ggml.pre llama-bpe)
   int32_t bos = -1, eos = -1, unk = -1;
   bool add_bos = true;
   bool add_space_prefix = true;
