@@ -23,8 +23,19 @@
 namespace lathe::gguf {
 
 enum class ValueType : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 const char* value_type_name(ValueType t);
 
@@ -58,7 +69,7 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // GGUF order: ne[0] contiguous
   uint32_t type = 0;
-  uint64_t offset = 0;      // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
   uint64_t bytes = 0;
   const uint8_t* data = nullptr;  // inside the mapping
   int64_t elements() const;
@@ -72,7 +83,8 @@ class File {
   // alignment, and that each tensor's data lies inside the file.
   static std::shared_ptr<const File> open(const std::string& path);
   // The same from bytes in memory (tests, fuzzing); `name` is used in messages.
-  static std::shared_ptr<const File> parse(const uint8_t* data, size_t size, const std::string& name);
+  static std::shared_ptr<const File> parse(const uint8_t* data, size_t size,
+                                           const std::string& name);
   ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;

@@ -15,11 +15,19 @@ struct NamePair {
   const char* gguf;
 };
 constexpr NamePair kLayerNames[] = {
-    {"attn_norm", "attn_norm"},       {"wq", "attn_q"},         {"wk", "attn_k"},
-    {"wv", "attn_v"},                 {"wo", "attn_output"},    {"ffn_norm", "ffn_norm"},
-    {"w_gate", "ffn_gate"},           {"w_up", "ffn_up"},       {"w_down", "ffn_down"},
-    {"router", "ffn_gate_inp"},       {"experts.w_gate", "ffn_gate_exps"},
-    {"experts.w_up", "ffn_up_exps"}, {"experts.w_down", "ffn_down_exps"},
+    {"attn_norm", "attn_norm"},
+    {"wq", "attn_q"},
+    {"wk", "attn_k"},
+    {"wv", "attn_v"},
+    {"wo", "attn_output"},
+    {"ffn_norm", "ffn_norm"},
+    {"w_gate", "ffn_gate"},
+    {"w_up", "ffn_up"},
+    {"w_down", "ffn_down"},
+    {"router", "ffn_gate_inp"},
+    {"experts.w_gate", "ffn_gate_exps"},
+    {"experts.w_up", "ffn_up_exps"},
+    {"experts.w_down", "ffn_down_exps"},
 };
 
 std::string shape_text(const std::vector<int64_t>& v) {
@@ -93,12 +101,18 @@ std::string lathe_name(const std::string& g) {
 
 std::optional<Format> format_of(uint32_t t) {
   switch (t) {
-    case 0: return Format{DType::f32, 0, DType::f16};
-    case 1: return Format{DType::f16, 0, DType::f16};
-    case 30: return Format{DType::bf16, 0, DType::f16};
-    case 8: return Format{DType::int8, 32, DType::f16};
-    case 2: return Format{DType::int4, 32, DType::f16};
-    default: return std::nullopt;
+    case 0:
+      return Format{DType::f32, 0, DType::f16};
+    case 1:
+      return Format{DType::f16, 0, DType::f16};
+    case 30:
+      return Format{DType::bf16, 0, DType::f16};
+    case 8:
+      return Format{DType::int8, 32, DType::f16};
+    case 2:
+      return Format{DType::int4, 32, DType::f16};
+    default:
+      return std::nullopt;
   }
 }
 
@@ -132,13 +146,15 @@ ModelSpec model_spec(const File& f) {
   auto req = [&](const std::string& key) {
     int64_t v = f.get_int("llama." + key);
     if (v <= 0 || v > (int64_t(1) << 40))
-      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " + std::to_string(v));
+      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " +
+                  std::to_string(v));
     return v;
   };
   auto opt = [&](const std::string& key) -> std::optional<int64_t> {
     auto v = f.get_int_opt("llama." + key);
     if (v && (*v <= 0 || *v > (int64_t(1) << 40)))
-      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " + std::to_string(*v));
+      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " +
+                  std::to_string(*v));
     return v;
   };
   ModelSpec m;
@@ -149,18 +165,23 @@ ModelSpec model_spec(const File& f) {
   m.layers = req("block_count");
   m.heads = req("attention.head_count");
   m.kv_heads = opt("attention.head_count_kv").value_or(m.heads);
-  m.head_dim = opt("attention.key_length").value_or(opt("rope.dimension_count").value_or(m.hidden / m.heads));
+  m.head_dim = opt("attention.key_length")
+                   .value_or(opt("rope.dimension_count").value_or(m.hidden / m.heads));
   if (auto vl = opt("attention.value_length"); vl && *vl != m.head_dim)
     throw Error(path + ": key 'llama.attention.value_length' (" + std::to_string(*vl) +
-                ") differs from the key length (" + std::to_string(m.head_dim) + "); lathe needs them equal");
+                ") differs from the key length (" + std::to_string(m.head_dim) +
+                "); lathe needs them equal");
   if (auto rd = opt("rope.dimension_count"); rd && *rd != m.head_dim)
-    throw Error(path + ": key 'llama.rope.dimension_count' (" + std::to_string(*rd) + ") differs from the head size (" +
-                std::to_string(m.head_dim) + "); partial RoPE is not supported");
+    throw Error(path + ": key 'llama.rope.dimension_count' (" + std::to_string(*rd) +
+                ") differs from the head size (" + std::to_string(m.head_dim) +
+                "); partial RoPE is not supported");
   m.max_context = req("context_length");
   m.norm_eps = f.get_float_opt("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
   m.rope_theta = f.get_float_opt("llama.rope.freq_base").value_or(10000.0);
   if (m.norm_eps <= 0 || m.rope_theta <= 0)
-    throw Error(path + ": keys 'llama.attention.layer_norm_rms_epsilon' and 'llama.rope.freq_base' must be positive");
+    throw Error(path +
+                ": keys 'llama.attention.layer_norm_rms_epsilon' and 'llama.rope.freq_base' must "
+                "be positive");
   int64_t experts = opt("expert_count").value_or(0);
   if (experts > 0) {
     MoeSpec moe;
@@ -174,20 +195,23 @@ ModelSpec model_spec(const File& f) {
   const TensorInfo* emb = f.find("token_embd.weight");
   if (!emb) throw Error(path + ": missing tensor 'token_embd.weight'");
   if (emb->ne.size() != 2 || emb->ne[0] != m.hidden)
-    throw Error(path + ": tensor 'token_embd.weight' has ne " + shape_text(emb->ne) + ", expected [" +
-                std::to_string(m.hidden) + ", vocab] (llama.embedding_length = " + std::to_string(m.hidden) + ")");
+    throw Error(path + ": tensor 'token_embd.weight' has ne " + shape_text(emb->ne) +
+                ", expected [" + std::to_string(m.hidden) +
+                ", vocab] (llama.embedding_length = " + std::to_string(m.hidden) + ")");
   m.vocab = emb->ne[1];
   if (auto v = opt("vocab_size"); v && *v != m.vocab)
-    throw Error(path + ": key 'llama.vocab_size' (" + std::to_string(*v) + ") differs from token_embd.weight's " +
-                std::to_string(m.vocab) + " rows");
-  if (const Value* toks = f.get("tokenizer.ggml.tokens"); toks && toks->is_array() && int64_t(toks->size()) != m.vocab)
+    throw Error(path + ": key 'llama.vocab_size' (" + std::to_string(*v) +
+                ") differs from token_embd.weight's " + std::to_string(m.vocab) + " rows");
+  if (const Value* toks = f.get("tokenizer.ggml.tokens");
+      toks && toks->is_array() && int64_t(toks->size()) != m.vocab)
     throw Error(path + ": key 'tokenizer.ggml.tokens' holds " + std::to_string(toks->size()) +
                 " tokens but token_embd.weight has " + std::to_string(m.vocab) + " rows");
   m.tie_embeddings = f.find("output.weight") == nullptr;
   m.dtype = emb->type == 1 ? DType::f16 : (emb->type == 30 ? DType::bf16 : DType::f32);
   if (m.heads % m.kv_heads != 0)
     throw Error(path + ": key 'llama.attention.head_count' (" + std::to_string(m.heads) +
-                ") is not a multiple of 'llama.attention.head_count_kv' (" + std::to_string(m.kv_heads) + ")");
+                ") is not a multiple of 'llama.attention.head_count_kv' (" +
+                std::to_string(m.kv_heads) + ")");
   if (m.is_moe() && m.moe->top_k > m.moe->experts)
     throw Error(path + ": key 'llama.expert_used_count' exceeds 'llama.expert_count'");
 
@@ -195,11 +219,15 @@ ModelSpec model_spec(const File& f) {
   for (const auto& [name, shape] : model_weights(m)) {
     std::string g = gguf_name(name);
     const TensorInfo* t = f.find(g);
-    if (!t) throw Error(path + ": missing tensor '" + g + "' (the metadata describes " + std::to_string(m.layers) + " layers" +
-                        (m.is_moe() ? ", " + std::to_string(m.moe->experts) + " experts" : std::string()) + ")");
+    if (!t)
+      throw Error(
+          path + ": missing tensor '" + g + "' (the metadata describes " +
+          std::to_string(m.layers) + " layers" +
+          (m.is_moe() ? ", " + std::to_string(m.moe->experts) + " experts" : std::string()) + ")");
     std::vector<int64_t> ne(shape.rbegin(), shape.rend());
     if (t->ne != ne)
-      throw Error(path + ": tensor '" + g + "' has ne " + shape_text(t->ne) + " but the metadata implies " + shape_text(ne));
+      throw Error(path + ": tensor '" + g + "' has ne " + shape_text(t->ne) +
+                  " but the metadata implies " + shape_text(ne));
     if (!type_supported(t->type))
       throw Error(path + ": tensor '" + g + "' is stored as " + type_name(t->type) +
                   ", which lathe cannot load (supported: F32, F16, BF16, Q8_0, Q4_0)");
@@ -207,6 +235,8 @@ ModelSpec model_spec(const File& f) {
   return m;
 }
 
-ModelSpec load_model_spec(const std::string& path) { return model_spec(*File::open(path)); }
+ModelSpec load_model_spec(const std::string& path) {
+  return model_spec(*File::open(path));
+}
 
 }  // namespace lathe::gguf

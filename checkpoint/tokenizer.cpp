@@ -24,7 +24,8 @@ size_t utf8_len(unsigned char c) {
 
 std::string utf8_encode(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) s += char(cp);
+  if (cp < 0x80)
+    s += char(cp);
   else if (cp < 0x800) {
     s += char(0xC0 | (cp >> 6));
     s += char(0x80 | (cp & 0x3F));
@@ -62,13 +63,20 @@ const std::vector<std::string>& byte_to_unicode() {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
+    s.replace(p, from.size(), to);
   return s;
 }
 
-bool is_letter(unsigned char c) { return std::isalpha(c) || c >= 0x80; }
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_letter(unsigned char c) {
+  return std::isalpha(c) || c >= 0x80;
+}
+bool is_digit(unsigned char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_space(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // GPT-2's pre-tokenizer regex, by hand (see tokenizer.h for the character classes).
 std::vector<std::string> pretokenize_gpt2(const std::string& s) {
@@ -135,7 +143,8 @@ std::vector<std::string> pretokenize_llama3(const std::string& s) {
       }
     }
     size_t j = i;
-    if (!is_letter(u(i)) && !is_digit(u(i)) && !newline(i) && i + 1 < n && is_letter(u(i + 1))) j = i + 1;
+    if (!is_letter(u(i)) && !is_digit(u(i)) && !newline(i) && i + 1 < n && is_letter(u(i + 1)))
+      j = i + 1;
     if (is_letter(u(j))) {
       while (j < n && is_letter(u(j))) ++j;
     } else if (is_digit(u(i))) {
@@ -151,9 +160,12 @@ std::vector<std::string> pretokenize_llama3(const std::string& s) {
       size_t last_nl = n;
       for (size_t p = i; p < k; ++p)
         if (newline(p)) last_nl = p;
-      if (last_nl != n) j = last_nl + 1;             // \s*[\r\n]+
-      else if (k == n || k - i == 1) j = k;          // \s+(?!\S) at the end, or \s+
-      else j = k - 1;                                // \s+(?!\S): the last space stays
+      if (last_nl != n)
+        j = last_nl + 1;  // \s*[\r\n]+
+      else if (k == n || k - i == 1)
+        j = k;  // \s+(?!\S) at the end, or \s+
+      else
+        j = k - 1;  // \s+(?!\S): the last space stays
     }
     out.push_back(s.substr(i, j - i));
     i = j;
@@ -164,7 +176,10 @@ std::vector<std::string> pretokenize_llama3(const std::string& s) {
 }  // namespace
 
 Vocab synthetic_vocab(int64_t size) {
-  if (size < 262) throw Error("a synthetic vocabulary needs at least 262 tokens (3 special + 256 bytes + 3); got " + std::to_string(size));
+  if (size < 262)
+    throw Error(
+        "a synthetic vocabulary needs at least 262 tokens (3 special + 256 bytes + 3); got " +
+        std::to_string(size));
   Vocab v;
   auto add = [&](const std::string& t, int32_t type) {
     v.tokens.push_back(t);
@@ -207,7 +222,8 @@ Vocab synthetic_vocab(int64_t size) {
 void add_vocab(Writer& w, const Vocab& v) {
   w.add_string("tokenizer.ggml.model", v.model);
   w.add_strings("tokenizer.ggml.tokens", v.tokens);
-  if (!v.scores.empty()) w.add_numbers("tokenizer.ggml.scores", ValueType::f32, {v.scores.begin(), v.scores.end()});
+  if (!v.scores.empty())
+    w.add_numbers("tokenizer.ggml.scores", ValueType::f32, {v.scores.begin(), v.scores.end()});
   w.add_numbers("tokenizer.ggml.token_type", ValueType::i32, {v.types.begin(), v.types.end()});
   if (!v.merges.empty()) w.add_strings("tokenizer.ggml.merges", v.merges);
   if (v.bos >= 0) w.add_u32("tokenizer.ggml.bos_token_id", uint32_t(v.bos));
@@ -223,19 +239,24 @@ Vocab read_vocab(const File& f) {
   v.model = f.get_string("tokenizer.ggml.model");
   if (v.model != "llama" && v.model != "gpt2")
     throw Error(f.path() + ": key 'tokenizer.ggml.model': '" + v.model +
-                "' is not supported (lathe tokenizes 'llama' SentencePiece and 'gpt2' byte-level BPE vocabularies)");
+                "' is not supported (lathe tokenizes 'llama' SentencePiece and 'gpt2' byte-level "
+                "BPE vocabularies)");
   v.tokens = f.get_array("tokenizer.ggml.tokens", ValueType::string).strings;
   size_t n = v.tokens.size();
   if (const Value* s = f.get("tokenizer.ggml.scores")) {
     const Value& a = f.get_array("tokenizer.ggml.scores", ValueType::f32);
-    if (a.size() != n) throw Error(f.path() + ": key 'tokenizer.ggml.scores' has " + std::to_string(a.size()) + " entries for " + std::to_string(n) + " tokens");
+    if (a.size() != n)
+      throw Error(f.path() + ": key 'tokenizer.ggml.scores' has " + std::to_string(a.size()) +
+                  " entries for " + std::to_string(n) + " tokens");
     v.scores.assign(s->numbers.begin(), s->numbers.end());
   } else {
     v.scores.assign(n, 0.0f);
   }
   if (f.get("tokenizer.ggml.token_type")) {
     const Value& a = f.get_array("tokenizer.ggml.token_type", ValueType::i32);
-    if (a.size() != n) throw Error(f.path() + ": key 'tokenizer.ggml.token_type' has " + std::to_string(a.size()) + " entries for " + std::to_string(n) + " tokens");
+    if (a.size() != n)
+      throw Error(f.path() + ": key 'tokenizer.ggml.token_type' has " + std::to_string(a.size()) +
+                  " entries for " + std::to_string(n) + " tokens");
     v.types.assign(a.numbers.begin(), a.numbers.end());
   } else {
     v.types.assign(n, kNormal);
@@ -250,7 +271,9 @@ Vocab read_vocab(const File& f) {
   auto id = [&](const std::string& key, int32_t def) {
     auto i = f.get_int_opt(key);
     if (!i) return def;
-    if (*i < 0 || *i >= int64_t(n)) throw Error(f.path() + ": key '" + key + "': token id " + std::to_string(*i) + " is outside the vocabulary (" + std::to_string(n) + ")");
+    if (*i < 0 || *i >= int64_t(n))
+      throw Error(f.path() + ": key '" + key + "': token id " + std::to_string(*i) +
+                  " is outside the vocabulary (" + std::to_string(n) + ")");
     return int32_t(*i);
   };
   v.bos = id("tokenizer.ggml.bos_token_id", -1);
@@ -259,7 +282,8 @@ Vocab read_vocab(const File& f) {
   auto flag = [&](const std::string& key, bool def) {
     const Value* x = f.get(key);
     if (!x) return def;
-    if (x->type != ValueType::boolean) throw Error(f.path() + ": key '" + key + "': expected a bool");
+    if (x->type != ValueType::boolean)
+      throw Error(f.path() + ": key '" + key + "': expected a bool");
     return x->number != 0;
   };
   v.add_bos = flag("tokenizer.ggml.add_bos_token", v.model == "llama");
@@ -286,8 +310,10 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos) co
   std::vector<int32_t> out;
   if (add_bos && v_.bos >= 0) out.push_back(v_.bos);
   if (text.empty()) return out;
-  if (v_.model == "gpt2") encode_bpe(text, out);
-  else encode_spm(text, out);
+  if (v_.model == "gpt2")
+    encode_bpe(text, out);
+  else
+    encode_spm(text, out);
   return out;
 }
 
@@ -308,7 +334,9 @@ void Tokenizer::encode_spm(const std::string& raw, std::vector<int32_t>& out) co
     int left, right;
     float score;
     size_t len;
-    bool operator<(const Bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
+    bool operator<(const Bigram& o) const {
+      return score < o.score || (score == o.score && left > o.left);
+    }
   };
   std::priority_queue<Bigram> queue;
   std::map<std::string, std::pair<int, int>> rev_merge;
@@ -341,7 +369,8 @@ void Tokenizer::encode_spm(const std::string& raw, std::vector<int32_t>& out) co
     }
     auto it = rev_merge.find(s);
     if (it == rev_merge.end()) {
-      for (unsigned char c : s) out.push_back(byte_ids_[c] >= 0 ? byte_ids_[c] : std::max(v_.unk, 0));
+      for (unsigned char c : s)
+        out.push_back(byte_ids_[c] >= 0 ? byte_ids_[c] : std::max(v_.unk, 0));
       return;
     }
     resegment(it->second.first);
@@ -352,7 +381,8 @@ void Tokenizer::encode_spm(const std::string& raw, std::vector<int32_t>& out) co
 
 void Tokenizer::encode_bpe(const std::string& text, std::vector<int32_t>& out) const {
   const auto& b2u = byte_to_unicode();
-  for (const std::string& word : v_.pre == "llama3" ? pretokenize_llama3(text) : pretokenize_gpt2(text)) {
+  for (const std::string& word :
+       v_.pre == "llama3" ? pretokenize_llama3(text) : pretokenize_gpt2(text)) {
     std::vector<std::string> parts;
     for (unsigned char c : word) parts.push_back(b2u[c]);
     // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is ranked.
@@ -398,7 +428,8 @@ std::string Tokenizer::piece(int32_t id) const {
     }
     return s;
   }
-  if (type == kByte && t.size() == 6 && t.starts_with("<0x")) return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+  if (type == kByte && t.size() == 6 && t.starts_with("<0x"))
+    return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
   return replace_all(t, kSpace, " ");
 }
 

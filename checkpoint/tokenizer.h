@@ -26,15 +26,22 @@
 
 namespace lathe::gguf {
 
-enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+enum TokenType : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6
+};
 
 struct Vocab {
   std::string model = "llama";  // tokenizer.ggml.model: llama or gpt2
   std::vector<std::string> tokens;
-  std::vector<float> scores;      // llama
-  std::vector<int32_t> types;     // TokenType per token
+  std::vector<float> scores;        // llama
+  std::vector<int32_t> types;       // TokenType per token
   std::vector<std::string> merges;  // gpt2: "a b" in rank order
-  std::string pre = "gpt2";         // gpt2 pre-tokenizer: gpt2, or llama3 (tokenizer.ggml.pre llama-bpe)
+  std::string pre = "gpt2";  // gpt2 pre-tokenizer: gpt2, or llama3 (tokenizer.ggml.pre llama-bpe)
   int32_t bos = -1, eos = -1, unk = -1;
   bool add_bos = true;
   bool add_space_prefix = true;

@@ -185,7 +185,13 @@ int run_check(const CheckArgs& a) {
   for (const BuiltinSpec& b : builtin_specs("sweeps"))
     if (b.name == a.file) return summarize_sweep(parse_sweep_toml(b.text, b.path), b.name, a.format);
   std::error_code ec;
-  if (gguf::is_gguf_path(a.file)) return summarize_model(load_model(a.file), a.file, a.format);
+  if (gguf::is_gguf_path(a.file)) {
+    int rc = summarize_model(load_model(a.file), a.file, a.format);
+    if (a.format != "json")
+      std::cout << "  stored matrices   " << format_name(*gguf::stored_weight_format(a.file))
+                << " (the format plans use without --weights)\n";
+    return rc;
+  }
   if (!std::filesystem::exists(a.file, ec))
     throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
   std::string text = read_file(a.file);

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "codegen/cpu/kernel_prelude.h"
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
+#include "codegen/cpu/kernel_prelude.h"
 #include "ir/assert.h"
 
 namespace lathe {
@@ -23,19 +23,23 @@ float scale_at(const gguf::File& f, const gguf::TensorInfo& t, const uint8_t* bl
   std::memcpy(&d, block, 2);
   float s = lk::h2f(d);
   if (!std::isfinite(s))
-    throw Error(f.path() + ": tensor '" + t.name + "': block " + std::to_string(b) + " has a non-finite scale (" +
-                std::to_string(s) + ")");
+    throw Error(f.path() + ": tensor '" + t.name + "': block " + std::to_string(b) +
+                " has a non-finite scale (" + std::to_string(s) + ")");
   return s;
 }
 
 // The GGUF tensor behind a lathe weight, checked against the shape the plan needs.
-const gguf::TensorInfo& tensor_for(const gguf::File& f, const std::string& name, const std::vector<int64_t>& shape) {
+const gguf::TensorInfo& tensor_for(const gguf::File& f, const std::string& name,
+                                   const std::vector<int64_t>& shape) {
   std::string g = gguf::gguf_name(name);
   const gguf::TensorInfo* t = g.empty() ? nullptr : f.find(g);
-  if (!t) throw Error(f.path() + ": no tensor for weight '" + name + "'" + (g.empty() ? "" : " (expected '" + g + "')"));
+  if (!t)
+    throw Error(f.path() + ": no tensor for weight '" + name + "'" +
+                (g.empty() ? "" : " (expected '" + g + "')"));
   if (t->shape() != shape)
-    throw Error(f.path() + ": tensor '" + g + "' has shape " + shape_text(t->shape()) + " but the plan needs " +
-                shape_text(shape) + " (GGUF weights cannot be split with --tp)");
+    throw Error(f.path() + ": tensor '" + g + "' has shape " + shape_text(t->shape()) +
+                " but the plan needs " + shape_text(shape) +
+                " (GGUF weights cannot be split with --tp)");
   return *t;
 }
 
@@ -45,7 +49,9 @@ void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out)
   const int64_t n = t.elements();
   const uint8_t* p = t.data;
   switch (t.type) {
-    case 0: std::memcpy(out, p, size_t(n) * 4); return;
+    case 0:
+      std::memcpy(out, p, size_t(n) * 4);
+      return;
     case 1:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
@@ -83,12 +89,11 @@ void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out)
   }
 }
 
-WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs, std::shared_ptr<const gguf::File> file,
-                              int threads) {
+WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
+                              std::shared_ptr<const gguf::File> file, int threads) {
   const gguf::File& f = *file;
-  WeightSource source = [&f](const std::string& name, const std::vector<int64_t>& shape, float* out) {
-    gguf_dequantize(f, tensor_for(f, name, shape), out);
-  };
+  WeightSource source = [&f](const std::string& name, const std::vector<int64_t>& shape,
+                             float* out) { gguf_dequantize(f, tensor_for(f, name, shape), out); };
   DirectFill direct = [&f](WeightTensor& w) {
     const gguf::TensorInfo& t = tensor_for(f, w.name, w.shape);
     if (gguf::format_of(t.type) != w.format) return false;
@@ -96,7 +101,11 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs, std::shar
     uint8_t* payload = static_cast<uint8_t*>(w.payload.data());
     uint16_t* scales = static_cast<uint16_t*>(w.scales.data());
     switch (t.type) {
-      case 0: case 1: case 30: std::memcpy(payload, t.data, size_t(t.bytes)); return true;
+      case 0:
+      case 1:
+      case 30:
+        std::memcpy(payload, t.data, size_t(t.bytes));
+        return true;
       case 8:
         for (int64_t b = 0; b < n / 32; ++b) {
           const uint8_t* blk = t.data + b * 34;
@@ -113,25 +122,32 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs, std::shar
           std::memcpy(payload + b * 16, blk + 2, 16);
         }
         return true;
-      default: return false;
+      default:
+        return false;
     }
   };
   return WeightStore::build(graphs, source, threads, direct);
 }
 
-Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& shape, const Format& matrices) {
+Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& shape,
+                          const Format& matrices) {
   const Format f32{DType::f32, 0, DType::f16};
   if (shape.size() < 2 || name == "tok_embeddings" || name.ends_with(".router")) return f32;
   return matrices;
 }
 
-void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices, const std::string& path) {
+void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
+                          const std::string& path) {
   auto type = gguf::ggml_type_of(matrices);
   if (!type)
     throw Error("--weights " + format_name(matrices) +
                 ": GGUF stores f32, f16, bf16, q8_0 (int8:g32) and q4_0 (int4:g32) weights");
   gguf::Writer w;
-  const uint32_t file_type = *type == 0 ? 0 : *type == 1 ? 1 : *type == 30 ? 32 : *type == 8 ? 7 : 2;
+  const uint32_t file_type = *type == 0    ? 0
+                             : *type == 1  ? 1
+                             : *type == 30 ? 32
+                             : *type == 8  ? 7
+                                           : 2;
   w.add_string("general.architecture", "llama");
   w.add_string("general.name", m.name);
   w.add_u32("general.file_type", file_type);
@@ -163,8 +179,9 @@ void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matri
     uint32_t t = *gguf::ggml_type_of(fmt);
     int64_t K = info.shape.back();
     if (fmt.group > 0 && K % fmt.group != 0)
-      throw Error("--weights " + format_name(matrices) + ": " + info.name + " has a reduction length of " +
-                  std::to_string(K) + ", not a multiple of " + std::to_string(fmt.group));
+      throw Error("--weights " + format_name(matrices) + ": " + info.name +
+                  " has a reduction length of " + std::to_string(K) + ", not a multiple of " +
+                  std::to_string(fmt.group));
     std::vector<int64_t> ne(info.shape.rbegin(), info.shape.rend());
     w.add_tensor(gguf::gguf_name(info.name), ne, t, [seed, info, fmt, t](uint8_t* out) {
       int64_t K = info.shape.back(), rows = 1;

@@ -24,17 +24,19 @@ namespace lathe {
 void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out);
 
 // The weights of `graphs` from `file` (shapes must match: a --tp split is refused).
-WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs, std::shared_ptr<const gguf::File> file,
-                              int threads);
+WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
+                              std::shared_ptr<const gguf::File> file, int threads);
 
 // The format each weight of a model takes in a file written with matrices in
 // `matrices`: GEMM matrices take it; norms, the embedding table and the MoE router
 // stay F32 (as `lathe run --weights` leaves them in an f32 model).
-Format gguf_tensor_format(const std::string& lathe_name, const std::vector<int64_t>& shape, const Format& matrices);
+Format gguf_tensor_format(const std::string& lathe_name, const std::vector<int64_t>& shape,
+                          const Format& matrices);
 
 // Writes `m` with the synthetic values of `seed` (runtime synthetic_values, packed
 // into `matrices` exactly as `lathe run --weights` packs them) as a llama-architecture
 // GGUF v3 file with a synthetic SentencePiece vocabulary. Atomic (temp + rename).
-void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices, const std::string& path);
+void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
+                          const std::string& path);
 
 }  // namespace lathe

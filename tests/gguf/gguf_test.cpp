@@ -7,10 +7,10 @@
 #include <fstream>
 #include <random>
 
-#include "frontend/builder.h"
-#include "frontend/specs.h"
 #include "checkpoint/gguf_file.h"
 #include "checkpoint/gguf_model.h"
+#include "frontend/builder.h"
+#include "frontend/specs.h"
 #include "ir/assert.h"
 #include "passes/pipeline.h"
 #include "runtime/gguf_weights.h"
@@ -84,7 +84,8 @@ TEST(GgufFile, MetadataAndTensorsRoundTrip) {
   EXPECT_EQ(f->get_int("a.i32"), -7);
   EXPECT_EQ(*f->get_float_opt("a.f32"), 0.25);
   EXPECT_EQ(f->get("a.bool")->number, 1);
-  EXPECT_EQ(f->get_array("a.strings", gguf::ValueType::string).strings, (std::vector<std::string>{"x", "", "yz"}));
+  EXPECT_EQ(f->get_array("a.strings", gguf::ValueType::string).strings,
+            (std::vector<std::string>{"x", "", "yz"}));
   EXPECT_EQ(f->get_array("a.f32s", gguf::ValueType::f32).numbers, (std::vector<double>{1.5, -2}));
   ASSERT_EQ(f->tensors().size(), 2u);
   const gguf::TensorInfo* t = f->find("t.f32");
@@ -97,13 +98,15 @@ TEST(GgufFile, MetadataAndTensorsRoundTrip) {
   gguf_dequantize(*f, *f->find("t.q8"), q.data());
   EXPECT_EQ(q[0], -16.0f);
   EXPECT_EQ(q[63], 16.0f);
-  EXPECT_NE(error_of([&] { f->get_string("a.u32"); }).find("key 'a.u32': expected a string"), std::string::npos);
-  EXPECT_NE(error_of([&] { f->get_int("missing"); }).find("missing key 'missing'"), std::string::npos);
+  EXPECT_NE(error_of([&] { f->get_string("a.u32"); }).find("key 'a.u32': expected a string"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { f->get_int("missing"); }).find("missing key 'missing'"),
+            std::string::npos);
 }
 
 TEST(GgufModel, NamesMapBothWays) {
-  for (const char* n : {"tok_embeddings", "norm", "lm_head", "layers.3.wq", "layers.0.attn_norm", "layers.11.w_down",
-                        "layers.1.router", "layers.1.experts.w_up"}) {
+  for (const char* n : {"tok_embeddings", "norm", "lm_head", "layers.3.wq", "layers.0.attn_norm",
+                        "layers.11.w_down", "layers.1.router", "layers.1.experts.w_up"}) {
     std::string g = gguf::gguf_name(n);
     EXPECT_FALSE(g.empty()) << n;
     EXPECT_EQ(gguf::lathe_name(g), n);
@@ -152,8 +155,8 @@ TEST(GgufWeights, LoadEqualsSyntheticPacking) {
     const char* file_fmt;
     const char* plan_fmt;
   };
-  for (Case c : {Case{"f32", "f32"}, Case{"f16", "f16"}, Case{"q8_0", "int8:g32"}, Case{"q4_0", "int4:g32"},
-                 Case{"f32", "int8:g32"}, Case{"q8_0", "f32"}}) {
+  for (Case c : {Case{"f32", "f32"}, Case{"f16", "f16"}, Case{"q8_0", "int8:g32"},
+                 Case{"q4_0", "int4:g32"}, Case{"f32", "int8:g32"}, Case{"q8_0", "f32"}}) {
     for (const char* model : {"tiny", "tiny-moe"}) {
       ModelSpec m = load_model(model);
       Target t = load_target("cpu-host");
@@ -168,17 +171,20 @@ TEST(GgufWeights, LoadEqualsSyntheticPacking) {
       WeightStore b;
       if (std::string(c.file_fmt) == "q8_0" && std::string(c.plan_fmt) == "f32") {
         // The file holds quantized values: compare with the dequantized synthetic ones.
-        b = WeightStore::build({&low.prefill, &low.decode}, [](const std::string& n, const std::vector<int64_t>& s, float* out) {
-          int64_t K = s.back(), rows = 1;
-          for (size_t i = 0; i + 1 < s.size(); ++i) rows *= s[i];
-          synthetic_values(7, n, s, out);
-          Format q{DType::int8, 32, DType::f16};
-          if (s.size() < 2 || n == "tok_embeddings" || n.ends_with("router")) return;
-          std::vector<int8_t> p(size_t(rows * K));
-          std::vector<uint16_t> sc(size_t(rows * K / 32));
-          pack_rows(out, rows, K, q, p.data(), sc.data());
-          unpack_rows(p.data(), sc.data(), rows, K, q, out);
-        }, 2);
+        b = WeightStore::build(
+            {&low.prefill, &low.decode},
+            [](const std::string& n, const std::vector<int64_t>& s, float* out) {
+              int64_t K = s.back(), rows = 1;
+              for (size_t i = 0; i + 1 < s.size(); ++i) rows *= s[i];
+              synthetic_values(7, n, s, out);
+              Format q{DType::int8, 32, DType::f16};
+              if (s.size() < 2 || n == "tok_embeddings" || n.ends_with("router")) return;
+              std::vector<int8_t> p(size_t(rows * K));
+              std::vector<uint16_t> sc(size_t(rows * K / 32));
+              pack_rows(out, rows, K, q, p.data(), sc.data());
+              unpack_rows(p.data(), sc.data(), rows, K, q, out);
+            },
+            2);
       } else {
         b = WeightStore::build({&low.prefill, &low.decode}, synthetic_source(7), 2);
       }
@@ -190,7 +196,8 @@ TEST(GgufWeights, LoadEqualsSyntheticPacking) {
         EXPECT_EQ(std::memcmp(ta.payload.data(), tb.payload.data(), ta.payload.size()), 0)
             << model << " " << c.file_fmt << "->" << c.plan_fmt << ": " << name;
         ASSERT_EQ(ta.scales.size(), tb.scales.size()) << name;
-        if (ta.scales.size()) EXPECT_EQ(std::memcmp(ta.scales.data(), tb.scales.data(), ta.scales.size()), 0) << name;
+        if (ta.scales.size())
+          EXPECT_EQ(std::memcmp(ta.scales.data(), tb.scales.data(), ta.scales.size()), 0) << name;
       }
     }
   }
@@ -208,7 +215,8 @@ TEST(GgufErrors, WrongMagicVersionAndGarbage) {
   EXPECT_NE(error_of([&] { gguf::File::open(p); }).find("version 9"), std::string::npos);
   write_bytes(p, {});
   EXPECT_NE(error_of([&] { gguf::File::open(p); }).find("wrong magic"), std::string::npos);
-  EXPECT_NE(error_of([&] { gguf::File::open(temp_path("missing.gguf")); }).find("cannot open"), std::string::npos);
+  EXPECT_NE(error_of([&] { gguf::File::open(temp_path("missing.gguf")); }).find("cannot open"),
+            std::string::npos);
 }
 
 // Every truncation of a valid file is rejected with an error (never a crash), and
@@ -259,10 +267,11 @@ TEST(GgufErrors, DataPastEndShapeMismatchTypesAndScales) {
   auto tensors = [&](gguf::Writer& w, uint32_t q_type) {
     w.add_tensor("token_embd.weight", {32, 300}, 0, zeros);
     w.add_tensor("blk.0.attn_norm.weight", {32}, 0, zeros);
-    w.add_tensor("blk.0.attn_q.weight", {q_type == 12 ? 256 : 32, q_type == 12 ? 4 : 32}, q_type, [](uint8_t* out) {
-      uint16_t nan = 0x7e00;
-      std::memcpy(out, &nan, 2);  // first block's scale (Q8_0)
-    });
+    w.add_tensor("blk.0.attn_q.weight", {q_type == 12 ? 256 : 32, q_type == 12 ? 4 : 32}, q_type,
+                 [](uint8_t* out) {
+                   uint16_t nan = 0x7e00;
+                   std::memcpy(out, &nan, 2);  // first block's scale (Q8_0)
+                 });
     for (const char* n : {"blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"})
       w.add_tensor(n, {32, 32}, 0, zeros);
     w.add_tensor("blk.0.ffn_norm.weight", {32}, 0, zeros);
@@ -338,7 +347,8 @@ TEST(GgufWriter, FailureLeavesNoFile) {
   EXPECT_FALSE(fs::exists(path));
   for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
     EXPECT_EQ(e.path().string().find("never.gguf.tmp"), std::string::npos);
-  EXPECT_NE(error_of([&] { w.write("/no/such/dir/x.gguf"); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { w.write("/no/such/dir/x.gguf"); }).find("does not exist"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "frontend/specs.h"
 #include "checkpoint/gguf_model.h"
+#include "frontend/specs.h"
 #include "runtime/gguf_weights.h"
 #include "support/cpu_run.h"
 
@@ -39,7 +39,9 @@ double row_error(const float* a, const float* b, size_t n) {
 // quantized matmul, while lathe's prefill GEMMs keep f32 activations and its decode
 // GEMVs round them per 32-block their own way: the bound is that of 8-bit activations
 // (measured 1.5e-2, bench/gguf_parity.py; docs/gguf.md).
-double tolerance(const std::string& fmt) { return fmt == "f32" ? 1e-4 : 3e-2; }
+double tolerance(const std::string& fmt) {
+  return fmt == "f32" ? 1e-4 : 3e-2;
+}
 
 TEST(GgufParity, LogitsMatchLlamaCpp) {
   if (!fs::exists(kDir + "parity.json")) GTEST_SKIP() << "no parity fixture";
@@ -50,16 +52,20 @@ TEST(GgufParity, LogitsMatchLlamaCpp) {
   ModelSpec micro = load_model(kDir + "micro.toml");
 
   // The committed f32 file is what `lathe weights init` writes today, byte for byte.
-  std::string tmp = (fs::temp_directory_path() / ("lathe-parity-" + std::to_string(::getpid()))).string();
+  std::string tmp =
+      (fs::temp_directory_path() / ("lathe-parity-" + std::to_string(::getpid()))).string();
   fs::create_directories(tmp);
   write_synthetic_gguf(micro, seed, *parse_weight_format("f32"), tmp + "/micro-f32.gguf");
   EXPECT_EQ(bytes_of(tmp + "/micro-f32.gguf"), bytes_of(kDir + "micro-f32.gguf"))
-      << "the GGUF writer or synthetic_values changed: regenerate with bench/gguf_parity.py --write-fixture";
+      << "the GGUF writer or synthetic_values changed: regenerate with bench/gguf_parity.py "
+         "--write-fixture";
 
   for (const auto& [fmt, info] : j["formats"].items()) {
     std::string path = tmp + "/micro-" + fmt + ".gguf";
-    if (fmt == "f32") path = kDir + "micro-f32.gguf";
-    else write_synthetic_gguf(micro, seed, *parse_weight_format(fmt), path);
+    if (fmt == "f32")
+      path = kDir + "micro-f32.gguf";
+    else
+      write_synthetic_gguf(micro, seed, *parse_weight_format(fmt), path);
     std::vector<int32_t> lathe_path = info["lathe_tokens"].get<std::vector<int32_t>>();
     std::vector<uint8_t> raw = bytes_of(kDir + "llamacpp-logits-" + fmt + ".bin");
     const size_t V = size_t(micro.vocab);
@@ -84,10 +90,11 @@ TEST(GgufParity, LogitsMatchLlamaCpp) {
       EXPECT_LT(e, tolerance(fmt)) << fmt << " position " << prompt.size() - 1 + size_t(i);
       greedy.push_back(r.argmax[0]);
     }
-    std::printf("%s: max normalized error %.3g over %lld positions (bound %.0e)\n", fmt.c_str(), worst,
-                (long long)gen, tolerance(fmt));
+    std::printf("%s: max normalized error %.3g over %lld positions (bound %.0e)\n", fmt.c_str(),
+                worst, (long long)gen, tolerance(fmt));
     if (fmt == "f32")
-      EXPECT_EQ(greedy, info["llama_cpp_greedy"].get<std::vector<int32_t>>()) << "greedy continuation differs";
+      EXPECT_EQ(greedy, info["llama_cpp_greedy"].get<std::vector<int32_t>>())
+          << "greedy continuation differs";
   }
 }
 

@@ -51,10 +51,12 @@ TEST(Tokenizer, BpeMergesByRank) {
   v.model = "gpt2";
   v.add_space_prefix = false;
   v.add_bos = false;
-  v.tokens = {"h", "e", "l", "o", "\xC4\xA0", "w", "r", "d", "he", "ll", "llo", "hello", "\xC4\xA0w", "or",
-              "\xC4\xA0wor", "ld", "\xC4\xA0world", "!"};
+  v.tokens = {"h",         "e",  "l",           "o",  "\xC4\xA0",      "w",
+              "r",         "d",  "he",          "ll", "llo",           "hello",
+              "\xC4\xA0w", "or", "\xC4\xA0wor", "ld", "\xC4\xA0world", "!"};
   v.types.assign(v.tokens.size(), kNormal);
-  v.merges = {"h e", "l l", "ll o", "he llo", "\xC4\xA0 w", "o r", "\xC4\xA0w or", "l d", "\xC4\xA0wor ld"};
+  v.merges = {"h e", "l l",          "ll o", "he llo",        "\xC4\xA0 w",
+              "o r", "\xC4\xA0w or", "l d",  "\xC4\xA0wor ld"};
   Tokenizer t(v);
   EXPECT_EQ(t.encode("hello world", false), (std::vector<int32_t>{11, 16}));
   EXPECT_EQ(t.encode("hello world!", false), (std::vector<int32_t>{11, 16, 17}));
