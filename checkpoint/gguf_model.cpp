@@ -215,6 +215,9 @@ ModelSpec model_spec(const File& f) {
   if (m.is_moe() && m.moe->top_k > m.moe->experts)
     throw Error(path + ": key 'llama.expert_used_count' exceeds 'llama.expert_count'");
 
+  for (const TensorInfo& t : f.tensors())
+    if (t.name.ends_with(".bias"))
+      throw Error(path + ": tensor '" + t.name + "': biases are not supported (lathe's llama graph has none)");
   // Every tensor the model needs, with the shape the metadata implies.
   for (const auto& [name, shape] : model_weights(m)) {
     std::string g = gguf_name(name);

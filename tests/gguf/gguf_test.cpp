@@ -315,6 +315,16 @@ TEST(GgufErrors, DataPastEndShapeMismatchTypesAndScales) {
   }
   {
     gguf::Writer w;
+    base(w, 32);
+    tensors(w, 0);
+    w.add_tensor("blk.0.attn_q.bias", {32}, 0, zeros);
+    std::string path = temp_path("bias.gguf");
+    w.write(path);
+    e = error_of([&] { load_model(path); });
+    EXPECT_NE(e.find("blk.0.attn_q.bias"), std::string::npos) << e;
+  }
+  {
+    gguf::Writer w;
     w.add_string("general.architecture", "gpt2");
     std::string path = temp_path("arch.gguf");
     w.write(path);
