@@ -7,6 +7,7 @@
 #include "frontend/scenario.h"
 #include "frontend/specs.h"
 #include "frontend/sweep.h"
+#include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
 
 namespace lathe::cli {
@@ -184,6 +185,13 @@ int run_check(const CheckArgs& a) {
   for (const BuiltinSpec& b : builtin_specs("sweeps"))
     if (b.name == a.file) return summarize_sweep(parse_sweep_toml(b.text, b.path), b.name, a.format);
   std::error_code ec;
+  if (gguf::is_gguf_path(a.file)) {
+    int rc = summarize_model(load_model(a.file), a.file, a.format);
+    if (a.format != "json")
+      std::cout << "  stored matrices   " << format_name(*gguf::stored_weight_format(a.file))
+                << " (the format plans use without --weights)\n";
+    return rc;
+  }
   if (!std::filesystem::exists(a.file, ec))
     throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
   std::string text = read_file(a.file);
@@ -204,7 +212,7 @@ int run_check(const CheckArgs& a) {
 void register_check(CLI::App& app, Registry& r) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware, plan, scenario or sweep spec and summarize it");
-  cmd->add_option("FILE", args->file, "spec TOML file, or a built-in model/hardware/scenario/sweep name")->required();
+  cmd->add_option("FILE", args->file, "spec TOML file, a .gguf model file, or a built-in model/hardware/scenario/sweep name")->required();
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_check(*args); }; });
 }

@@ -6,18 +6,22 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <unistd.h>
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/tokenizer.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/cuda_session.h"
+#include "runtime/gguf_weights.h"
 #include "runtime/sampler.h"
 
 namespace lathe::cli {
@@ -25,7 +29,7 @@ namespace lathe::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, backend = "cpu", hw = "cpu-host", tokens, format = "table", cache_dir, tuning;
+  std::string model, backend = "cpu", hw = "cpu-host", tokens, prompt_text, logits_out, format = "table", cache_dir, tuning;
   int64_t prompt_tokens = 16, batch = 1, gen = 16;
   PlanFlags plan;
   std::vector<std::string> sets;
@@ -61,6 +65,21 @@ std::vector<std::vector<int32_t>> parse_tokens(const std::string& s) {
   flush();
   for (const auto& seq : out)
     if (seq.empty()) throw Error("--tokens: empty sequence (write ids as 1,2,3 and separate sequences with ';')");
+  return out;
+}
+
+// Text for a terminal: control bytes (but newline and tab) as \xNN.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 || c == '\n' || c == '\t') {
+      out += char(c);
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  }
   return out;
 }
 
@@ -148,6 +167,20 @@ int run_run(const RunArgs& a) {
   bool from_plan = fs::is_directory(a.model, ec) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
+  // A GGUF file brings its weights and, usually, its vocabulary.
+  std::shared_ptr<const gguf::File> gguf_file;
+  std::optional<gguf::Tokenizer> tokenizer;
+  if (!from_plan && gguf::is_gguf_path(a.model)) {
+    gguf_file = gguf::File::open(a.model);
+    if (gguf_file->get("tokenizer.ggml.model")) tokenizer.emplace(gguf::read_vocab(*gguf_file));
+  }
+  if (!a.prompt_text.empty()) {
+    if (!a.tokens.empty()) throw Error("--prompt and --tokens cannot be combined");
+    if (!tokenizer)
+      throw Error("--prompt: needs a .gguf model with a vocabulary (tokenizer.ggml.*); give token ids with --tokens");
+    prompts = {tokenizer->encode(a.prompt_text, tokenizer->vocab().add_bos)};
+    if (prompts[0].empty()) throw Error("--prompt: the text gives no tokens");
+  }
 
   Plan plan;
   std::string model_name;
@@ -194,7 +227,8 @@ int run_run(const RunArgs& a) {
   check_fits_in_memory(plan);  // before a byte of weights is allocated
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
+  WeightStore weights = gguf_file ? load_gguf_weights({&plan.prefill, &plan.decode}, gguf_file, threads)
+                                  : WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
   Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);
 
@@ -202,8 +236,16 @@ int run_run(const RunArgs& a) {
   for (size_t s = 0; s < prompts.size(); ++s)
     samplers.emplace_back(SamplerOptions{a.temperature, a.top_k, a.top_p, a.sample_seed + s});
   std::vector<std::vector<int32_t>> generated(prompts.size());
+  // --logits: every step's logits, sequence after sequence, as little-endian f32 rows.
+  std::string logits_bytes;
+  auto keep_logits = [&](const StepResult& step) {
+    if (a.logits_out.empty()) return;
+    for (const auto& row : step.logits)
+      logits_bytes.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+  };
   auto t0 = std::chrono::steady_clock::now();
   StepResult r = session.prefill(prompts);
+  keep_logits(r);
   std::vector<int32_t> next;
   for (size_t s = 0; s < prompts.size(); ++s) next.push_back(samplers[s].sample(r.logits[s]));
   double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -213,6 +255,7 @@ int run_run(const RunArgs& a) {
   int steps = 0;
   for (int64_t i = 1; i < a.gen; ++i) {
     r = session.decode(next);
+    keep_logits(r);
     decode_s += r.seconds;
     decode_pred += r.predicted_s;
     ++steps;
@@ -222,6 +265,7 @@ int run_run(const RunArgs& a) {
     }
   }
   double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.logits_out.empty()) write_file_atomic(a.logits_out, logits_bytes);
   int64_t prompt_total = 0;
   for (const auto& p : prompts) prompt_total += int64_t(p.size());
   double tpot = steps ? decode_s / steps : 0, tpot_pred = steps ? decode_pred / steps : 0;
@@ -238,6 +282,12 @@ int run_run(const RunArgs& a) {
     j["device"] = session.device;
     j["tokens"] = flat;
     j["generated"] = generated;
+    if (tokenizer) {
+      std::vector<std::string> texts;
+      for (const auto& g : generated) texts.push_back(tokenizer->decode(g));
+      j["text"] = texts;
+      j["prompt_ids"] = prompts;
+    }
     j["batch"] = prompts.size();
     j["prompt_tokens"] = prompt_total;
     size_t longest_prompt = 0;
@@ -285,18 +335,23 @@ int run_run(const RunArgs& a) {
                                 {"achieved_gbs", t.measured_s > 0 ? t.bytes / t.measured_s / 1e9 : 0},
                                 {"bandwidth_util", t.measured_s > 0 && bw > 0 ? t.bytes / t.measured_s / bw : 0}});
     }
-    std::cout << j.dump(2) << "\n";
+    // Generated text may hold partial UTF-8 sequences: those bytes become U+FFFD.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::cout << "lathe run: " << model_name << " on " << session.device << ", predictions for "
             << describe_target(plan.target) << "\n";
   std::cout << "  " << (cuda ? "NVRTC: " : "JIT: ") << session.compiled << " kernels compiled, " << session.cached
-            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights (seed " << a.seed << ") "
+            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights ("
+            << (gguf_file ? "from " + a.model : "seed " + std::to_string(a.seed)) << ") "
             << human_bytes(weights.bytes()) << " in " << fmt_double(weights_s, 2) << " s\n";
   for (size_t s = 0; s < generated.size() && s < 8; ++s) {
     std::cout << "  sequence " << s << " (" << prompts[s].size() << " prompt tokens): ";
     for (int32_t t : generated[s]) std::cout << t << " ";
     std::cout << "\n";
+    if (tokenizer)
+      std::cout << "    text: \"" << printable(tokenizer->decode(prompts[s])) << "\" -> \""
+                << printable(tokenizer->decode(generated[s])) << "\"\n";
   }
   Table t({"phase", "tokens", "measured ms", "predicted ms", "measured/predicted", "tokens/s"});
   t.add({"prefill", std::to_string(prompt_total), ms(prefill_s), ms(prefill_pred),
@@ -403,22 +458,31 @@ int run_probe(const ProbeArgs& a) {
 void register_run(CLI::App& app, Registry& r) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
-  cmd->add_option("MODEL", a->model, "built-in model, model TOML, or a plan directory from `lathe compile`")->required();
+  cmd->add_option("MODEL", a->model,
+                  "built-in model, model TOML, .gguf file (its weights and vocabulary), or a plan directory from "
+                  "`lathe compile`")
+      ->required();
   cmd->add_option("--backend", a->backend,
                   "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");
   cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "synthetic prompt length")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--tokens", a->tokens, "prompt token ids, e.g. 1,2,3 (';' separates sequences)");
+  cmd->add_option("--prompt", a->prompt_text,
+                  "prompt text, tokenized with the .gguf file's vocabulary (BOS added when the file asks); the output "
+                  "shows the generated text");
   cmd->add_option("--batch", a->batch, "synthetic prompts in the batch")->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd->add_option("--gen", a->gen, "tokens to generate per sequence")->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", a->seed, "seed of the synthetic weights");
+  cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)");
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
+  cmd->add_option("--logits", a->logits_out,
+                  "write the logits of every step (prefill's last position, then each decode step; all sequences) "
+                  "to this file as f32 rows of vocab values");
   cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
   cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU backend)");
   cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));

@@ -145,7 +145,7 @@ void register_tune(CLI::App& app, Registry& r) {
   CLI::App* cmd = app.add_subcommand("tune",
                                      "Time candidate kernel parameters on the real backend; write "
                                      "the best per kernel to a tuning file");
-  cmd->add_option("MODEL", a->model, "built-in model name or model TOML")->required();
+  cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file")->required();
   cmd->add_option("HW", a->hardware, "hardware spec the plan is made for (default cpu-host)");
   cmd->add_option("--backend", a->backend, "cpu (this machine) or cuda (needs a GPU)");
   cmd->add_option("-o,--out", a->out, "tuning file to write (JSON)")->required();

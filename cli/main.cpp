@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   lathe::cli::register_advise(app, reg);
   lathe::cli::register_calibrate(app, reg);
   lathe::cli::register_tune(app, reg);
+  lathe::cli::register_weights(app, reg);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

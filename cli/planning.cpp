@@ -4,6 +4,7 @@
 
 #include "frontend/builder.h"
 #include "frontend/sweep.h"
+#include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
 
 namespace lathe::cli {
@@ -50,6 +51,9 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   p.target = resolve_target(req.hardware, req.sets);
   p.workload = req.workload;
   p.options = req.options;
+  // A GGUF file runs in the format its matrices are stored in unless --weights says
+  // otherwise (Q8_0 -> int8:g32, Q4_0 -> int4:g32; see docs/gguf.md).
+  if (!p.options.weights && gguf::is_gguf_path(req.model)) p.options.weights = gguf::stored_weight_format(req.model);
   BuildOptions pre = build_options(p.model, p.target, p.options, p.workload, Phase::prefill);
   BuildOptions dec = build_options(p.model, p.target, p.options, p.workload, Phase::decode);
   if (!p.target.supports(pre.act))

@@ -10,6 +10,7 @@
 #include "frontend/embedded_specs.h"
 #include "frontend/plan_keys.h"
 #include "frontend/toml_doc.h"
+#include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
 
 namespace lathe {
@@ -377,6 +378,12 @@ T load_named(std::string_view name_or_path, std::string_view folder, std::string
 }  // namespace
 
 ModelSpec load_model(std::string_view name_or_path) {
+  if (gguf::is_gguf_path(name_or_path)) {
+    std::string path(name_or_path);
+    ModelSpec m = gguf::load_model_spec(path);
+    validate_model(m, path);
+    return m;
+  }
   return load_named<ModelSpec>(name_or_path, "models", "model",
                                [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
 }

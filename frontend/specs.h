@@ -53,7 +53,8 @@ std::vector<std::string> builtin_names(std::string_view folder);
 std::string read_file(const std::string& path);
 bool looks_like_path(std::string_view arg);
 
-// Resolves a built-in name or a TOML path. Unknown names list the built-ins.
+// Resolves a built-in name, a TOML path or a .gguf file (the model its llama.*
+// metadata describes). Unknown names list the built-ins.
 ModelSpec load_model(std::string_view name_or_path);
 Target load_target(std::string_view name_or_path);
 PlanSpec load_plan(std::string_view path);

@@ -201,7 +201,8 @@ double WeightStore::bytes() const {
   return s;
 }
 
-WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const WeightSource& source, int threads) {
+WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const WeightSource& source, int threads,
+                               const DirectFill& direct) {
   WeightStore store;
   std::vector<const Value*> todo;
   for (const Graph* g : graphs)
@@ -231,6 +232,7 @@ WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const We
         t.payload = AlignedBuffer(packed_bytes(t.format, rows, K));
         size_t ns = scale_count(t.format, rows, K);
         if (ns) t.scales = AlignedBuffer(ns * size_t(dtype_bits(t.format.scale_dtype) / 8));
+        if (direct && direct(t)) continue;
         std::vector<float> values(size_t(rows * K));
         source(t.name, t.shape, values.data());
         pack_rows(values.data(), rows, K, t.format, t.payload.data(), static_cast<uint16_t*>(t.scales.data()));

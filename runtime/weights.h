@@ -62,11 +62,17 @@ void synthetic_values(uint64_t seed, const std::string& name, const std::vector<
 using WeightSource = std::function<void(const std::string& name, const std::vector<int64_t>& shape, float* out)>;
 WeightSource synthetic_source(uint64_t seed);
 
+// Fills a tensor (format, shape, payload and scales already allocated) straight from
+// a checkpoint's bytes; returns false when the stored format differs, and the tensor
+// then comes from the WeightSource (f32 values packed into the format).
+using DirectFill = std::function<bool(WeightTensor& t)>;
+
 class WeightStore {
  public:
-  // One tensor per weight of the graphs, in the graph's format, from `source`
-  // (rows are generated and packed in chunks; no f32 copy of the model is kept).
-  static WeightStore build(const std::vector<const Graph*>& graphs, const WeightSource& source, int threads);
+  // One tensor per weight of the graphs, in the graph's format, from `direct` when it
+  // can, else from `source` (no f32 copy of the model is kept).
+  static WeightStore build(const std::vector<const Graph*>& graphs, const WeightSource& source, int threads,
+                           const DirectFill& direct = {});
   const WeightTensor& get(const std::string& name) const;
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   double bytes() const;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target with clang + ASan/UBSan and runs it for SECONDS
-# (default 60) over a seed corpus made from the built-in specs and their IR.
+# Builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS
+# (default 60): the spec/IR fuzzer over a seed corpus made from the built-in specs
+# and their IR, the GGUF fuzzer over small GGUF files written by `lathe weights init`.
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ if [ ! -f $B/build.ninja ]; then
     -DCMAKE_CXX_COMPILER=clang++-14 -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_BENCH=OFF \
     -DLATHE_WITH_JIT=OFF -DLATHE_WITH_CUDA=OFF
 fi
-cmake --build $B --target spec_fuzzer lathe
+cmake --build $B --target spec_fuzzer gguf_fuzzer lathe
 corpus=$B/corpus; mkdir -p $corpus
 i=0
 for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml specs/scenarios/*.toml; do
@@ -22,3 +23,10 @@ done
 { printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"
 { printf '\x04'; $B/cli/lathe graph tiny-moe --phase prefill; } >"$corpus/seed-ir-moe"
 $B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=8192 -timeout=5 -print_final_stats=1
+
+gcorpus=$B/corpus-gguf; mkdir -p $gcorpus
+for w in q8_0 q4_0; do
+  $B/cli/lathe weights init tests/gguf/fixtures/micro.toml --seed 1 --weights $w -o $gcorpus/seed-micro-$w.gguf >/dev/null
+done
+cp tests/gguf/fixtures/spm-vocab.gguf tests/gguf/fixtures/bpe-vocab.gguf $gcorpus/
+$B/fuzz/gguf_fuzzer "$gcorpus" -max_total_time="$secs" -max_len=200000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1

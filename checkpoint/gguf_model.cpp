@@ -1,0 +1,245 @@
+#include "checkpoint/gguf_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "ir/assert.h"
+
+namespace lathe::gguf {
+
+namespace {
+
+struct NamePair {
+  const char* lathe;
+  const char* gguf;
+};
+constexpr NamePair kLayerNames[] = {
+    {"attn_norm", "attn_norm"},
+    {"wq", "attn_q"},
+    {"wk", "attn_k"},
+    {"wv", "attn_v"},
+    {"wo", "attn_output"},
+    {"ffn_norm", "ffn_norm"},
+    {"w_gate", "ffn_gate"},
+    {"w_up", "ffn_up"},
+    {"w_down", "ffn_down"},
+    {"router", "ffn_gate_inp"},
+    {"experts.w_gate", "ffn_gate_exps"},
+    {"experts.w_up", "ffn_up_exps"},
+    {"experts.w_down", "ffn_down_exps"},
+};
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<WeightInfo> model_weights(const ModelSpec& m) {
+  std::vector<WeightInfo> w;
+  w.push_back({"tok_embeddings", {m.vocab, m.hidden}});
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    w.push_back({p + "attn_norm", {m.hidden}});
+    w.push_back({p + "wq", {m.q_dim(), m.hidden}});
+    w.push_back({p + "wk", {m.kv_dim(), m.hidden}});
+    w.push_back({p + "wv", {m.kv_dim(), m.hidden}});
+    w.push_back({p + "wo", {m.hidden, m.q_dim()}});
+    w.push_back({p + "ffn_norm", {m.hidden}});
+    if (m.is_moe()) {
+      int64_t E = m.moe->experts, F = m.moe->expert_ffn;
+      w.push_back({p + "router", {E, m.hidden}});
+      w.push_back({p + "experts.w_gate", {E, F, m.hidden}});
+      w.push_back({p + "experts.w_up", {E, F, m.hidden}});
+      w.push_back({p + "experts.w_down", {E, m.hidden, F}});
+    } else {
+      w.push_back({p + "w_gate", {m.ffn, m.hidden}});
+      w.push_back({p + "w_up", {m.ffn, m.hidden}});
+      w.push_back({p + "w_down", {m.hidden, m.ffn}});
+    }
+  }
+  w.push_back({"norm", {m.hidden}});
+  if (!m.tie_embeddings) w.push_back({"lm_head", {m.vocab, m.hidden}});
+  return w;
+}
+
+bool is_gguf_path(std::string_view path) {
+  if (path.size() < 5) return false;
+  std::string ext(path.substr(path.size() - 5));
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".gguf";
+}
+
+std::string gguf_name(const std::string& n) {
+  if (n == "tok_embeddings") return "token_embd.weight";
+  if (n == "norm") return "output_norm.weight";
+  if (n == "lm_head") return "output.weight";
+  if (!n.starts_with("layers.")) return "";
+  size_t dot = n.find('.', 7);
+  if (dot == std::string::npos) return "";
+  std::string layer = n.substr(7, dot - 7), rest = n.substr(dot + 1);
+  for (const NamePair& p : kLayerNames)
+    if (rest == p.lathe) return "blk." + layer + "." + p.gguf + ".weight";
+  return "";
+}
+
+std::string lathe_name(const std::string& g) {
+  if (g == "token_embd.weight") return "tok_embeddings";
+  if (g == "output_norm.weight") return "norm";
+  if (g == "output.weight") return "lm_head";
+  if (!g.starts_with("blk.") || !g.ends_with(".weight")) return "";
+  size_t dot = g.find('.', 4);
+  if (dot == std::string::npos) return "";
+  std::string layer = g.substr(4, dot - 4), rest = g.substr(dot + 1, g.size() - 7 - dot - 1);
+  for (const NamePair& p : kLayerNames)
+    if (rest == p.gguf) return "layers." + layer + "." + p.lathe;
+  return "";
+}
+
+std::optional<Format> format_of(uint32_t t) {
+  switch (t) {
+    case 0:
+      return Format{DType::f32, 0, DType::f16};
+    case 1:
+      return Format{DType::f16, 0, DType::f16};
+    case 30:
+      return Format{DType::bf16, 0, DType::f16};
+    case 8:
+      return Format{DType::int8, 32, DType::f16};
+    case 2:
+      return Format{DType::int4, 32, DType::f16};
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<uint32_t> ggml_type_of(const Format& f) {
+  for (uint32_t t : {0u, 1u, 30u, 8u, 2u})
+    if (format_of(t) == f) return t;
+  return std::nullopt;
+}
+
+Format stored_weight_format(const File& f) {
+  const TensorInfo* t = f.find("blk.0.attn_q.weight");
+  if (!t) throw Error(f.path() + ": missing tensor 'blk.0.attn_q.weight'");
+  auto fmt = format_of(t->type);
+  if (!fmt)
+    throw Error(f.path() + ": tensor 'blk.0.attn_q.weight' is stored as " + type_name(t->type) +
+                ", which lathe cannot load (supported: F32, F16, BF16, Q8_0, Q4_0)");
+  return *fmt;
+}
+
+std::optional<Format> stored_weight_format(const std::string& path) {
+  if (!is_gguf_path(path)) return std::nullopt;
+  return stored_weight_format(*File::open(path));
+}
+
+ModelSpec model_spec(const File& f) {
+  const std::string& path = f.path();
+  std::string arch = f.get_string("general.architecture");
+  if (arch != "llama")
+    throw Error(path + ": key 'general.architecture': '" + arch +
+                "' is not supported (lathe reads llama-architecture GGUF files, dense or MoE)");
+  auto req = [&](const std::string& key) {
+    int64_t v = f.get_int("llama." + key);
+    if (v <= 0 || v > (int64_t(1) << 40))
+      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " +
+                  std::to_string(v));
+    return v;
+  };
+  auto opt = [&](const std::string& key) -> std::optional<int64_t> {
+    auto v = f.get_int_opt("llama." + key);
+    if (v && (*v <= 0 || *v > (int64_t(1) << 40)))
+      throw Error(path + ": key 'llama." + key + "': expected a positive integer, got " +
+                  std::to_string(*v));
+    return v;
+  };
+  ModelSpec m;
+  m.arch = "llama";
+  m.name = f.get_string_opt("general.name").value_or(std::filesystem::path(path).stem().string());
+  m.description = "GGUF file " + path;
+  m.hidden = req("embedding_length");
+  m.layers = req("block_count");
+  m.heads = req("attention.head_count");
+  m.kv_heads = opt("attention.head_count_kv").value_or(m.heads);
+  m.head_dim = opt("attention.key_length")
+                   .value_or(opt("rope.dimension_count").value_or(m.hidden / m.heads));
+  if (auto vl = opt("attention.value_length"); vl && *vl != m.head_dim)
+    throw Error(path + ": key 'llama.attention.value_length' (" + std::to_string(*vl) +
+                ") differs from the key length (" + std::to_string(m.head_dim) +
+                "); lathe needs them equal");
+  if (auto rd = opt("rope.dimension_count"); rd && *rd != m.head_dim)
+    throw Error(path + ": key 'llama.rope.dimension_count' (" + std::to_string(*rd) +
+                ") differs from the head size (" + std::to_string(m.head_dim) +
+                "); partial RoPE is not supported");
+  m.max_context = req("context_length");
+  m.norm_eps = f.get_float_opt("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
+  m.rope_theta = f.get_float_opt("llama.rope.freq_base").value_or(10000.0);
+  if (m.norm_eps <= 0 || m.rope_theta <= 0)
+    throw Error(path +
+                ": keys 'llama.attention.layer_norm_rms_epsilon' and 'llama.rope.freq_base' must "
+                "be positive");
+  int64_t experts = opt("expert_count").value_or(0);
+  if (experts > 0) {
+    MoeSpec moe;
+    moe.experts = experts;
+    moe.top_k = req("expert_used_count");
+    moe.expert_ffn = opt("expert_feed_forward_length").value_or(req("feed_forward_length"));
+    m.moe = moe;
+  } else {
+    m.ffn = req("feed_forward_length");
+  }
+  const TensorInfo* emb = f.find("token_embd.weight");
+  if (!emb) throw Error(path + ": missing tensor 'token_embd.weight'");
+  if (emb->ne.size() != 2 || emb->ne[0] != m.hidden)
+    throw Error(path + ": tensor 'token_embd.weight' has ne " + shape_text(emb->ne) +
+                ", expected [" + std::to_string(m.hidden) +
+                ", vocab] (llama.embedding_length = " + std::to_string(m.hidden) + ")");
+  m.vocab = emb->ne[1];
+  if (auto v = opt("vocab_size"); v && *v != m.vocab)
+    throw Error(path + ": key 'llama.vocab_size' (" + std::to_string(*v) +
+                ") differs from token_embd.weight's " + std::to_string(m.vocab) + " rows");
+  if (const Value* toks = f.get("tokenizer.ggml.tokens");
+      toks && toks->is_array() && int64_t(toks->size()) != m.vocab)
+    throw Error(path + ": key 'tokenizer.ggml.tokens' holds " + std::to_string(toks->size()) +
+                " tokens but token_embd.weight has " + std::to_string(m.vocab) + " rows");
+  m.tie_embeddings = f.find("output.weight") == nullptr;
+  m.dtype = emb->type == 1 ? DType::f16 : (emb->type == 30 ? DType::bf16 : DType::f32);
+  if (m.heads % m.kv_heads != 0)
+    throw Error(path + ": key 'llama.attention.head_count' (" + std::to_string(m.heads) +
+                ") is not a multiple of 'llama.attention.head_count_kv' (" +
+                std::to_string(m.kv_heads) + ")");
+  if (m.is_moe() && m.moe->top_k > m.moe->experts)
+    throw Error(path + ": key 'llama.expert_used_count' exceeds 'llama.expert_count'");
+
+  for (const TensorInfo& t : f.tensors())
+    if (t.name.ends_with(".bias"))
+      throw Error(path + ": tensor '" + t.name + "': biases are not supported (lathe's llama graph has none)");
+  // Every tensor the model needs, with the shape the metadata implies.
+  for (const auto& [name, shape] : model_weights(m)) {
+    std::string g = gguf_name(name);
+    const TensorInfo* t = f.find(g);
+    if (!t)
+      throw Error(
+          path + ": missing tensor '" + g + "' (the metadata describes " +
+          std::to_string(m.layers) + " layers" +
+          (m.is_moe() ? ", " + std::to_string(m.moe->experts) + " experts" : std::string()) + ")");
+    std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+    if (t->ne != ne)
+      throw Error(path + ": tensor '" + g + "' has ne " + shape_text(t->ne) +
+                  " but the metadata implies " + shape_text(ne));
+    if (!type_supported(t->type))
+      throw Error(path + ": tensor '" + g + "' is stored as " + type_name(t->type) +
+                  ", which lathe cannot load (supported: F32, F16, BF16, Q8_0, Q4_0)");
+  }
+  return m;
+}
+
+ModelSpec load_model_spec(const std::string& path) {
+  return model_spec(*File::open(path));
+}
+
+}  // namespace lathe::gguf

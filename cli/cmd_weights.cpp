@@ -1,0 +1,114 @@
+// lathe weights init: write a synthetic model as a GGUF file. lathe weights info:
+// what a GGUF file holds (model, vocabulary, tensors and their types).
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_model.h"
+#include "checkpoint/tokenizer.h"
+#include "cli/common.h"
+#include "ir/assert.h"
+#include "runtime/gguf_weights.h"
+
+namespace lathe::cli {
+
+namespace {
+
+struct InitArgs {
+  std::string model, weights = "f32", out;
+  uint64_t seed = 1;
+};
+
+int run_init(const InitArgs& a) {
+  std::string why;
+  auto fmt = parse_weight_format(a.weights, &why);
+  if (!fmt) throw Error("--weights: " + why);
+  ModelSpec m = load_model(a.model);
+  write_synthetic_gguf(m, a.seed, *fmt, a.out);
+  auto f = gguf::File::open(a.out);
+  uint64_t bytes = 0;
+  for (const gguf::TensorInfo& t : f->tensors()) bytes += t.bytes;
+  std::cout << "wrote " << a.out << ": " << m.name << " (" << human_count(double(m.param_count()))
+            << " parameters, seed " << a.seed << "), matrices " << format_name(*fmt) << ", "
+            << f->tensors().size() << " tensors, " << human_bytes(double(bytes)) << ", vocabulary "
+            << m.vocab << " tokens\n";
+  return 0;
+}
+
+struct InfoArgs {
+  std::string file, format = "text";
+};
+
+int run_info(const InfoArgs& a) {
+  auto f = gguf::File::open(a.file);
+  ModelSpec m = load_model(a.file);
+  std::map<std::string, int> types;
+  for (const gguf::TensorInfo& t : f->tensors()) ++types[gguf::type_name(t.type)];
+  Format stored = gguf::stored_weight_format(*f);
+  std::string tok = f->get_string_opt("tokenizer.ggml.model").value_or("");
+  if (a.format == "json") {
+    nlohmann::json j = {{"file", a.file},
+                        {"version", f->version()},
+                        {"model", m.name},
+                        {"params", m.param_count()},
+                        {"weights", format_name(stored)},
+                        {"tokenizer", tok},
+                        {"tensor_types", types}};
+    j["tensors"] = nlohmann::json::array();
+    for (const gguf::TensorInfo& t : f->tensors())
+      j["tensors"].push_back(
+          {{"name", t.name}, {"ne", t.ne}, {"type", gguf::type_name(t.type)}, {"bytes", t.bytes}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << a.file << ": GGUF v" << f->version() << ", " << f->metadata().size() << " keys, "
+            << f->tensors().size() << " tensors\n";
+  std::cout << "  model        " << m.name << ": " << m.layers << " layers, hidden " << m.hidden
+            << ", heads " << m.heads << " (kv " << m.kv_heads << ") x " << m.head_dim << ", vocab "
+            << m.vocab << ", " << human_count(double(m.param_count())) << " parameters\n";
+  std::cout << "  runs as      --weights " << format_name(stored)
+            << " (the type of blk.0.attn_q.weight)\n";
+  std::string types_text;
+  for (const auto& [n, c] : types)
+    types_text += (types_text.empty() ? "" : ", ") + std::to_string(c) + " " + n;
+  std::cout << "  tensor types " << types_text << "\n";
+  if (!tok.empty()) {
+    gguf::Vocab v = gguf::read_vocab(*f);
+    std::cout << "  tokenizer    " << tok << ", " << v.tokens.size() << " tokens, bos " << v.bos
+              << ", eos " << v.eos
+              << (v.merges.empty() ? "" : ", " + std::to_string(v.merges.size()) + " merges")
+              << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_weights(CLI::App& app, Registry& r) {
+  CLI::App* cmd = app.add_subcommand("weights", "Write and inspect GGUF weight files");
+  cmd->require_subcommand(1);
+  auto a = std::make_shared<InitArgs>();
+  CLI::App* init = cmd->add_subcommand("init",
+                                       "Write a model with seeded synthetic weights (the values "
+                                       "`lathe run --seed` uses) as a llama GGUF file");
+  init->add_option("MODEL", a->model,
+                   "built-in model, model TOML or .gguf file (its model, new weights)")
+      ->required();
+  init->add_option("--seed", a->seed, "seed of the synthetic weights (default 1)");
+  init->add_option("--weights", a->weights,
+                   "format of the matrices (default f32): f32, f16, bf16, q8_0 (int8:g32) or q4_0 "
+                   "(int4:g32); norms, embedding table and MoE router stay F32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
+  init->add_option("-o,--out", a->out, "output .gguf file (written atomically)")->required();
+  init->callback([&r, a] { r.action = [a] { return run_init(*a); }; });
+
+  auto i = std::make_shared<InfoArgs>();
+  CLI::App* info =
+      cmd->add_subcommand("info", "Summarize a GGUF file: model, format, tokenizer, tensor types");
+  info->add_option("FILE", i->file, ".gguf file")->required();
+  info->add_option("--format", i->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  info->callback([&r, i] { r.action = [i] { return run_info(*i); }; });
+}
+
+}  // namespace lathe::cli

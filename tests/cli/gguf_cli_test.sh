@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# GGUF files on the command line: weights init, run/check/simulate/compile on .gguf,
+# the same tokens as the synthetic model of the same seed, and exit 2 on bad files.
+# Usage: gguf_cli_test.sh PATH/TO/lathe
+set -u
+LATHE=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LATHE_CACHE_DIR="$tmp/cache"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+expect_rc() {
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  [ "$rc" -eq "$want" ] || bad "exit $rc (want $want): $* :: $(head -c 400 "$tmp/err")"
+}
+tokens_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$1"; }
+
+# The GGUF of seed 7 runs like the synthetic model of seed 7, in every format.
+for w in f32 f16 q8_0 q4_0; do
+  expect_rc 0 "$LATHE" weights init tiny --seed 7 --weights $w -o "$tmp/tiny-$w.gguf"
+  [ -s "$tmp/tiny-$w.gguf" ] || bad "weights init $w wrote nothing"
+  expect_rc 0 "$LATHE" run "$tmp/tiny-$w.gguf" --tokens 1,2,3,4 --gen 8 --threads 2 --format json
+  cp "$tmp/out" "$tmp/gguf-$w.json"
+  case $w in q8_0) fmt=int8:g32 ;; q4_0) fmt=int4:g32 ;; *) fmt=$w ;; esac
+  expect_rc 0 "$LATHE" run tiny --seed 7 --weights $fmt --tokens 1,2,3,4 --gen 8 --threads 2 --format json
+  [ "$(tokens_of "$tmp/gguf-$w.json")" = "$(tokens_of "$tmp/out")" ] ||
+    bad "$w: gguf tokens $(tokens_of "$tmp/gguf-$w.json") differ from the synthetic model's $(tokens_of "$tmp/out")"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['plan']['weights']==sys.argv[2], d['plan']" \
+    "$tmp/gguf-$w.json" "$fmt" || bad "$w file does not run as $fmt by default"
+done
+expect_rc 0 "$LATHE" weights init tiny-moe --seed 3 --weights q8_0 -o "$tmp/moe.gguf"
+expect_rc 0 "$LATHE" run "$tmp/moe.gguf" --tokens 5,6,7 --gen 4 --threads 2
+expect_rc 0 "$LATHE" run "$tmp/moe.gguf" --tokens 5,6,7 --gen 4 --threads 2 --weights int4:g32
+
+# Text in, text out.
+expect_rc 0 "$LATHE" run "$tmp/tiny-f32.gguf" --prompt "hello world" --gen 4 --threads 2
+grep -q 'text: " hello world"' "$tmp/out" || bad "--prompt output lacks the text: $(cat "$tmp/out")"
+expect_rc 2 "$LATHE" run tiny --prompt "hello" --gen 2
+
+# Other commands take a .gguf wherever they take a model.
+expect_rc 0 "$LATHE" check "$tmp/tiny-q4_0.gguf"
+grep -q "model tiny" "$tmp/out" || bad "check gguf: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" simulate "$tmp/tiny-q4_0.gguf" cpu-host --batch 1 --prompt 16 --gen 8
+expect_rc 0 "$LATHE" compile "$tmp/tiny-q8_0.gguf" cpu-host -o "$tmp/plan"
+grep -q '"int8:g32"' "$tmp/plan/plan.json" || bad "compile of a q8_0 file is not int8:g32"
+expect_rc 0 "$LATHE" weights info "$tmp/tiny-q4_0.gguf"
+grep -q "Q4_0" "$tmp/out" || bad "weights info lacks Q4_0"
+
+# Bad files: exit 2, the file named, no crash.
+printf 'GGUF\x03\x00\x00\x00garbage' >"$tmp/bad.gguf"
+expect_rc 2 "$LATHE" run "$tmp/bad.gguf" --tokens 1 --gen 1
+grep -q "bad.gguf" "$tmp/err" || bad "error does not name the file: $(cat "$tmp/err")"
+printf 'NOPE' >"$tmp/magic.gguf"
+expect_rc 2 "$LATHE" check "$tmp/magic.gguf"
+head -c 5000 "$tmp/tiny-f32.gguf" >"$tmp/cut.gguf"
+expect_rc 2 "$LATHE" run "$tmp/cut.gguf" --tokens 1 --gen 1
+grep -q "cut.gguf" "$tmp/err" || bad "truncated: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate "$tmp/missing.gguf" cpu-host
+expect_rc 2 "$LATHE" weights init tiny --weights int4:g128 -o "$tmp/x.gguf"
+expect_rc 2 "$LATHE" weights init tiny -o "$tmp/no/such/dir/x.gguf"
+[ ! -e "$tmp/x.gguf" ] || bad "a failed init left a file"
+ls "$tmp" | grep -q '\.tmp\.' && bad "a temporary file was left behind"
+
+[ $fail -eq 0 ] && echo "gguf cli: all passed"
+exit $fail
