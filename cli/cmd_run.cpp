@@ -12,12 +12,14 @@
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "frontend/hf_config.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/cuda_session.h"
+#include "runtime/hf_weights.h"
 #include "runtime/sampler.h"
 
 namespace lathe::cli {
@@ -145,7 +147,8 @@ int run_run(const RunArgs& a) {
   }
   namespace fs = std::filesystem;
   std::error_code ec;
-  bool from_plan = fs::is_directory(a.model, ec) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
+  const bool hf = is_hf_dir(a.model);  // config.json + *.safetensors: real weights
+  bool from_plan = (fs::is_directory(a.model, ec) && !hf) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
 
@@ -194,7 +197,16 @@ int run_run(const RunArgs& a) {
   check_fits_in_memory(plan);  // before a byte of weights is allocated
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
+  WeightSource source = synthetic_source(a.seed);
+  std::string weights_from = "seed " + std::to_string(a.seed);
+  if (hf) {
+    for (const std::string& n : load_hf_config(a.model).notes) std::cerr << "lathe: warning: " << n << "\n";
+    auto checkpoint = HfWeights::open(a.model);
+    checkpoint->check({&plan.prefill, &plan.decode});
+    source = checkpoint->source(plan.decode);
+    weights_from = a.model;
+  }
+  WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, source, threads);
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
   Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);
 
@@ -291,7 +303,7 @@ int run_run(const RunArgs& a) {
   std::cout << "lathe run: " << model_name << " on " << session.device << ", predictions for "
             << describe_target(plan.target) << "\n";
   std::cout << "  " << (cuda ? "NVRTC: " : "JIT: ") << session.compiled << " kernels compiled, " << session.cached
-            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights (seed " << a.seed << ") "
+            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights (" << weights_from << ") "
             << human_bytes(weights.bytes()) << " in " << fmt_double(weights_s, 2) << " s\n";
   for (size_t s = 0; s < generated.size() && s < 8; ++s) {
     std::cout << "  sequence " << s << " (" << prompts[s].size() << " prompt tokens): ";
@@ -403,7 +415,7 @@ int run_probe(const ProbeArgs& a) {
 void register_run(CLI::App& app, Registry& r) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
-  cmd->add_option("MODEL", a->model, "built-in model, model TOML, or a plan directory from `lathe compile`")->required();
+  cmd->add_option("MODEL", a->model, "built-in model, model TOML, Hugging Face directory (config.json + *.safetensors: its weights), or a plan directory from `lathe compile`")->required();
   cmd->add_option("--backend", a->backend,
                   "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");
   cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");

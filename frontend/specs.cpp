@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontend/embedded_specs.h"
+#include "frontend/hf_config.h"
 #include "frontend/plan_keys.h"
 #include "frontend/toml_doc.h"
 #include "ir/assert.h"
@@ -377,6 +378,7 @@ T load_named(std::string_view name_or_path, std::string_view folder, std::string
 }  // namespace
 
 ModelSpec load_model(std::string_view name_or_path) {
+  if (is_hf_model_path(name_or_path)) return load_hf_config(std::string(name_or_path)).model;  // config.json or its dir
   return load_named<ModelSpec>(name_or_path, "models", "model",
                                [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
 }
