@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target with clang + ASan/UBSan and runs it for SECONDS
-# (default 60) over a seed corpus made from the built-in specs and their IR.
+# Builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS
+# (default 60): the spec frontend and IR parser over a seed corpus made from the
+# built-in specs and their IR, then the safetensors reader and config.json import
+# over the Hugging Face fixtures (tests/fixtures/hf).
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +13,7 @@ if [ ! -f $B/build.ninja ]; then
     -DCMAKE_CXX_COMPILER=clang++-14 -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_BENCH=OFF \
     -DLATHE_WITH_JIT=OFF -DLATHE_WITH_CUDA=OFF
 fi
-cmake --build $B --target spec_fuzzer lathe
+cmake --build $B --target spec_fuzzer safetensors_fuzzer lathe
 corpus=$B/corpus; mkdir -p $corpus
 i=0
 for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml specs/scenarios/*.toml; do
@@ -22,3 +24,9 @@ done
 { printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"
 { printf '\x04'; $B/cli/lathe graph tiny-moe --phase prefill; } >"$corpus/seed-ir-moe"
 $B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=8192 -timeout=5 -print_final_stats=1
+
+hf=$B/corpus-hf; mkdir -p $hf
+i=0
+for f in tests/fixtures/hf/*/*.safetensors; do { printf '\x00'; cat "$f"; } >"$hf/seed-st-$i"; i=$((i + 1)); done
+for f in tests/fixtures/hf/*/config.json; do { printf '\x01'; cat "$f"; } >"$hf/seed-cfg-$i"; i=$((i + 1)); done
+$B/fuzz/safetensors_fuzzer "$hf" -max_total_time="$secs" -max_len=400000 -timeout=5 -print_final_stats=1

@@ -151,6 +151,26 @@ TEST(HfConfig, TomlReadsBackToTheSameSpec) {
       "q.json");
   EXPECT_TRUE(qwen.attention_bias);
   EXPECT_FALSE(qwen.notes.empty());
+  // Llama 3.1 (RoPE scaling) and Mistral 7B v0.1 (sliding window): notes, not errors.
+  HfConfig l31 = parse_hf_config(
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+          "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "torch_dtype": "bfloat16", "eos_token_id": [128001, 128008],
+          "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
+      "l31.json");
+  EXPECT_TRUE(l31.rope_scaling);
+  EXPECT_EQ(l31.model.param_count(), load_model("llama-3-8b").param_count());
+  EXPECT_EQ(l31.model.rope_theta, 500000.0);
+  HfConfig mistral = parse_hf_config(
+      R"({"architectures": ["MistralForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+          "sliding_window": 4096, "torch_dtype": "bfloat16"})",
+      "m.json");
+  ASSERT_TRUE(mistral.sliding_window.has_value());
+  EXPECT_EQ(*mistral.sliding_window, 4096);
+  EXPECT_EQ(mistral.model.param_count(), load_model("mistral-7b").param_count());
+  EXPECT_EQ(mistral.model.arch, "mistral");
 }
 
 TEST(HfConfig, ErrorsNameTheFileLineAndKey) {
@@ -181,6 +201,7 @@ TEST(HfConfig, ErrorsNameTheFileLineAndKey) {
       {with("hidden_act", "\"gelu\""), "c.json:14:3: hidden_act: unsupported activation 'gelu'"},
       {"{\"hidden_size\": 64,", "c.json:1:20: not valid JSON"},
       {"[1, 2]", "c.json:1:1: expected a JSON object"},
+      {"{\"hidden_size\": 1e705}", "c.json: not valid JSON: [json.exception.out_of_range.406] number overflow"},
       {"{}", "c.json:1:1: architectures: missing required key"},
   };
   for (const Case& c : cases) {
