@@ -26,8 +26,9 @@ int run_import_hf(const ImportHfArgs& a) {
   }
   write_file_atomic(a.out, toml);
   const ModelSpec& m = c.model;
-  std::cout << "wrote " << a.out << ": " << m.name << " (" << c.architecture << "), " << m.layers << " layers, hidden "
-            << m.hidden << ", " << human_count(double(m.param_count())) << " parameters\n";
+  std::cout << "wrote " << a.out << ": " << m.name << " (" << c.architecture << "), " << m.layers
+            << " layers, hidden " << m.hidden << ", " << human_count(double(m.param_count()))
+            << " parameters\n";
   return 0;
 }
 
@@ -35,9 +36,11 @@ int run_import_hf(const ImportHfArgs& a) {
 
 void register_import_hf(CLI::App& app, Registry& r) {
   auto a = std::make_shared<ImportHfArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "import-hf", "Turn a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2) into a lathe model spec TOML");
-  cmd->add_option("CONFIG", a->config, "config.json, or a Hugging Face directory holding one")->required();
+  CLI::App* cmd = app.add_subcommand("import-hf",
+                                     "Turn a Hugging Face config.json (Llama, Mistral, Mixtral, "
+                                     "Qwen2) into a lathe model spec TOML");
+  cmd->add_option("CONFIG", a->config, "config.json, or a Hugging Face directory holding one")
+      ->required();
   cmd->add_option("-o,--out", a->out, "write the model TOML here (default: stdout)");
   cmd->add_option("--name", a->name, "model name (default: from _name_or_path or the directory)");
   cmd->callback([&r, a] { r.action = [a] { return run_import_hf(*a); }; });

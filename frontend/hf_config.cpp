@@ -39,9 +39,12 @@ struct Reader {
 
   std::string where(std::string_view key) const {
     std::string quoted = "\"" + std::string(key) + "\"";
-    for (size_t at = text.find(quoted); at != std::string_view::npos; at = text.find(quoted, at + 1)) {
+    for (size_t at = text.find(quoted); at != std::string_view::npos;
+         at = text.find(quoted, at + 1)) {
       size_t j = at + quoted.size();
-      while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r')) ++j;
+      while (j < text.size() &&
+             (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
+        ++j;
       if (j < text.size() && text[j] == ':') return source + ":" + line_col(text, at);
     }
     return source;
@@ -60,16 +63,18 @@ struct Reader {
     if (!v) return std::nullopt;
     int64_t x = 0;
     if (v->is_number_integer()) {
-      x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
-    } else if (v->is_number_float() && std::isfinite(v->get<double>()) && v->get<double>() == std::floor(v->get<double>()) &&
+      x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX
+                                                                              : v->get<int64_t>();
+    } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+               v->get<double>() == std::floor(v->get<double>()) &&
                std::fabs(v->get<double>()) < 9e18) {
       x = int64_t(v->get<double>());
     } else {
       fail(key, "expected an integer, got " + v->dump());
     }
     if (x < min || x > max)
-      fail(key, "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
-                    std::to_string(x));
+      fail(key, "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + std::to_string(x));
     return x;
   }
   int64_t require_int(std::string_view key, int64_t min, int64_t max) const {
@@ -82,7 +87,8 @@ struct Reader {
     if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
     double x = v->get<double>();
     if (!(x >= min && x <= max))
-      fail(key, "expected a number in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + v->dump());
+      fail(key, "expected a number in [" + std::to_string(min) + ", " + std::to_string(max) +
+                    "], got " + v->dump());
     return x;
   }
   std::optional<bool> get_bool(std::string_view key) const {
@@ -162,11 +168,13 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   try {
     root = Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
-    throw Error(source + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) + ": not valid JSON: " + e.what());
+    throw Error(source + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
+                ": not valid JSON: " + e.what());
   } catch (const Json::exception& e) {  // e.g. a number out of range (found by the fuzzer)
     throw Error(source + ": not valid JSON: " + e.what());
   }
-  if (!root.is_object()) throw Error(source + ":1:1: expected a JSON object (a Hugging Face config.json)");
+  if (!root.is_object())
+    throw Error(source + ":1:1: expected a JSON object (a Hugging Face config.json)");
   Reader r{text, source, root};
   HfConfig c;
   c.source = source;
@@ -174,33 +182,42 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   // The architecture: "architectures": ["LlamaForCausalLM"], else "model_type".
   const Family* fam = nullptr;
   std::string names;
-  for (const Family& f : kFamilies) names += std::string(names.empty() ? "" : ", ") + f.architecture;
+  for (const Family& f : kFamilies)
+    names += std::string(names.empty() ? "" : ", ") + f.architecture;
   if (const Json* a = r.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
-      r.fail("architectures", "expected a list of class names such as [\"LlamaForCausalLM\"], got " + a->dump());
+      r.fail("architectures",
+             "expected a list of class names such as [\"LlamaForCausalLM\"], got " + a->dump());
     c.architecture = (*a)[0].get<std::string>();
     for (const Family& f : kFamilies)
       if (c.architecture == f.architecture) fam = &f;
-    if (!fam) r.fail("architectures", "unsupported architecture '" + c.architecture + "' (supported: " + names + ")");
+    if (!fam)
+      r.fail("architectures",
+             "unsupported architecture '" + c.architecture + "' (supported: " + names + ")");
   } else if (auto t = r.get_string("model_type")) {
     c.architecture = *t;
     for (const Family& f : kFamilies)
       if (*t == f.model_type) fam = &f;
-    if (!fam) r.fail("model_type", "unsupported model_type '" + *t + "' (supported: llama, mistral, mixtral, qwen2)");
+    if (!fam)
+      r.fail("model_type",
+             "unsupported model_type '" + *t + "' (supported: llama, mistral, mixtral, qwen2)");
   } else {
-    throw Error(source + ":1:1: architectures: missing required key (or model_type); supported: " + names);
+    throw Error(source +
+                ":1:1: architectures: missing required key (or model_type); supported: " + names);
   }
 
   if (auto act = r.get_string("hidden_act"); act && *act != "silu")
     r.fail("hidden_act", "unsupported activation '" + *act + "' (lathe's FFN is SwiGLU: silu)");
-  if (r.get_bool("mlp_bias").value_or(false)) r.fail("mlp_bias", "MLP biases are not supported by lathe's IR");
+  if (r.get_bool("mlp_bias").value_or(false))
+    r.fail("mlp_bias", "MLP biases are not supported by lathe's IR");
 
   ModelSpec& m = c.model;
   m.arch = fam->arch;
   std::string name = r.get_string("_name_or_path").value_or("");
   if (name.empty()) {
     std::filesystem::path p(source);
-    name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().string() : p.stem().string();
+    name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().string()
+                                                                : p.stem().string();
   }
   m.name = model_name_from(name);
   if (m.name.empty() || m.name == "." || m.name == "..") m.name = "hf-model";
@@ -213,13 +230,16 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     m.head_dim = *hd;
   } else {
     if (m.hidden % m.heads != 0)
-      r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(m.hidden) + ") when head_dim is not given");
+      r.fail("num_attention_heads", "must divide hidden_size (" + std::to_string(m.hidden) +
+                                        ") when head_dim is not given");
     m.head_dim = m.hidden / m.heads;
   }
   if (m.heads % m.kv_heads != 0)
-    r.fail("num_key_value_heads", std::to_string(m.kv_heads) + " must divide num_attention_heads (" +
+    r.fail("num_key_value_heads", std::to_string(m.kv_heads) +
+                                      " must divide num_attention_heads (" +
                                       std::to_string(m.heads) + ")");
-  if (m.head_dim % 2 != 0) r.fail("head_dim", "must be even (RoPE rotates pairs); got " + std::to_string(m.head_dim));
+  if (m.head_dim % 2 != 0)
+    r.fail("head_dim", "must be even (RoPE rotates pairs); got " + std::to_string(m.head_dim));
   int64_t ffn = r.require_int("intermediate_size", 1, kMaxDim);
   m.vocab = r.require_int("vocab_size", 1, kMaxDim);
   m.max_context = r.require_int("max_position_embeddings", 1, kMaxDim);
@@ -235,21 +255,27 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     if (!rs->is_object()) r.fail(key, "expected an object, got " + rs->dump());
     Reader sub{text, source, *rs};
     if (auto t = sub.get_double("rope_theta", 1.0, 1e12)) m.rope_theta = *t;
-    std::string type = sub.get_string("rope_type").value_or(sub.get_string("type").value_or("default"));
+    std::string type =
+        sub.get_string("rope_type").value_or(sub.get_string("type").value_or("default"));
     if (type != "default") {
       c.rope_scaling = true;
-      c.notes.push_back(std::string(key) + " of type '" + type +
-                        "' is ignored: lathe applies plain RoPE (positions beyond the original context differ)");
+      c.notes.push_back(
+          std::string(key) + " of type '" + type +
+          "' is ignored: lathe applies plain RoPE (positions beyond the original context differ)");
     }
   }
 
   // Weight dtype: torch_dtype (4.x) or dtype (5.x).
   std::string dkey = r.get("torch_dtype") ? "torch_dtype" : "dtype";
   if (auto d = r.get_string(dkey)) {
-    if (*d == "float32") m.dtype = DType::f32;
-    else if (*d == "float16") m.dtype = DType::f16;
-    else if (*d == "bfloat16") m.dtype = DType::bf16;
-    else r.fail(dkey, "unsupported dtype '" + *d + "' (expected float32, float16 or bfloat16)");
+    if (*d == "float32")
+      m.dtype = DType::f32;
+    else if (*d == "float16")
+      m.dtype = DType::f16;
+    else if (*d == "bfloat16")
+      m.dtype = DType::bf16;
+    else
+      r.fail(dkey, "unsupported dtype '" + *d + "' (expected float32, float16 or bfloat16)");
   } else {
     m.dtype = DType::bf16;
     c.notes.push_back("no torch_dtype given: bf16 assumed");
@@ -262,25 +288,29 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     s.expert_ffn = ffn;
     if (s.top_k > s.experts)
       r.fail("num_experts_per_tok", std::to_string(s.top_k) + " exceeds num_local_experts (" +
-                                         std::to_string(s.experts) + ")");
+                                        std::to_string(s.experts) + ")");
     m.moe = s;
   } else {
     m.ffn = ffn;
   }
 
   // Attention biases: Qwen2 always has q/k/v biases; Llama has them with attention_bias.
-  c.attention_bias = std::string(fam->arch) == "qwen2" || r.get_bool("attention_bias").value_or(false);
+  c.attention_bias =
+      std::string(fam->arch) == "qwen2" || r.get_bool("attention_bias").value_or(false);
   if (c.attention_bias)
-    c.notes.push_back("the checkpoint has q/k/v biases, which lathe's IR lacks: simulate and compile cost the "
-                      "model without them (a negligible difference), and `lathe run` rejects its weights");
+    c.notes.push_back(
+        "the checkpoint has q/k/v biases, which lathe's IR lacks: simulate and compile cost the "
+        "model without them (a negligible difference), and `lathe run` rejects its weights");
 
   // Sliding-window attention (Mistral v0.1, Qwen2 with use_sliding_window).
-  bool sliding = std::string(fam->arch) != "qwen2" || r.get_bool("use_sliding_window").value_or(false);
-  if (auto w = r.get_int("sliding_window", 0, kMaxDim); w && sliding && *w > 0 && *w < m.max_context) {
+  bool sliding =
+      std::string(fam->arch) != "qwen2" || r.get_bool("use_sliding_window").value_or(false);
+  if (auto w = r.get_int("sliding_window", 0, kMaxDim);
+      w && sliding && *w > 0 && *w < m.max_context) {
     c.sliding_window = *w;
     c.notes.push_back("sliding_window = " + std::to_string(*w) +
-                      " is ignored: lathe attends to the whole context (identical up to " + std::to_string(*w) +
-                      " tokens)");
+                      " is ignored: lathe attends to the whole context (identical up to " +
+                      std::to_string(*w) + " tokens)");
   }
   validate_model(m, source);
   return c;

@@ -19,11 +19,12 @@ namespace lathe {
 
 struct HfConfig {
   ModelSpec model;
-  std::string source;               // the config.json path
-  std::string architecture;         // "LlamaForCausalLM" (or the model_type when no architectures)
-  std::optional<int64_t> sliding_window;  // Mistral / Qwen2 sliding-window attention (lathe attends to all)
-  bool rope_scaling = false;        // a rope_scaling other than the default (lathe has none)
-  bool attention_bias = false;      // q/k/v biases (Qwen2, or Llama with attention_bias = true)
+  std::string source;        // the config.json path
+  std::string architecture;  // "LlamaForCausalLM" (or the model_type when no architectures)
+  // Mistral / Qwen2 sliding-window attention (lathe attends to the whole context).
+  std::optional<int64_t> sliding_window;
+  bool rope_scaling = false;    // a rope_scaling other than the default (lathe has none)
+  bool attention_bias = false;  // q/k/v biases (Qwen2, or Llama with attention_bias = true)
   // What lathe does differently from the checkpoint's model (sliding window, RoPE
   // scaling, biases); written as comments into the TOML and printed as warnings.
   std::vector<std::string> notes;

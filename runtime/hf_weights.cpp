@@ -33,16 +33,11 @@ std::string slurp(const std::string& path) {
 // lathe's per-layer names -> Hugging Face's (under model.layers.N.).
 const std::map<std::string, std::string>& layer_names() {
   static const std::map<std::string, std::string> m = {
-      {"attn_norm", "input_layernorm.weight"},
-      {"ffn_norm", "post_attention_layernorm.weight"},
-      {"wq", "self_attn.q_proj.weight"},
-      {"wk", "self_attn.k_proj.weight"},
-      {"wv", "self_attn.v_proj.weight"},
-      {"wo", "self_attn.o_proj.weight"},
-      {"w_gate", "mlp.gate_proj.weight"},
-      {"w_up", "mlp.up_proj.weight"},
-      {"w_down", "mlp.down_proj.weight"},
-      {"router", "block_sparse_moe.gate.weight"},
+      {"attn_norm", "input_layernorm.weight"}, {"ffn_norm", "post_attention_layernorm.weight"},
+      {"wq", "self_attn.q_proj.weight"},       {"wk", "self_attn.k_proj.weight"},
+      {"wv", "self_attn.v_proj.weight"},       {"wo", "self_attn.o_proj.weight"},
+      {"w_gate", "mlp.gate_proj.weight"},      {"w_up", "mlp.up_proj.weight"},
+      {"w_down", "mlp.down_proj.weight"},      {"router", "block_sparse_moe.gate.weight"},
   };
   return m;
 }
@@ -72,13 +67,17 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
       throw Error(ip + ": not valid JSON: " + e.what());
     }
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw Error(ip + ": weight_map: missing (expected an object mapping tensor names to shard files)");
+      throw Error(ip +
+                  ": weight_map: missing (expected an object mapping tensor names to shard files)");
     std::set<std::string> seen;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it->is_string()) throw Error(ip + ": weight_map." + it.key() + ": expected a file name, got " + it->dump());
+      if (!it->is_string())
+        throw Error(ip + ": weight_map." + it.key() + ": expected a file name, got " + it->dump());
       std::string f = it->get<std::string>();
-      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-        throw Error(ip + ": weight_map." + it.key() + ": '" + f + "' is not a file name in the directory");
+      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+          f == "." || f == "..")
+        throw Error(ip + ": weight_map." + it.key() + ": '" + f +
+                    "' is not a file name in the directory");
       wanted[it.key()] = f;
       if (seen.insert(f).second) shards.push_back(f);
     }
@@ -86,12 +85,14 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.path().extension() == ".safetensors") shards.push_back(e.path().filename().string());
     std::sort(shards.begin(), shards.end());
-    if (shards.empty()) throw Error(dir + ": no *.safetensors files (and no model.safetensors.index.json)");
+    if (shards.empty())
+      throw Error(dir + ": no *.safetensors files (and no model.safetensors.index.json)");
   }
   std::map<std::string, const SafetensorsFile*> by_file;
   for (const std::string& s : shards) {
     std::string path = (fs::path(dir) / s).string();
-    if (!fs::exists(path, ec)) throw Error(index.string() + ": lists shard '" + s + "', which is missing from " + dir);
+    if (!fs::exists(path, ec))
+      throw Error(index.string() + ": lists shard '" + s + "', which is missing from " + dir);
     w->files_.push_back(SafetensorsFile::open(path));
     by_file[s] = w->files_.back().get();
   }
@@ -99,20 +100,23 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
     for (const auto& [tensor, f] : wanted) {
       const SafetensorsFile* file = by_file.at(f);
       if (!file->find(tensor))
-        throw Error(index.string() + ": lists tensor '" + tensor + "' in " + file->path() + ", which does not hold it");
+        throw Error(index.string() + ": lists tensor '" + tensor + "' in " + file->path() +
+                    ", which does not hold it");
       w->where_[tensor] = file;
     }
   } else {
     for (const auto& f : w->files_)
       for (const auto& [name, t] : f->tensors()) {
         auto [it, fresh] = w->where_.emplace(name, f.get());
-        if (!fresh) throw Error(f->path() + ": tensor '" + name + "' is also in " + it->second->path());
+        if (!fresh)
+          throw Error(f->path() + ": tensor '" + name + "' is also in " + it->second->path());
       }
   }
   return w;
 }
 
-std::vector<HfWeights::Piece> HfWeights::pieces(const std::string& name, const std::vector<int64_t>& shape) const {
+std::vector<HfWeights::Piece> HfWeights::pieces(const std::string& name,
+                                                const std::vector<int64_t>& shape) const {
   if (name == "tok_embeddings") return {{"model.embed_tokens.weight", shape}};
   if (name == "norm") return {{"model.norm.weight", shape}};
   if (name == "lm_head") return {{"lm_head.weight", shape}};
@@ -121,12 +125,15 @@ std::vector<HfWeights::Piece> HfWeights::pieces(const std::string& name, const s
     if (dot != std::string::npos) {
       std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
       std::string prefix = "model.layers." + layer + ".";
-      if (auto it = layer_names().find(rest); it != layer_names().end()) return {{prefix + it->second, shape}};
+      if (auto it = layer_names().find(rest); it != layer_names().end())
+        return {{prefix + it->second, shape}};
       if (auto it = expert_names().find(rest); it != expert_names().end() && !shape.empty()) {
         std::vector<Piece> out;
         std::vector<int64_t> one(shape.begin() + 1, shape.end());
         for (int64_t e = 0; e < shape[0]; ++e)
-          out.push_back({prefix + "block_sparse_moe.experts." + std::to_string(e) + "." + it->second + ".weight", one});
+          out.push_back({prefix + "block_sparse_moe.experts." + std::to_string(e) + "." +
+                             it->second + ".weight",
+                         one});
         return out;
       }
     }
@@ -134,20 +141,24 @@ std::vector<HfWeights::Piece> HfWeights::pieces(const std::string& name, const s
   throw Error(dir_ + ": lathe weight '" + name + "' has no Hugging Face counterpart");
 }
 
-const SafetensorsFile& HfWeights::file_of(const std::string& hf_name, const std::string& for_weight) const {
+const SafetensorsFile& HfWeights::file_of(const std::string& hf_name,
+                                          const std::string& for_weight) const {
   auto it = where_.find(hf_name);
   if (it == where_.end())
     throw Error(dir_ + ": missing tensor '" + hf_name + "' (lathe weight " + for_weight + ")" +
-                (hf_name == "lm_head.weight" ? "; a checkpoint without lm_head needs tie_word_embeddings = true" : ""));
+                (hf_name == "lm_head.weight"
+                     ? "; a checkpoint without lm_head needs tie_word_embeddings = true"
+                     : ""));
   return *it->second;
 }
 
 void HfWeights::check(const std::vector<const Graph*>& graphs) const {
   for (const auto& [name, f] : where_)
     if (name.ends_with(".bias"))
-      throw Error(f->path() + ": tensor '" + name +
-                  "': the checkpoint has biases (Qwen2 q/k/v biases), which lathe's IR does not support; "
-                  "`lathe simulate` and `lathe compile` still accept its config.json");
+      throw Error(
+          f->path() + ": tensor '" + name +
+          "': the checkpoint has biases (Qwen2 q/k/v biases), which lathe's IR does not support; "
+          "`lathe simulate` and `lathe compile` still accept its config.json");
   std::set<std::string> done;
   for (const Graph* g : graphs) {
     if (g->attrs.i("tp", 1) != 1)
@@ -161,8 +172,8 @@ void HfWeights::check(const std::vector<const Graph*>& graphs) const {
         const SafetensorsFile& f = file_of(p.hf_name, w.name);
         const SafetensorsTensor& t = *f.find(p.hf_name);
         if (t.shape != p.shape)
-          throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) + ", but the model (" +
-                      "config.json) needs " + shape_text(p.shape));
+          throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) +
+                      ", but the model (" + "config.json) needs " + shape_text(p.shape));
         if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
           throw Error(f.path() + ": tensor '" + p.hf_name + "': dtype " + t.dtype +
                       " is not supported (expected F32, F16 or BF16)");
@@ -171,14 +182,15 @@ void HfWeights::check(const std::vector<const Graph*>& graphs) const {
   }
 }
 
-void HfWeights::fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim, float* out) const {
+void HfWeights::fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim,
+                     float* out) const {
   int64_t at = 0;
   for (const Piece& p : pieces(name, shape)) {
     const SafetensorsFile& f = file_of(p.hf_name, name);
     const SafetensorsTensor& t = *f.find(p.hf_name);
     if (t.shape != p.shape)
-      throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) + ", expected " +
-                  shape_text(p.shape));
+      throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) +
+                  ", expected " + shape_text(p.shape));
     f.read_f32(p.hf_name, 0, t.elements(), out + at);
     at += t.elements();
   }

@@ -2,15 +2,17 @@
 // listed by model.safetensors.index.json) as a WeightSource under lathe's weight
 // names, converted to f32 from F32, F16 or BF16.
 //
-// Names (lathe <- Hugging Face, per layer N under model.layers.N.):
-//   tok_embeddings <- model.embed_tokens.weight      norm <- model.norm.weight
-//   lm_head <- lm_head.weight (absent when tie_word_embeddings: the graph then reads
-//   the embedding table)
-//   layers.N.attn_norm <- input_layernorm.weight     layers.N.ffn_norm <- post_attention_layernorm.weight
-//   layers.N.wq/wk/wv/wo <- self_attn.q_proj/k_proj/v_proj/o_proj.weight
-//   layers.N.w_gate/w_up/w_down <- mlp.gate_proj/up_proj/down_proj.weight
+// Names (lathe <- Hugging Face; per-layer tensors are under model.layers.N.):
+//   tok_embeddings <- model.embed_tokens.weight
+//   norm <- model.norm.weight
+//   lm_head <- lm_head.weight (absent with tie_word_embeddings: the graph reads the
+//     embedding table instead)
+//   layers.N.attn_norm <- input_layernorm.weight
+//   layers.N.ffn_norm <- post_attention_layernorm.weight
+//   layers.N.wq, wk, wv, wo <- self_attn.q_proj, k_proj, v_proj, o_proj .weight
+//   layers.N.w_gate, w_up, w_down <- mlp.gate_proj, up_proj, down_proj .weight
 //   layers.N.router <- block_sparse_moe.gate.weight (Mixtral)
-//   layers.N.experts.w_gate/w_up/w_down [E, ...] <- block_sparse_moe.experts.E.w1/w3/w2.weight
+//   layers.N.experts.w_gate, w_up, w_down [E, ...] <- block_sparse_moe.experts.E.w1, w3, w2
 // Both store matrices as [out, in], as lathe does.
 //
 // RoPE: Hugging Face rotates halves (element i pairs with i + d/2 within a head);
@@ -56,7 +58,8 @@ class HfWeights : public std::enable_shared_from_this<HfWeights> {
   // The checkpoint tensors lathe weight `name` of `shape` is made of, in order.
   std::vector<Piece> pieces(const std::string& name, const std::vector<int64_t>& shape) const;
   const SafetensorsFile& file_of(const std::string& hf_name, const std::string& for_weight) const;
-  void fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim, float* out) const;
+  void fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim,
+            float* out) const;
 
   std::string dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

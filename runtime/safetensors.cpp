@@ -91,7 +91,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   return f;
 }
 
-std::shared_ptr<SafetensorsFile> SafetensorsFile::from_bytes(std::string bytes, const std::string& source) {
+std::shared_ptr<SafetensorsFile> SafetensorsFile::from_bytes(std::string bytes,
+                                                             const std::string& source) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = source;
   f->bytes_ = std::move(bytes);
@@ -108,7 +109,8 @@ SafetensorsFile::~SafetensorsFile() {
 void SafetensorsFile::index() {
   const std::string& p = path_;
   if (size_ < 8)
-    throw Error(p + ": not a safetensors file (" + std::to_string(size_) + " bytes; the 8-byte header length is missing)");
+    throw Error(p + ": not a safetensors file (" + std::to_string(size_) +
+                " bytes; the 8-byte header length is missing)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | data_[i];
   if (n > kMaxHeader || n > size_ - 8)
@@ -141,9 +143,11 @@ void SafetensorsFile::index() {
     if (s == v.end() || !s->is_array()) bad("missing shape");
     uint64_t elements = 1;
     for (const Json& x : *s) {
-      if (!x.is_number_unsigned()) bad("shape " + s->dump() + " is not a list of non-negative integers");
+      if (!x.is_number_unsigned())
+        bad("shape " + s->dump() + " is not a list of non-negative integers");
       uint64_t dim = x.get<uint64_t>();
-      if (dim > (uint64_t(1) << 40) || (dim && elements > (uint64_t(1) << 50) / dim)) bad("shape " + s->dump() + " is too large");
+      if (dim > (uint64_t(1) << 40) || (dim && elements > (uint64_t(1) << 50) / dim))
+        bad("shape " + s->dump() + " is too large");
       elements *= dim;
       t.shape.push_back(int64_t(dim));
     }
@@ -158,8 +162,9 @@ void SafetensorsFile::index() {
       bad("data_offsets " + o->dump() + " run past the end of the file (the data section has " +
           std::to_string(data_bytes) + " bytes; truncated?)");
     if (t.end - t.begin != elements * uint64_t(bytes))
-      bad("data_offsets " + o->dump() + " hold " + std::to_string(t.end - t.begin) + " bytes but shape " + s->dump() +
-          " of " + t.dtype + " needs " + std::to_string(elements * uint64_t(bytes)));
+      bad("data_offsets " + o->dump() + " hold " + std::to_string(t.end - t.begin) +
+          " bytes but shape " + s->dump() + " of " + t.dtype + " needs " +
+          std::to_string(elements * uint64_t(bytes)));
     ranges.push_back({t.begin, t.end});
     tensors_[name] = std::move(t);
   }
@@ -167,7 +172,8 @@ void SafetensorsFile::index() {
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second && ranges[i].first != ranges[i].second &&
         ranges[i - 1].first != ranges[i - 1].second)
-      throw Error(p + ": tensors overlap in the data section at byte " + std::to_string(ranges[i].first));
+      throw Error(p + ": tensors overlap in the data section at byte " +
+                  std::to_string(ranges[i].first));
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
@@ -175,13 +181,16 @@ const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-void SafetensorsFile::read_f32(const std::string& name, int64_t offset, int64_t count, float* out) const {
+void SafetensorsFile::read_f32(const std::string& name, int64_t offset, int64_t count,
+                               float* out) const {
   const SafetensorsTensor* t = find(name);
   if (!t) throw Error(path_ + ": no tensor '" + name + "'");
-  LATHE_ASSERT(offset >= 0 && count >= 0 && offset + count <= t->elements(), "read_f32 out of range: " + name);
+  LATHE_ASSERT(offset >= 0 && count >= 0 && offset + count <= t->elements(),
+               "read_f32 out of range: " + name);
   const uint8_t* src = data_ + data_start_ + t->begin;
   if (t->dtype == "F32") {
-    std::memcpy(out, src + offset * 4, size_t(count) * 4);  // little-endian hosts only, as the kernels
+    std::memcpy(out, src + offset * 4,
+                size_t(count) * 4);  // little-endian hosts only, as the kernels
   } else if (t->dtype == "BF16" || t->dtype == "F16") {
     const bool bf = t->dtype == "BF16";
     for (int64_t i = 0; i < count; ++i) {
@@ -190,7 +199,8 @@ void SafetensorsFile::read_f32(const std::string& name, int64_t offset, int64_t 
       out[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
     }
   } else {
-    throw Error(path_ + ": tensor '" + name + "': dtype " + t->dtype + " is not supported (expected F32, F16 or BF16)");
+    throw Error(path_ + ": tensor '" + name + "': dtype " + t->dtype +
+                " is not supported (expected F32, F16 or BF16)");
   }
 }
 
@@ -199,7 +209,8 @@ std::string safetensors_bytes(const std::vector<SafetensorsEntry>& entries) {
   uint64_t at = 0;
   std::string data;
   for (const SafetensorsEntry& e : entries) {
-    h[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {at, at + e.data.size()}}};
+    h[e.name] = {
+        {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {at, at + e.data.size()}}};
     at += e.data.size();
     data += e.data;
   }

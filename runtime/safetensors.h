@@ -18,7 +18,7 @@
 namespace lathe {
 
 struct SafetensorsTensor {
-  std::string dtype;            // "F32", "F16", "BF16", ... as written in the header
+  std::string dtype;  // "F32", "F16", "BF16", ... as written in the header
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range in the data section
   int64_t elements() const;

@@ -23,9 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& name) { return std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/hf/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/hf/" + name;
+}
 
-std::string f32_bytes(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+std::string f32_bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
 
 std::string u16_bytes(const std::vector<uint16_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
@@ -51,8 +55,8 @@ std::string error_of(F f) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() /
-           ("lathe-hf-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+    path = fs::temp_directory_path() / ("lathe-hf-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::random_device{}()));
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -100,14 +104,15 @@ TEST(HfConfig, LlamaFieldsMapToTheModelSpec) {
 }
 
 TEST(HfConfig, TomlReadsBackToTheSameSpec) {
-  for (const char* json :
-       {kLlamaConfig,
-        R"({"architectures": ["MixtralForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
+  for (
+      const char* json :
+      {kLlamaConfig,
+       R"({"architectures": ["MixtralForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
             "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
             "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 1e6, "num_local_experts": 8,
             "num_experts_per_tok": 2, "torch_dtype": "bfloat16", "sliding_window": null,
             "_name_or_path": "mistralai/Mixtral-8x7B-v0.1"})",
-        R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+       R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
             "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "max_position_embeddings": 32768,
             "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
             "sliding_window": 32768, "use_sliding_window": false, "_name_or_path": "Qwen/Qwen2-0.5B"})"}) {
@@ -194,14 +199,18 @@ TEST(HfConfig, ErrorsNameTheFileLineAndKey) {
       {without("hidden_size"), "c.json: hidden_size: missing required key"},
       {without("vocab_size"), "c.json: vocab_size: missing required key"},
       {with("hidden_size", "\"big\""), "c.json:3:3: hidden_size: expected an integer, got \"big\""},
-      {with("num_hidden_layers", "-2"), "c.json:5:3: num_hidden_layers: expected an integer in [1,"},
-      {with("num_key_value_heads", "3"), "c.json:7:3: num_key_value_heads: 3 must divide num_attention_heads (4)"},
-      {with("architectures", "[\"GPT2LMHeadModel\"]"), "c.json:2:3: architectures: unsupported architecture 'GPT2LMHeadModel'"},
+      {with("num_hidden_layers", "-2"),
+       "c.json:5:3: num_hidden_layers: expected an integer in [1,"},
+      {with("num_key_value_heads", "3"),
+       "c.json:7:3: num_key_value_heads: 3 must divide num_attention_heads (4)"},
+      {with("architectures", "[\"GPT2LMHeadModel\"]"),
+       "c.json:2:3: architectures: unsupported architecture 'GPT2LMHeadModel'"},
       {with("torch_dtype", "\"int8\""), "c.json:13:3: torch_dtype: unsupported dtype 'int8'"},
       {with("hidden_act", "\"gelu\""), "c.json:14:3: hidden_act: unsupported activation 'gelu'"},
       {"{\"hidden_size\": 64,", "c.json:1:20: not valid JSON"},
       {"[1, 2]", "c.json:1:1: expected a JSON object"},
-      {"{\"hidden_size\": 1e705}", "c.json: not valid JSON: [json.exception.out_of_range.406] number overflow"},
+      {"{\"hidden_size\": 1e705}",
+       "c.json: not valid JSON: [json.exception.out_of_range.406] number overflow"},
       {"{}", "c.json:1:1: architectures: missing required key"},
   };
   for (const Case& c : cases) {
@@ -263,24 +272,31 @@ TEST(Safetensors, MalformedFilesNameTheFileAndTensor) {
       {"abc", "bad.safetensors: not a safetensors file (3 bytes"},
       {header_len(1000) + "{}", "bad.safetensors: corrupt safetensors header length 1000"},
       {header_len(~uint64_t(0)) + "{}", "corrupt safetensors header length"},
-      {good.substr(0, good.size() - 4), "tensor 'w': data_offsets [0,16] run past the end of the file"},
+      {good.substr(0, good.size() - 4),
+       "tensor 'w': data_offsets [0,16] run past the end of the file"},
       {with_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]", 16),
        "bad.safetensors: safetensors header is not valid JSON"},
       {with_header("[1]", 0), "header is not a JSON object"},
-      {with_header(R"({"w": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}})", 8), "tensor 'w': unknown dtype 'F33'"},
+      {with_header(R"({"w": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}})", 8),
+       "tensor 'w': unknown dtype 'F33'"},
       {with_header(R"({"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 8]}})", 8),
        "tensor 'w': shape [2,-1] is not a list of non-negative integers"},
       {with_header(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8),
        "tensor 'w': data_offsets [0,8] hold 8 bytes but shape [3] of F32 needs 12"},
-      {with_header(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8), "tensor 'w': data_offsets [8,0] end before"},
-      {with_header(R"({"w": {"dtype": "F32", "shape": [2]}})", 8), "tensor 'w': data_offsets must be [begin, end]"},
-      {with_header(R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", 8), "tensor 'w': missing dtype"},
+      {with_header(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8),
+       "tensor 'w': data_offsets [8,0] end before"},
+      {with_header(R"({"w": {"dtype": "F32", "shape": [2]}})", 8),
+       "tensor 'w': data_offsets must be [begin, end]"},
+      {with_header(R"({"w": {"shape": [2], "data_offsets": [0, 8]}})", 8),
+       "tensor 'w': missing dtype"},
       {with_header(R"({"w": 3})", 8), "tensor 'w': expected an object"},
       {with_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                        "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
                    12),
        "tensors overlap"},
-      {with_header(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})", 8),
+      {with_header(
+           R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
+           8),
        "tensor 'w': shape [4294967296,4294967296] is too large"},
   };
   for (const Case& c : cases) {
@@ -288,11 +304,16 @@ TEST(Safetensors, MalformedFilesNameTheFileAndTensor) {
     EXPECT_NE(e.find(c.want), std::string::npos) << "want '" << c.want << "' in: " << e;
   }
   // Supported layout, unsupported dtype for reading.
-  auto i8 = SafetensorsFile::from_bytes(safetensors_bytes({{"q", "I8", {4}, std::string(4, '\1')}}), "i8.safetensors");
+  auto i8 = SafetensorsFile::from_bytes(safetensors_bytes({{"q", "I8", {4}, std::string(4, '\1')}}),
+                                        "i8.safetensors");
   float out[4];
-  EXPECT_NE(error_of([&] { i8->read_f32("q", 0, 4, out); }).find("i8.safetensors: tensor 'q': dtype I8 is not supported"),
+  EXPECT_NE(error_of([&] {
+              i8->read_f32("q", 0, 4, out);
+            }).find("i8.safetensors: tensor 'q': dtype I8 is not supported"),
             std::string::npos);
-  EXPECT_NE(error_of([] { SafetensorsFile::open("/nonexistent/x.safetensors"); }).find("/nonexistent/x.safetensors: cannot open"),
+  EXPECT_NE(error_of([] {
+              SafetensorsFile::open("/nonexistent/x.safetensors");
+            }).find("/nonexistent/x.safetensors: cannot open"),
             std::string::npos);
 }
 
@@ -308,7 +329,8 @@ std::vector<SafetensorsEntry> hf_tensors_of(const ModelSpec& m, const Graph& g, 
     if (n == "tok_embeddings") return {"model.embed_tokens.weight"};
     if (n == "norm") return {"model.norm.weight"};
     if (n == "lm_head") return {"lm_head.weight"};
-    std::string layer = n.substr(7, n.find('.', 7) - 7), rest = n.substr(n.find('.', 7) + 1), p = "model.layers." + layer + ".";
+    std::string layer = n.substr(7, n.find('.', 7) - 7), rest = n.substr(n.find('.', 7) + 1),
+                p = "model.layers." + layer + ".";
     std::map<std::string, std::string> names = {
         {"attn_norm", "input_layernorm.weight"}, {"ffn_norm", "post_attention_layernorm.weight"},
         {"wq", "self_attn.q_proj.weight"},       {"wk", "self_attn.k_proj.weight"},
@@ -333,7 +355,8 @@ std::vector<SafetensorsEntry> hf_tensors_of(const ModelSpec& m, const Graph& g, 
       for (int64_t h = 0; h < shape[0] / d; ++h)
         for (int64_t i = 0; i < d / 2; ++i)
           for (int64_t j = 0; j < 2; ++j)
-            std::copy_n(vals.begin() + (h * d + 2 * i + j) * K, K, hf.begin() + (h * d + j * d / 2 + i) * K);
+            std::copy_n(vals.begin() + (h * d + 2 * i + j) * K, K,
+                        hf.begin() + (h * d + j * d / 2 + i) * K);
       vals = hf;
     }
     std::string name = hf_name(w.name)[0];
@@ -342,8 +365,9 @@ std::vector<SafetensorsEntry> hf_tensors_of(const ModelSpec& m, const Graph& g, 
       for (int64_t e = 0; e < shape[0]; ++e) {
         std::string en = name;
         en.replace(at, 3, std::to_string(e));
-        out.push_back({en, "F32", std::vector<int64_t>(shape.begin() + 1, shape.end()),
-                       f32_bytes(std::vector<float>(vals.begin() + e * per, vals.begin() + (e + 1) * per))});
+        out.push_back(
+            {en, "F32", std::vector<int64_t>(shape.begin() + 1, shape.end()),
+             f32_bytes(std::vector<float>(vals.begin() + e * per, vals.begin() + (e + 1) * per))});
       }
     } else {
       out.push_back({name, "F32", shape, f32_bytes(vals)});
@@ -383,10 +407,12 @@ void write_hf_dir(const fs::path& dir, const std::string& base, bool sharded, ui
     write(dir / "model.safetensors", safetensors_bytes(t));
     return;
   }
-  std::vector<SafetensorsEntry> a(t.begin(), t.begin() + long(t.size() / 2)), c(t.begin() + long(t.size() / 2), t.end());
+  std::vector<SafetensorsEntry> a(t.begin(), t.begin() + long(t.size() / 2)),
+      c(t.begin() + long(t.size() / 2), t.end());
   write(dir / "model-00001-of-00002.safetensors", safetensors_bytes(a));
   write(dir / "model-00002-of-00002.safetensors", safetensors_bytes(c));
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
   for (const auto& e : a) index["weight_map"][e.name] = "model-00001-of-00002.safetensors";
   for (const auto& e : c) index["weight_map"][e.name] = "model-00002-of-00002.safetensors";
   write(dir / "model.safetensors.index.json", index.dump(2));
@@ -419,7 +445,9 @@ TEST(HfWeights, MapsNamesAndPermutesRopeRowsBackToLathesValues) {
 }
 
 TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
-  auto b = [](const std::string& dir) { return testing::build_plan_graphs(dir, "cpu-host", {1, 4, 2}); };
+  auto b = [](const std::string& dir) {
+    return testing::build_plan_graphs(dir, "cpu-host", {1, 4, 2});
+  };
   auto check = [&](const std::string& dir) {
     return error_of([&] {
       auto g = b(dir);
@@ -435,13 +463,19 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
 
   // A missing tensor.
   std::vector<SafetensorsEntry> v = t;
-  v.erase(std::find_if(v.begin(), v.end(), [](const auto& e) { return e.name == "model.layers.1.self_attn.k_proj.weight"; }));
+  v.erase(std::find_if(v.begin(), v.end(), [](const auto& e) {
+    return e.name == "model.layers.1.self_attn.k_proj.weight";
+  }));
   rewrite(v);
-  EXPECT_NE(check(dir).find(dir + ": missing tensor 'model.layers.1.self_attn.k_proj.weight' (lathe weight layers.1.wk)"),
-            std::string::npos);
+  EXPECT_NE(
+      check(dir).find(
+          dir +
+          ": missing tensor 'model.layers.1.self_attn.k_proj.weight' (lathe weight layers.1.wk)"),
+      std::string::npos);
   // No lm_head while the config does not tie embeddings.
   v = t;
-  v.erase(std::find_if(v.begin(), v.end(), [](const auto& e) { return e.name == "lm_head.weight"; }));
+  v.erase(
+      std::find_if(v.begin(), v.end(), [](const auto& e) { return e.name == "lm_head.weight"; }));
   rewrite(v);
   EXPECT_NE(check(dir).find("missing tensor 'lm_head.weight'"), std::string::npos);
   // A shape that does not match config.json.
@@ -451,19 +485,23 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
       e.shape = {e.shape[0] / 2, 2};
     }
   rewrite(v);
-  EXPECT_NE(check(dir).find(file + ": tensor 'model.norm.weight': shape ["), std::string::npos) << check(dir);
+  EXPECT_NE(check(dir).find(file + ": tensor 'model.norm.weight': shape ["), std::string::npos)
+      << check(dir);
   // A dtype lathe cannot convert.
   v = t;
   for (auto& e : v)
     if (e.name == "model.norm.weight") e.dtype = "I32";
   rewrite(v);
-  EXPECT_NE(check(dir).find(file + ": tensor 'model.norm.weight': dtype I32 is not supported"), std::string::npos);
+  EXPECT_NE(check(dir).find(file + ": tensor 'model.norm.weight': dtype I32 is not supported"),
+            std::string::npos);
   // Attention biases (Qwen2).
   v = t;
   v.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {4}, f32_bytes({1, 2, 3, 4})});
   rewrite(v);
-  EXPECT_NE(check(dir).find(file + ": tensor 'model.layers.0.self_attn.q_proj.bias': the checkpoint has biases"),
-            std::string::npos);
+  EXPECT_NE(
+      check(dir).find(file +
+                      ": tensor 'model.layers.0.self_attn.q_proj.bias': the checkpoint has biases"),
+      std::string::npos);
   // A truncated file.
   std::string bytes = safetensors_bytes(t);
   write(file, bytes.substr(0, bytes.size() / 2));
@@ -482,7 +520,8 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
   nlohmann::json j = nlohmann::json::parse(std::ifstream(index));
   j["weight_map"]["model.norm.weight"] = "model-00009-of-00009.safetensors";
   write(index, j.dump());
-  EXPECT_NE(check(sdir).find("lists shard 'model-00009-of-00009.safetensors', which is missing"), std::string::npos);
+  EXPECT_NE(check(sdir).find("lists shard 'model-00009-of-00009.safetensors', which is missing"),
+            std::string::npos);
   j["weight_map"]["model.norm.weight"] = "../../etc/passwd";
   write(index, j.dump());
   EXPECT_NE(check(sdir).find("is not a file name in the directory"), std::string::npos);
@@ -503,7 +542,8 @@ struct Fixture {
 
 Fixture read_fixture(const std::string& dir) {
   std::ifstream f(dir + "/reference_logits.json");
-  LATHE_ASSERT(bool(f), "missing fixture " + dir + "/reference_logits.json (bench/hf_parity.py writes it)");
+  LATHE_ASSERT(bool(f),
+               "missing fixture " + dir + "/reference_logits.json (bench/hf_parity.py writes it)");
   nlohmann::json j = nlohmann::json::parse(f);
   Fixture x;
   x.prompt = j["prompt"].get<std::vector<int32_t>>();
@@ -523,7 +563,8 @@ class HfParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(HfParity, ReferenceMatchesTransformers) {
   const std::string dir = fixture(GetParam());
   Fixture fx = read_fixture(dir);
-  auto b = testing::build_plan_graphs(dir, "cpu-host", {1, int64_t(fx.prompt.size()), int64_t(fx.decode.size()) + 1});
+  auto b = testing::build_plan_graphs(
+      dir, "cpu-host", {1, int64_t(fx.prompt.size()), int64_t(fx.decode.size()) + 1});
   auto hf = HfWeights::open(dir);
   hf->check({&b.prefill, &b.decode});
   Reference ref(b.prefill, b.decode, hf->source(b.decode));
@@ -532,7 +573,8 @@ TEST_P(HfParity, ReferenceMatchesTransformers) {
     std::vector<float> mine(l[0].begin(), l[0].end());
     double e = rel_error(mine, fx.logits[step]);
     EXPECT_LT(e, 1e-4) << "step " << step;
-    std::cout << "  [" << GetParam() << "] reference step " << step << ": normalized error " << e << "\n";
+    std::cout << "  [" << GetParam() << "] reference step " << step << ": normalized error " << e
+              << "\n";
     if (step < fx.decode.size()) l = ref.decode({fx.decode[step]});
   }
 }
@@ -546,7 +588,8 @@ void cpu_backend_matches(const std::string& name, const std::string& weights) {
   PlanOptions o;
   if (weights != "model") o.weights = parse_weight_format(weights);
   o.kv_dtype = parse_kv_dtype("f32");
-  Plan plan = testing::make_plan(dir, {1, int64_t(fx.prompt.size()), int64_t(fx.decode.size()) + 1}, o);
+  Plan plan =
+      testing::make_plan(dir, {1, int64_t(fx.prompt.size()), int64_t(fx.decode.size()) + 1}, o);
   auto hf = HfWeights::open(dir);
   hf->check({&plan.prefill, &plan.decode});
   WeightStore w = WeightStore::build({&plan.prefill, &plan.decode}, hf->source(plan.decode), 2);
@@ -558,8 +601,10 @@ void cpu_backend_matches(const std::string& name, const std::string& weights) {
   for (size_t step = 0; step < fx.logits.size(); ++step) {
     double e = rel_error(r.logits[0], fx.logits[step]);
     EXPECT_LT(e, 1e-4) << "step " << step;
-    std::cout << "  [" << name << ", weights " << weights << "] cpu step " << step << ": normalized error " << e << "\n";
-    int32_t want = int32_t(std::max_element(fx.logits[step].begin(), fx.logits[step].end()) - fx.logits[step].begin());
+    std::cout << "  [" << name << ", weights " << weights << "] cpu step " << step
+              << ": normalized error " << e << "\n";
+    int32_t want = int32_t(std::max_element(fx.logits[step].begin(), fx.logits[step].end()) -
+                           fx.logits[step].begin());
     EXPECT_EQ(r.argmax[0], want) << "greedy token differs at step " << step;
     if (step < fx.decode.size()) r = s.decode({fx.decode[step]});
   }
