@@ -12,14 +12,13 @@
 
 #include "cli/common.h"
 #include "cli/planning.h"
-#include "frontend/hf_config.h"
+#include "cli/run_weights.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/cuda_session.h"
-#include "runtime/hf_weights.h"
 #include "runtime/sampler.h"
 
 namespace lathe::cli {
@@ -147,8 +146,7 @@ int run_run(const RunArgs& a) {
   }
   namespace fs = std::filesystem;
   std::error_code ec;
-  const bool hf = is_hf_dir(a.model);  // config.json + *.safetensors: real weights
-  bool from_plan = (fs::is_directory(a.model, ec) && !hf) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
+  bool from_plan = (fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
 
@@ -197,15 +195,8 @@ int run_run(const RunArgs& a) {
   check_fits_in_memory(plan);  // before a byte of weights is allocated
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  WeightSource source = synthetic_source(a.seed);
-  std::string weights_from = "seed " + std::to_string(a.seed);
-  if (hf) {
-    for (const std::string& n : load_hf_config(a.model).notes) std::cerr << "lathe: warning: " << n << "\n";
-    auto checkpoint = HfWeights::open(a.model);
-    checkpoint->check({&plan.prefill, &plan.decode});
-    source = checkpoint->source(plan.decode);
-    weights_from = a.model;
-  }
+  std::string weights_from;
+  WeightSource source = run_weight_source(a.model, plan, a.seed, &weights_from);
   WeightStore weights = WeightStore::build({&plan.prefill, &plan.decode}, source, threads);
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
   Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);
@@ -281,6 +272,7 @@ int run_run(const RunArgs& a) {
                  {"gen", plan.workload.gen}};
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
+    j["weights_from"] = weights_from;
     if (a.per_op) {
       const double bw = plan.target.bandwidth_bytes_per_s();
       j["kernels"] = nlohmann::json::array();

@@ -420,6 +420,7 @@ for m in tiny-llama tiny-mixtral; do
   expect_rc 0 "$LATHE" run "$HF/$m" --tokens 17,203,5,88,141,9,250,33,64,120 --gen 2 --weights f32 --kv f32 --format json
   got=$(python3 -c "import json; print(json.load(open('$tmp/out'))['tokens'][0])")
   [ "$got" = "$want" ] || bad "run $m: first greedy token $got, transformers gives $want"
+  grep -q "\"weights_from\": \"$HF/$m\"" "$tmp/out" || bad "run $m: weights_from is not the checkpoint"
 done
 printf '{"architectures": ["LlamaForCausalLM"],\n "hidden_size": 64}\n' >"$tmp/cfg.json"
 expect_rc 2 "$LATHE" import-hf "$tmp/cfg.json" -o "$tmp/never.toml"
