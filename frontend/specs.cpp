@@ -378,7 +378,10 @@ T load_named(std::string_view name_or_path, std::string_view folder, std::string
 }  // namespace
 
 ModelSpec load_model(std::string_view name_or_path) {
-  if (is_hf_model_path(name_or_path)) return load_hf_config(std::string(name_or_path)).model;  // config.json or its dir
+  // A Hugging Face config.json or its directory (built-in names keep precedence).
+  std::vector<std::string> names = builtin_names("models");
+  if (std::find(names.begin(), names.end(), name_or_path) == names.end() && is_hf_model_path(name_or_path))
+    return load_hf_config(std::string(name_or_path)).model;
   return load_named<ModelSpec>(name_or_path, "models", "model",
                                [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
 }
