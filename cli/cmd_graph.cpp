@@ -43,7 +43,7 @@ int run_graph(const GraphArgs& a) {
 void register_graph(CLI::App& app, Registry& r) {
   auto a = std::make_shared<GraphArgs>();
   CLI::App* cmd = app.add_subcommand("graph", "Print the (unfused) IR graph of a model for one phase");
-  cmd->add_option("MODEL", a->model, "built-in model name, model TOML path or .gguf file")->required();
+  cmd->add_option("MODEL", a->model, "built-in model name, model TOML path, .gguf file, or Hugging Face directory / config.json")->required();
   cmd->add_option("--phase", a->phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
   cmd->add_option("--batch", a->batch, "sequences in the batch (B)")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--prompt", a->prompt, "prompt tokens per sequence (S in prefill)")

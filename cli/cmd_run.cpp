@@ -15,6 +15,7 @@
 #include "cli/planning.h"
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
+#include "cli/run_weights.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
@@ -164,7 +165,7 @@ int run_run(const RunArgs& a) {
   }
   namespace fs = std::filesystem;
   std::error_code ec;
-  bool from_plan = fs::is_directory(a.model, ec) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
+  bool from_plan = (fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
   // A GGUF file brings its weights and, usually, its vocabulary.
@@ -227,8 +228,15 @@ int run_run(const RunArgs& a) {
   check_fits_in_memory(plan);  // before a byte of weights is allocated
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  WeightStore weights = gguf_file ? load_gguf_weights({&plan.prefill, &plan.decode}, gguf_file, threads)
-                                  : WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(a.seed), threads);
+  std::string weights_from;
+  WeightStore weights;
+  if (gguf_file) {
+    weights = load_gguf_weights({&plan.prefill, &plan.decode}, gguf_file, threads);
+    weights_from = "from " + a.model;
+  } else {
+    WeightSource source = run_weight_source(a.model, plan, a.seed, &weights_from);
+    weights = WeightStore::build({&plan.prefill, &plan.decode}, source, threads);
+  }
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
   Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);
 
@@ -319,6 +327,7 @@ int run_run(const RunArgs& a) {
                  {"gen", plan.workload.gen}};
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
+    j["weights_from"] = weights_from;
     if (a.per_op) {
       const double bw = plan.target.bandwidth_bytes_per_s();
       j["kernels"] = nlohmann::json::array();
@@ -342,8 +351,7 @@ int run_run(const RunArgs& a) {
   std::cout << "lathe run: " << model_name << " on " << session.device << ", predictions for "
             << describe_target(plan.target) << "\n";
   std::cout << "  " << (cuda ? "NVRTC: " : "JIT: ") << session.compiled << " kernels compiled, " << session.cached
-            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights ("
-            << (gguf_file ? "from " + a.model : "seed " + std::to_string(a.seed)) << ") "
+            << " from the cache, " << fmt_double(session.compile_s, 2) << " s; weights (" << weights_from << ") "
             << human_bytes(weights.bytes()) << " in " << fmt_double(weights_s, 2) << " s\n";
   for (size_t s = 0; s < generated.size() && s < 8; ++s) {
     std::cout << "  sequence " << s << " (" << prompts[s].size() << " prompt tokens): ";
@@ -459,8 +467,8 @@ void register_run(CLI::App& app, Registry& r) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
   cmd->add_option("MODEL", a->model,
-                  "built-in model, model TOML, .gguf file (its weights and vocabulary), or a plan directory from "
-                  "`lathe compile`")
+                  "built-in model, model TOML, .gguf file (its weights and vocabulary), Hugging Face directory "
+                  "(config.json + *.safetensors: its weights), or a plan directory from `lathe compile`")
       ->required();
   cmd->add_option("--backend", a->backend,
                   "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");

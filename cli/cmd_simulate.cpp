@@ -341,7 +341,7 @@ int run_whatif(const WhatifArgs& a) {
 void register_simulate(CLI::App& app, Registry& r) {
   auto a = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict latency, throughput and memory of a plan on a target");
-  cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file (or set in --plan)");
+  cmd->add_option("MODEL", a->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json (or set in --plan)");
   cmd->add_option("HW", a->hardware, "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);
@@ -357,7 +357,7 @@ void register_simulate(CLI::App& app, Registry& r) {
 
   auto w = std::make_shared<WhatifArgs>();
   CLI::App* wi = app.add_subcommand("whatif", "Compare a plan across hardware targets, overrides and batch sizes");
-  wi->add_option("MODEL", w->model, "built-in model name, model TOML or .gguf file");
+  wi->add_option("MODEL", w->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json");
   wi->add_option("--hw", w->hw, "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2)");
   wi->add_option("--batch", w->batches, "comma-separated batch sizes");
   wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default 512)");

@@ -38,6 +38,7 @@ void register_advise(CLI::App& app, Registry& r);
 void register_calibrate(CLI::App& app, Registry& r);
 void register_tune(CLI::App& app, Registry& r);
 void register_weights(CLI::App& app, Registry& r);  // weights init, weights info
+void register_import_hf(CLI::App& app, Registry& r);  // import-hf
 
 // "8.03 B", "512.0 M", "12.3 k".
 std::string human_count(double n);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   lathe::cli::Registry reg;
   lathe::cli::register_specs(app, reg);
   lathe::cli::register_check(app, reg);
+  lathe::cli::register_import_hf(app, reg);
   lathe::cli::register_graph(app, reg);
   lathe::cli::register_simulate(app, reg);
   lathe::cli::register_compile(app, reg);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontend/embedded_specs.h"
+#include "frontend/hf_config.h"
 #include "frontend/plan_keys.h"
 #include "frontend/toml_doc.h"
 #include "checkpoint/gguf_model.h"
@@ -384,6 +385,10 @@ ModelSpec load_model(std::string_view name_or_path) {
     validate_model(m, path);
     return m;
   }
+  // A Hugging Face config.json or its directory (built-in names keep precedence).
+  std::vector<std::string> names = builtin_names("models");
+  if (std::find(names.begin(), names.end(), name_or_path) == names.end() && is_hf_model_path(name_or_path))
+    return load_hf_config(std::string(name_or_path)).model;
   return load_named<ModelSpec>(name_or_path, "models", "model",
                                [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS
-# (default 60): the spec/IR fuzzer over a seed corpus made from the built-in specs
-# and their IR, the GGUF fuzzer over small GGUF files written by `lathe weights init`.
+# (default 60): the spec frontend and IR parser over a seed corpus made from the
+# built-in specs and their IR, the GGUF fuzzer over small GGUF files written by
+# `lathe weights init`, then the safetensors reader and config.json import over the
+# Hugging Face fixtures (tests/fixtures/hf).
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +14,7 @@ if [ ! -f $B/build.ninja ]; then
     -DCMAKE_CXX_COMPILER=clang++-14 -DLATHE_FUZZ=ON -DLATHE_TESTS=OFF -DLATHE_BENCH=OFF \
     -DLATHE_WITH_JIT=OFF -DLATHE_WITH_CUDA=OFF
 fi
-cmake --build $B --target spec_fuzzer gguf_fuzzer lathe
+cmake --build $B --target spec_fuzzer gguf_fuzzer safetensors_fuzzer lathe
 corpus=$B/corpus; mkdir -p $corpus
 i=0
 for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml specs/scenarios/*.toml; do
@@ -30,3 +32,8 @@ for w in q8_0 q4_0; do
 done
 cp tests/gguf/fixtures/spm-vocab.gguf tests/gguf/fixtures/bpe-vocab.gguf $gcorpus/
 $B/fuzz/gguf_fuzzer "$gcorpus" -max_total_time="$secs" -max_len=200000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+hf=$B/corpus-hf; mkdir -p $hf
+i=0
+for f in tests/fixtures/hf/*/*.safetensors; do { printf '\x00'; cat "$f"; } >"$hf/seed-st-$i"; i=$((i + 1)); done
+for f in tests/fixtures/hf/*/config.json; do { printf '\x01'; cat "$f"; } >"$hf/seed-cfg-$i"; i=$((i + 1)); done
+$B/fuzz/safetensors_fuzzer "$hf" -max_total_time="$secs" -max_len=400000 -timeout=5 -print_final_stats=1

@@ -80,6 +80,9 @@ struct CpuSession::Impl {
   std::unique_ptr<ThreadPool> pool;
   AlignedBuffer arena, kv, kv_scales, tokens;
   std::vector<AlignedBuffer> loose;  // activations of unplanned graphs (no memory plan)
+  // f32 copies of norm gains stored as bf16/f16 (models of those dtypes keep their norms
+  // in the model dtype; the CPU kernels read gains as f32).
+  std::map<std::string, std::vector<float>> f32_gains;
   std::vector<float*> scratch_ptrs;
   AlignedBuffer scratch, shared;
   int64_t scratch_floats = 0, shared_floats = 0;
@@ -180,7 +183,16 @@ struct CpuSession::Impl {
   void* value_ptr(const Graph& g, ValueId v) {
     const Value& val = g.value(v);
     if (v == g.find_value("tokens")) return tokens.data();
-    if (val.kind == ValueKind::weight) return const_cast<void*>(weights.get(val.name).payload.data());
+    if (val.kind == ValueKind::weight) {
+      const WeightTensor& t = weights.get(val.name);
+      if (val.shape.size() != 1 || t.format.dtype == DType::f32) return const_cast<void*>(t.payload.data());
+      auto [it, fresh] = f32_gains.try_emplace(val.name);
+      if (fresh) {
+        it->second.resize(size_t(t.cols()));
+        unpack_rows(t.payload.data(), nullptr, 1, t.cols(), t.format, it->second.data());
+      }
+      return it->second.data();
+    }
     if (val.offset >= 0) return static_cast<char*>(arena.data()) + val.offset;
     // No memory plan ran: give the value a buffer of its own.
     loose.emplace_back(size_t(std::max(64.0, value_bytes(val, graph_bindings(g)))));

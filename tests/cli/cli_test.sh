@@ -401,5 +401,42 @@ expect_rc 0 "$LATHE" run "$tmp/tuned" --gen 3
 printf '{"format": "other"}' >"$tmp/badtune.json"
 expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/tuned2" --tuning "$tmp/badtune.json"
 
+# Hugging Face checkpoints: import-hf, and a config.json + *.safetensors directory
+# wherever a model is named (docs/checkpoints.md).
+HF=$SRC/tests/fixtures/hf
+expect_rc 0 "$LATHE" import-hf "$HF/tiny-mixtral/config.json" -o "$tmp/mix.toml"
+expect_rc 0 "$LATHE" check "$tmp/mix.toml"
+grep -q "experts           4 x ffn 64, top-2" "$tmp/out" || bad "import-hf mixtral: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" import-hf "$HF/tiny-llama"
+grep -q '^arch = "llama"' "$tmp/out" || bad "import-hf to stdout: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" check "$HF/tiny-llama"
+grep -q "tiny-llama" "$tmp/out" || bad "check HF dir: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" check "$HF/tiny-mixtral/config.json" --format json
+expect_rc 0 "$LATHE" simulate "$HF/tiny-mixtral" cpu-host --prompt 16 --gen 4
+expect_rc 0 "$LATHE" compile "$HF/tiny-llama" cpu-host -o "$tmp/hfplan"
+[ -f "$tmp/hfplan/plan.json" ] || bad "compile of an HF dir wrote no plan"
+for m in tiny-llama tiny-mixtral; do
+  want=$(python3 -c "import json; l=json.load(open('$HF/$m/reference_logits.json'))['logits'][0]; print(l.index(max(l)))")
+  expect_rc 0 "$LATHE" run "$HF/$m" --tokens 17,203,5,88,141,9,250,33,64,120 --gen 2 --weights f32 --kv f32 --format json
+  got=$(python3 -c "import json; print(json.load(open('$tmp/out'))['tokens'][0])")
+  [ "$got" = "$want" ] || bad "run $m: first greedy token $got, transformers gives $want"
+  grep -q "\"weights_from\": \"$HF/$m\"" "$tmp/out" || bad "run $m: weights_from is not the checkpoint"
+done
+printf '{"architectures": ["LlamaForCausalLM"],\n "hidden_size": 64}\n' >"$tmp/cfg.json"
+expect_rc 2 "$LATHE" import-hf "$tmp/cfg.json" -o "$tmp/never.toml"
+grep -q "cfg.json: num_hidden_layers: missing required key" "$tmp/err" || bad "import-hf missing key: $(cat "$tmp/err")"
+[ ! -e "$tmp/never.toml" ] || bad "import-hf left a file behind after an error"
+printf '{"architectures": ["GPT2LMHeadModel"]}' >"$tmp/gpt2.json"
+expect_rc 2 "$LATHE" import-hf "$tmp/gpt2.json"
+grep -q "gpt2.json:1:2: architectures: unsupported architecture 'GPT2LMHeadModel'" "$tmp/err" || bad "unsupported arch: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate "$tmp/gpt2.json" cpu-host
+expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" -o "$tmp/no/such/dir/m.toml"
+mkdir -p "$tmp/hfbad"
+cp "$HF/tiny-mixtral/config.json" "$tmp/hfbad/"
+head -c 100000 "$HF/tiny-mixtral/model.safetensors" >"$tmp/hfbad/model.safetensors"
+expect_rc 2 "$LATHE" run "$tmp/hfbad" --tokens 1,2,3 --gen 2
+grep -q "hfbad/model.safetensors: tensor '.*': data_offsets .* run past the end of the file" "$tmp/err" ||
+  bad "truncated safetensors: $(cat "$tmp/err")"
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

@@ -1,0 +1,221 @@
+#include "runtime/hf_weights.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "ir/assert.h"
+
+namespace lathe {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// lathe's per-layer names -> Hugging Face's (under model.layers.N.).
+const std::map<std::string, std::string>& layer_names() {
+  static const std::map<std::string, std::string> m = {
+      {"attn_norm", "input_layernorm.weight"}, {"ffn_norm", "post_attention_layernorm.weight"},
+      {"wq", "self_attn.q_proj.weight"},       {"wk", "self_attn.k_proj.weight"},
+      {"wv", "self_attn.v_proj.weight"},       {"wo", "self_attn.o_proj.weight"},
+      {"w_gate", "mlp.gate_proj.weight"},      {"w_up", "mlp.up_proj.weight"},
+      {"w_down", "mlp.down_proj.weight"},      {"router", "block_sparse_moe.gate.weight"},
+  };
+  return m;
+}
+
+const std::map<std::string, std::string>& expert_names() {
+  static const std::map<std::string, std::string> m = {
+      {"experts.w_gate", "w1"}, {"experts.w_up", "w3"}, {"experts.w_down", "w2"}};
+  return m;
+}
+
+}  // namespace
+
+std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
+  std::shared_ptr<HfWeights> w(new HfWeights());
+  w->dir_ = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(dir + ": not a directory");
+  fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::map<std::string, std::string> wanted;  // tensor -> shard file name (from the index)
+  std::vector<std::string> shards;
+  if (fs::exists(index, ec)) {
+    const std::string ip = index.string();
+    Json j;
+    try {
+      j = Json::parse(slurp(ip));
+    } catch (const Json::exception& e) {
+      throw Error(ip + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw Error(ip +
+                  ": weight_map: missing (expected an object mapping tensor names to shard files)");
+    std::set<std::string> seen;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it->is_string())
+        throw Error(ip + ": weight_map." + it.key() + ": expected a file name, got " + it->dump());
+      std::string f = it->get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+          f == "." || f == "..")
+        throw Error(ip + ": weight_map." + it.key() + ": '" + f +
+                    "' is not a file name in the directory");
+      wanted[it.key()] = f;
+      if (seen.insert(f).second) shards.push_back(f);
+    }
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".safetensors") shards.push_back(e.path().filename().string());
+    std::sort(shards.begin(), shards.end());
+    if (shards.empty())
+      throw Error(dir + ": no *.safetensors files (and no model.safetensors.index.json)");
+  }
+  std::map<std::string, const SafetensorsFile*> by_file;
+  for (const std::string& s : shards) {
+    std::string path = (fs::path(dir) / s).string();
+    if (!fs::exists(path, ec))
+      throw Error(index.string() + ": lists shard '" + s + "', which is missing from " + dir);
+    w->files_.push_back(SafetensorsFile::open(path));
+    by_file[s] = w->files_.back().get();
+  }
+  if (!wanted.empty()) {
+    for (const auto& [tensor, f] : wanted) {
+      const SafetensorsFile* file = by_file.at(f);
+      if (!file->find(tensor))
+        throw Error(index.string() + ": lists tensor '" + tensor + "' in " + file->path() +
+                    ", which does not hold it");
+      w->where_[tensor] = file;
+    }
+  } else {
+    for (const auto& f : w->files_)
+      for (const auto& [name, t] : f->tensors()) {
+        auto [it, fresh] = w->where_.emplace(name, f.get());
+        if (!fresh)
+          throw Error(f->path() + ": tensor '" + name + "' is also in " + it->second->path());
+      }
+  }
+  return w;
+}
+
+std::vector<HfWeights::Piece> HfWeights::pieces(const std::string& name,
+                                                const std::vector<int64_t>& shape) const {
+  if (name == "tok_embeddings") return {{"model.embed_tokens.weight", shape}};
+  if (name == "norm") return {{"model.norm.weight", shape}};
+  if (name == "lm_head") return {{"lm_head.weight", shape}};
+  if (name.starts_with("layers.")) {
+    size_t dot = name.find('.', 7);
+    if (dot != std::string::npos) {
+      std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
+      std::string prefix = "model.layers." + layer + ".";
+      if (auto it = layer_names().find(rest); it != layer_names().end())
+        return {{prefix + it->second, shape}};
+      if (auto it = expert_names().find(rest); it != expert_names().end() && !shape.empty()) {
+        std::vector<Piece> out;
+        std::vector<int64_t> one(shape.begin() + 1, shape.end());
+        for (int64_t e = 0; e < shape[0]; ++e)
+          out.push_back({prefix + "block_sparse_moe.experts." + std::to_string(e) + "." +
+                             it->second + ".weight",
+                         one});
+        return out;
+      }
+    }
+  }
+  throw Error(dir_ + ": lathe weight '" + name + "' has no Hugging Face counterpart");
+}
+
+const SafetensorsFile& HfWeights::file_of(const std::string& hf_name,
+                                          const std::string& for_weight) const {
+  auto it = where_.find(hf_name);
+  if (it == where_.end())
+    throw Error(dir_ + ": missing tensor '" + hf_name + "' (lathe weight " + for_weight + ")" +
+                (hf_name == "lm_head.weight"
+                     ? "; a checkpoint without lm_head needs tie_word_embeddings = true"
+                     : ""));
+  return *it->second;
+}
+
+void HfWeights::check(const std::vector<const Graph*>& graphs) const {
+  for (const auto& [name, f] : where_)
+    if (name.ends_with(".bias"))
+      throw Error(
+          f->path() + ": tensor '" + name +
+          "': the checkpoint has biases (Qwen2 q/k/v biases), which lathe's IR does not support; "
+          "`lathe simulate` and `lathe compile` still accept its config.json");
+  std::set<std::string> done;
+  for (const Graph* g : graphs) {
+    if (g->attrs.i("tp", 1) != 1)
+      throw Error(dir_ + ": checkpoint weights can only be loaded into plans with tp = 1");
+    for (ValueId v : g->values_of(ValueKind::weight)) {
+      const Value& w = g->value(v);
+      if (!done.insert(w.name).second) continue;
+      std::vector<int64_t> shape;
+      for (const Dim& d : w.shape) shape.push_back(d.coef);
+      for (const Piece& p : pieces(w.name, shape)) {
+        const SafetensorsFile& f = file_of(p.hf_name, w.name);
+        const SafetensorsTensor& t = *f.find(p.hf_name);
+        if (t.shape != p.shape)
+          throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) +
+                      ", but the model (" + "config.json) needs " + shape_text(p.shape));
+        if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
+          throw Error(f.path() + ": tensor '" + p.hf_name + "': dtype " + t.dtype +
+                      " is not supported (expected F32, F16 or BF16)");
+      }
+    }
+  }
+}
+
+void HfWeights::fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim,
+                     float* out) const {
+  int64_t at = 0;
+  for (const Piece& p : pieces(name, shape)) {
+    const SafetensorsFile& f = file_of(p.hf_name, name);
+    const SafetensorsTensor& t = *f.find(p.hf_name);
+    if (t.shape != p.shape)
+      throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) +
+                  ", expected " + shape_text(p.shape));
+    f.read_f32(p.hf_name, 0, t.elements(), out + at);
+    at += t.elements();
+  }
+  bool rope = name.ends_with(".wq") || name.ends_with(".wk");
+  if (!rope) return;
+  // Rotate-half rows -> interleaved pairs, head by head: lathe row 2i+j = HF row j*(d/2)+i.
+  LATHE_ASSERT(shape.size() == 2 && head_dim > 0 && head_dim % 2 == 0 && shape[0] % head_dim == 0,
+               "bad RoPE weight shape for " + name);
+  const int64_t K = shape[1], d = head_dim, half = d / 2;
+  std::vector<float> head(size_t(d * K));
+  for (int64_t h = 0; h < shape[0] / d; ++h) {
+    float* rows = out + h * d * K;
+    std::copy(rows, rows + d * K, head.begin());
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::copy_n(head.begin() + (j * half + i) * K, K, rows + (2 * i + j) * K);
+  }
+}
+
+WeightSource HfWeights::source(const Graph& g) const {
+  std::shared_ptr<const HfWeights> self = shared_from_this();
+  int64_t head_dim = g.attrs.i("head_dim");
+  return [self, head_dim](const std::string& name, const std::vector<int64_t>& shape, float* out) {
+    self->fill(name, shape, head_dim, out);
+  };
+}
+
+}  // namespace lathe
