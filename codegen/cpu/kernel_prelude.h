@@ -377,52 +377,6 @@ inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const f
     out[m] = (sum - corr[m]) * rs;
   }
 }
-#if defined(LATHE_VNNI) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define LATHE_I4_512 1
-typedef int v16i __attribute__((vector_size(64)));
-typedef char v64c __attribute__((vector_size(64)));
-typedef float v16fl __attribute__((vector_size(64)));
-typedef unsigned char v32u __attribute__((vector_size(32)));
-// One int4 weight row against one quantized activation row, two 32-element blocks per
-// 512-bit VNNI instruction (K a multiple of 64): half the vector instructions of
-// gemv_row_q, which is what bounds int4 GEMVs (the weights stream at 4.5 bits).
-template <int K, int G>
-inline float gemv_row_q4x2(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc) {
-  constexpr int NBK = K / 32;
-  const u8* p = (const u8*)w + n * (K / 2);
-  const u16* srow = s + n * (K / G);
-  v16fl acc0 = {}, acc1 = {};
-  float corr = 0;
-  auto pair = [&](int kb, v16fl& acc) {
-    v32u b;
-    __builtin_memcpy(&b, p + kb * 16, 32);
-    v32u lo = b & 15, hi = b >> 4;
-    v64c codes = (v64c)__builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32,
-                                               33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17,
-                                               18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 48, 49, 50,
-                                               51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63);
-    v64c xv;
-    __builtin_memcpy(&xv, xq + kb * 32, 64);
-    v16i dot = __builtin_ia32_vpdpbusd512(v16i{}, (v16i)codes, (v16i)xv);
-    float d0 = h2f(srow[(kb * 32) / G]), d1 = h2f(srow[(kb * 32 + 32) / G]);
-    float s0 = d0 * xd[kb], s1 = d1 * xd[kb + 1];
-    v16fl sc = {s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1};
-    acc += __builtin_convertvector(dot, v16fl) * sc;
-    corr += d0 * xc[kb] + d1 * xc[kb + 1];
-  };
-  int kb = 0;
-  for (; kb + 3 < NBK; kb += 4) {
-    pair(kb, acc0);
-    pair(kb + 2, acc1);
-  }
-  if constexpr (NBK % 4 == 2) pair(NBK - 2, acc0);
-  v16fl t = acc0 + acc1;
-  v8fl h = __builtin_shufflevector(t, t, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(t, t, 8, 9, 10, 11, 12, 13, 14, 15);
-  float sum = 0;
-  for (int i = 0; i < 8; ++i) sum += h[i];
-  return sum - corr;
-}
-#endif
 #endif
 
 
@@ -473,14 +427,7 @@ inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& g
     const float* d = gx.d + m0 * (K / 32);
     const float* c = gx.c + m0 * (K / 32);
     switch (M) {
-      case 1:
-#ifdef LATHE_I4_512
-        if constexpr (FMT == I4 && G > 0 && K % 64 == 0 && G % 32 == 0) {
-          out[0] = gemv_row_q4x2<K, G>(w, s, n, q, d, c) * row_scale<FMT, G>(s, n);
-          return;
-        }
-#endif
-        return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
+      case 1: return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
       case 2: return gemv_row_q<FMT, K, G, 2>(w, s, n, q, d, c, out);
       case 3: return gemv_row_q<FMT, K, G, 3>(w, s, n, q, d, c, out);
       case 4: return gemv_row_q<FMT, K, G, 4>(w, s, n, q, d, c, out);
