@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "ir/assert.h"
+#include "ir/atomic_file.h"
 
 namespace lathe::gguf {
 
@@ -573,40 +574,16 @@ void Writer::write(const std::string& path) const {
   }
   o.buf.resize((o.buf.size() + kAlign - 1) / kAlign * kAlign, '\0');
 
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
-    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
-  if (fs::is_directory(p, ec)) throw Error(path + ": is a directory");
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
-  try {
-    auto put = [&](const void* d, size_t n) {
-      if (n && std::fwrite(d, 1, n, f) != n)
-        throw Error(path + ": write failed (" + std::strerror(errno) + ")");
-    };
-    put(o.buf.data(), o.buf.size());
-    std::vector<uint8_t> data;
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      uint64_t padded = (sizes[i] + kAlign - 1) / kAlign * kAlign;
-      data.assign(size_t(padded), 0);
-      tensors_[i].fill(data.data());
-      put(data.data(), data.size());
-    }
-    if (std::fclose(f) != 0) {
-      f = nullptr;
-      throw Error(path + ": write failed");
-    }
-    f = nullptr;
-    fs::rename(tmp, path, ec);
-    if (ec) throw Error(path + ": cannot rename into place (" + ec.message() + ")");
-  } catch (...) {
-    if (f) std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
+  AtomicFile f(path);
+  f.write(o.buf.data(), o.buf.size());
+  std::vector<uint8_t> data;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    uint64_t padded = (sizes[i] + kAlign - 1) / kAlign * kAlign;
+    data.assign(size_t(padded), 0);
+    tensors_[i].fill(data.data());
+    f.write(data.data(), data.size());
   }
+  f.commit();
 }
 
 }  // namespace lathe::gguf

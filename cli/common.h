@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/atomic_file.h"
 #include "ir/model.h"
 #include "ir/plan_options.h"
 #include "ir/target.h"
@@ -67,23 +68,7 @@ class Table {
 // never leaves a partial file. Throws lathe::Error.
 void write_file_atomic(const std::string& path, const std::string& content);
 
-// A file written in pieces that appears at `path` only on commit(): the pieces go to
-// a temporary sibling that commit() renames into place and the destructor removes
-// when commit() was not reached. Throws lathe::Error.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  void write(const std::string& chunk);
-  void commit();
-
- private:
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
-  bool committed_ = false;
-};
+using lathe::AtomicFile;  // ir/atomic_file.h
 
 // Writes a directory of files atomically: everything goes into a temporary sibling
 // directory that then replaces `dir`. An existing `dir` must be empty or hold a
