@@ -8,6 +8,8 @@
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
 #include "cli/common.h"
+#include "cli/planning.h"
+#include "cli/run_weights.h"
 #include "ir/assert.h"
 #include "runtime/gguf_weights.h"
 
@@ -33,6 +35,43 @@ int run_init(const InitArgs& a) {
             << " parameters, seed " << a.seed << "), matrices " << format_name(*fmt) << ", "
             << f->tensors().size() << " tensors, " << human_bytes(double(bytes)) << ", vocabulary "
             << m.vocab << " tokens\n";
+  return 0;
+}
+
+struct ConvertArgs {
+  std::string source, weights = "f32", out;
+};
+
+// A Hugging Face checkpoint (its config.json and safetensors) as a GGUF file: the same
+// values under llama.cpp's names, Q/K rows in GGUF's interleaved RoPE order.
+int run_convert(const ConvertArgs& a) {
+  std::string why;
+  auto fmt = parse_weight_format(a.weights, &why);
+  if (!fmt) throw Error("--weights: " + why);
+  if (!model_has_weights(a.source))
+    throw Error(a.source +
+                ": not a Hugging Face checkpoint directory (config.json + *.safetensors)");
+  PlanRequest req;
+  req.model = a.source;
+  req.hardware = "cpu-host";
+  req.workload = {1, 1, 2};
+  req.options.weights = Format{DType::f32};
+  req.options.act_dtype = DType::f32;
+  LowerHooks hooks;
+  hooks.record = false;
+  Planned p = make_plan(req, hooks, false);
+  Plan plan = to_plan(p);
+  std::string from;
+  WeightSource source = run_weight_source(a.source, plan, 0, &from);
+  // The checkpoint's tokenizer is not converted; a synthetic SentencePiece vocabulary
+  // stands in where the model's vocabulary has room for its 262 fixed entries.
+  const bool vocabulary = p.model.vocab >= 262;
+  write_gguf(p.model, source, *fmt, a.out, vocabulary);
+  std::cout << "wrote " << a.out << ": " << p.model.name << " from " << from << ", matrices "
+            << format_name(*fmt)
+            << (vocabulary ? " (synthetic vocabulary: the checkpoint's tokenizer is not converted)"
+                           : " (no vocabulary: the checkpoint's tokenizer is not converted)")
+            << "\n";
   return 0;
 }
 
@@ -102,6 +141,19 @@ void register_weights(CLI::App& app, Registry& r) {
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
   init->add_option("-o,--out", a->out, "output .gguf file (written atomically)")->required();
   init->callback([&r, a] { r.action = [a] { return run_init(*a); }; });
+
+  auto c = std::make_shared<ConvertArgs>();
+  CLI::App* convert = cmd->add_subcommand(
+      "convert",
+      "Write a Hugging Face checkpoint (config.json + *.safetensors) as a llama GGUF file");
+  convert->add_option("DIR", c->source, "Hugging Face checkpoint directory")->required();
+  convert
+      ->add_option("--weights", c->weights,
+                   "format of the matrices (default f32): f32, f16, bf16, q8_0 (int8:g32) or q4_0 "
+                   "(int4:g32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
+  convert->add_option("-o,--out", c->out, "output .gguf file (written atomically)")->required();
+  convert->callback([&r, c] { r.action = [c] { return run_convert(*c); }; });
 
   auto i = std::make_shared<InfoArgs>();
   CLI::App* info =

@@ -138,6 +138,11 @@ Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& s
 
 void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
                           const std::string& path) {
+  write_gguf(m, synthetic_source(seed), matrices, path, true);
+}
+
+void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
+                const std::string& path, bool vocabulary) {
   auto type = gguf::ggml_type_of(matrices);
   if (!type)
     throw Error("--weights " + format_name(matrices) +
@@ -172,7 +177,7 @@ void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matri
     w.add_u32("llama.expert_used_count", uint32_t(m.moe->top_k));
     w.add_u32("llama.expert_feed_forward_length", uint32_t(m.moe->expert_ffn));
   }
-  gguf::add_vocab(w, gguf::synthetic_vocab(m.vocab));
+  if (vocabulary) gguf::add_vocab(w, gguf::synthetic_vocab(m.vocab));
 
   for (const gguf::WeightInfo& info : gguf::model_weights(m)) {
     Format fmt = gguf_tensor_format(info.name, info.shape, matrices);
@@ -183,11 +188,11 @@ void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matri
                   " has a reduction length of " + std::to_string(K) + ", not a multiple of " +
                   std::to_string(fmt.group));
     std::vector<int64_t> ne(info.shape.rbegin(), info.shape.rend());
-    w.add_tensor(gguf::gguf_name(info.name), ne, t, [seed, info, fmt, t](uint8_t* out) {
+    w.add_tensor(gguf::gguf_name(info.name), ne, t, [&source, info, fmt, t](uint8_t* out) {
       int64_t K = info.shape.back(), rows = 1;
       for (size_t i = 0; i + 1 < info.shape.size(); ++i) rows *= info.shape[i];
       std::vector<float> values(size_t(rows * K));
-      synthetic_values(seed, info.name, info.shape, values.data());
+      source(info.name, info.shape, values.data());
       if (t == 0 || t == 1 || t == 30) {
         pack_rows(values.data(), rows, K, fmt, out, nullptr);
         return;

@@ -38,5 +38,9 @@ Format gguf_tensor_format(const std::string& lathe_name, const std::vector<int64
 // GGUF v3 file with a synthetic SentencePiece vocabulary. Atomic (temp + rename).
 void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
                           const std::string& path);
+// The same with the values of `source` (f32 values under lathe's weight names, e.g. a
+// Hugging Face checkpoint's), with the synthetic vocabulary or none (`vocabulary`).
+void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
+                const std::string& path, bool vocabulary);
 
 }  // namespace lathe

@@ -62,5 +62,19 @@ expect_rc 2 "$LATHE" weights init tiny -o "$tmp/no/such/dir/x.gguf"
 [ ! -e "$tmp/x.gguf" ] || bad "a failed init left a file"
 ls "$tmp" | grep -q '\.tmp\.' && bad "a temporary file was left behind"
 
+# A Hugging Face checkpoint converted to GGUF (Q/K rows from rotate-half to interleaved
+# RoPE order on the way) gives the same logits as the checkpoint itself, bit for bit:
+# the two loaders agree on every weight.
+HF="$(dirname "$0")/../fixtures/hf"
+for m in tiny-llama tiny-mixtral; do
+  expect_rc 0 "$LATHE" weights convert "$HF/$m" -o "$tmp/$m.gguf"
+  expect_rc 0 "$LATHE" run "$HF/$m" --weights f32 --tokens 5,17,200,3,9 --gen 6 --threads 2 --logits "$tmp/$m-hf.bin"
+  expect_rc 0 "$LATHE" run "$tmp/$m.gguf" --weights f32 --tokens 5,17,200,3,9 --gen 6 --threads 2 --logits "$tmp/$m-gguf.bin"
+  [ -s "$tmp/$m-hf.bin" ] && cmp -s "$tmp/$m-hf.bin" "$tmp/$m-gguf.bin" ||
+    bad "$m: logits of the converted GGUF differ from the Hugging Face checkpoint's"
+done
+expect_rc 2 "$LATHE" weights convert "$tmp" -o "$tmp/y.gguf"
+[ ! -e "$tmp/y.gguf" ] || bad "a failed convert left a file"
+
 [ $fail -eq 0 ] && echo "gguf cli: all passed"
 exit $fail
