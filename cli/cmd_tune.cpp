@@ -33,11 +33,14 @@ std::string params_text(const std::map<std::string, int64_t>& p) {
 
 int run_tune(const TuneArgs& a) {
   if (a.backend == "cuda") {
+    // Not implemented: CUDA kernels use the emitter's defaults. Say so with or without a
+    // device, so that a machine without a GPU does not suggest one would help.
+    const std::string missing =
+        "kernel tuning is implemented for the CPU backend only (no CUDA tuner; CUDA kernels use "
+        "the emitter's defaults); use --backend cpu";
     std::string why;
-    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
-    throw Error(
-        "--backend cuda: kernel tuning is implemented for the CPU backend only so far (no CUDA "
-        "tuner yet)");
+    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why + "; " + missing);
+    throw Error("--backend cuda: " + missing);
   }
   if (a.backend != "cpu") throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
   if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
@@ -147,7 +150,7 @@ void register_tune(CLI::App& app, Registry& r) {
                                      "the best per kernel to a tuning file");
   cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file")->required();
   cmd->add_option("HW", a->hardware, "hardware spec the plan is made for (default cpu-host)");
-  cmd->add_option("--backend", a->backend, "cpu (this machine) or cuda (needs a GPU)");
+  cmd->add_option("--backend", a->backend, "cpu (this machine); cuda is not supported yet and exits 2");
   cmd->add_option("-o,--out", a->out, "tuning file to write (JSON)")->required();
   cmd->add_option("--batch", a->batch, "sequences (default 1)")
       ->check(CLI::Range(int64_t(1), int64_t(256)));

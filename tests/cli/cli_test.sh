@@ -393,6 +393,7 @@ expect_rc 2 "$LATHE" calibrate "$tmp/trunc.jsonl" --hw cpu-host -o "$tmp/cal3.to
 
 expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/t.json"
 grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"
+grep -q "CPU backend only" "$tmp/err" || bad "tune --backend cuda does not say CUDA tuning is missing: $(cat "$tmp/err")"
 printf '{"format": "lathe-tuning", "version": 1, "backend": "cpu", "machine": "m", "entries": [{"kind": "decode_attention", "shape": "H=4 KVH=2 D=32 kv=f32 layout=LHTD", "params": {"tune_split": 2}}]}' >"$tmp/tune.json"
 expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/tuned" --tuning "$tmp/tune.json"
 grep -q "applied 2 tuned kernels" "$tmp/out" || bad "compile --tuning applied nothing: $(cat "$tmp/out")"
