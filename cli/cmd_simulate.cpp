@@ -221,21 +221,9 @@ struct WhatifArgs {
   std::string format = "text";
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t c = s.find(',', start);
-    if (c == std::string::npos) c = s.size();
-    if (c > start) out.push_back(s.substr(start, c - start));
-    start = c + 1;
-  }
-  return out;
-}
-
 std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min) {
   std::vector<int64_t> out;
-  for (const std::string& x : split_list(s)) {
+  for (const std::string& x : split_commas(s)) {
     try {
       size_t used = 0;
       long long v = std::stoll(x, &used);
@@ -253,7 +241,7 @@ int run_whatif(const WhatifArgs& a) {
   PlanSpec spec = a.plan.plan_spec();
   std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
   if (model.empty()) throw Error("no MODEL given");
-  std::vector<std::string> hws = split_list(a.hw);
+  std::vector<std::string> hws = split_commas(a.hw);
   if (hws.empty()) throw Error("--hw: empty list");
   std::vector<int64_t> batches = int_list(a.batches, "--batch", 1);
   std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt} : int_list(a.prompts, "--prompt", 1);

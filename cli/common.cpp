@@ -132,6 +132,18 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t c = s.find(',', start);
+    if (c == std::string::npos) c = s.size();
+    if (c > start) out.push_back(s.substr(start, c - start));
+    start = c + 1;
+  }
+  return out;
+}
+
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -256,14 +268,7 @@ PlanOptions PlanFlags::resolve(PlanOptions o) const {
     if (list.empty() || list == "none") {
       o.passes = "none";
     } else if (list != "default") {
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t comma = list.find(',', start);
-        if (comma == std::string::npos) comma = list.size();
-        std::string p = list.substr(start, comma - start);
-        if (!p.empty()) check_pass(p, "--passes");
-        start = comma + 1;
-      }
+      for (const std::string& p : split_commas(list)) check_pass(p, "--passes");
       o.passes = list;
     }
   }

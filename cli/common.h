@@ -70,6 +70,9 @@ void write_file_atomic(const std::string& path, const std::string& content);
 
 using lathe::AtomicFile;  // ir/atomic_file.h
 
+// The non-empty items of a comma-separated list ("a,,b" -> a, b).
+std::vector<std::string> split_commas(const std::string& s);
+
 // Writes a directory of files atomically: everything goes into a temporary sibling
 // directory that then replaces `dir`. An existing `dir` must be empty or hold a
 // lathe plan (plan.json); anything else is refused. Throws lathe::Error.

@@ -72,16 +72,4 @@ std::string ms_text(double seconds) {
   return fmt_double(ms, ms < 10 ? 2 : (ms < 100 ? 1 : 0));
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t c = s.find(',', start);
-    if (c == std::string::npos) c = s.size();
-    if (c > start) out.push_back(s.substr(start, c - start));
-    start = c + 1;
-  }
-  return out;
-}
-
 }  // namespace lathe::cli

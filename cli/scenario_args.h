@@ -44,6 +44,5 @@ class Progress {
 
 // "12.3" ms from seconds, 1 decimal under 100 ms, none above.
 std::string ms_text(double seconds);
-std::vector<std::string> split_commas(const std::string& s);
 
 }  // namespace lathe::cli
