@@ -1,19 +1,28 @@
 #include "codegen/kernel_facts.h"
 
+#include "codegen/cpu/emit_cpu.h"  // kernel_bindings
 #include "ir/assert.h"
 #include "ir/plan_options.h"
+#include "ir/text.h"
 
 namespace lathe {
 
 int format_code(DType t) {
   switch (t) {
-    case DType::f32: return 0;
-    case DType::f16: return 1;
-    case DType::bf16: return 2;
-    case DType::int8: return 3;
-    case DType::int4: return 4;
-    case DType::fp8_e4m3: return 5;
-    default: throw Error(std::string("no kernel format for ") + std::string(dtype_name(t)));
+    case DType::f32:
+      return 0;
+    case DType::f16:
+      return 1;
+    case DType::bf16:
+      return 2;
+    case DType::int8:
+      return 3;
+    case DType::int4:
+      return 4;
+    case DType::fp8_e4m3:
+      return 5;
+    default:
+      throw Error(std::string("no kernel format for ") + std::string(dtype_name(t)));
   }
 }
 
@@ -35,9 +44,30 @@ KvFacts kv_facts(const Graph& g) {
 }
 
 std::string kv_template_args(const KvFacts& k) {
-  return std::to_string(k.format) + ", " + std::to_string(k.layout) + ", " + std::to_string(k.layers) + ", " +
-         std::to_string(k.kv_heads) + ", " + std::to_string(k.capacity) + ", " + std::to_string(k.block) + ", " +
+  return std::to_string(k.format) + ", " + std::to_string(k.layout) + ", " +
+         std::to_string(k.layers) + ", " + std::to_string(k.kv_heads) + ", " +
+         std::to_string(k.capacity) + ", " + std::to_string(k.block) + ", " +
          std::to_string(k.slots);
+}
+
+KernelBuffers kernel_buffers(const Graph& g, const Node& n, const std::string& scales_label) {
+  KernelBuffers r;
+  r.data.assign(n.inputs.size(), -1);
+  r.scales.assign(n.inputs.size(), -1);
+  r.outs.assign(n.outputs.size(), -1);
+  for (const KernelBinding& kb : kernel_bindings(g, n.id)) {
+    const Value& v = g.value(kb.value);
+    int index = int(r.bufs.size());
+    std::string type = " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape);
+    if (kb.input >= 0) {
+      (kb.scales ? r.scales : r.data)[size_t(kb.input)] = index;
+      r.bufs.push_back(value_ref(v) + (kb.scales ? " scales" + scales_label : type));
+    } else {
+      r.outs[size_t(kb.output)] = index;
+      r.bufs.push_back("-> " + value_ref(v) + type);
+    }
+  }
+  return r;
 }
 
 }  // namespace lathe

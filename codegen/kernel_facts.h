@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -24,5 +25,15 @@ struct KvFacts {
 KvFacts kv_facts(const Graph& g);
 // "KF, LAY, L, KVH, TCAP, NB, SLOTS" template arguments.
 std::string kv_template_args(const KvFacts& k);
+
+// A kernel's buffer slots, in kernel_bindings order (codegen/cpu/emit_cpu.h): the
+// slot of each input's data and scales and of each output (-1: not passed), and what
+// each slot holds ("x f32[B,S,H]", "wq scales<scales_label>", "-> y f32[...]"), the
+// text the emitters print in each kernel's header comment.
+struct KernelBuffers {
+  std::vector<int> data, scales, outs;
+  std::vector<std::string> bufs;
+};
+KernelBuffers kernel_buffers(const Graph& g, const Node& n, const std::string& scales_label);
 
 }  // namespace lathe

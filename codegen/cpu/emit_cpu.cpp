@@ -64,22 +64,9 @@ struct Emitter {
   }
 
   void bind() {
-    data.assign(n.inputs.size(), -1);
-    scales.assign(n.inputs.size(), -1);
-    outs.assign(n.outputs.size(), -1);
-    for (const KernelBinding& kb : kernel_bindings(g, n.id)) {
-      const Value& v = g.value(kb.value);
-      int index = int(k.bufs.size());
-      if (kb.input >= 0) {
-        size_t i = size_t(kb.input);
-        (kb.scales ? scales[i] : data[i]) = index;
-        k.bufs.push_back(value_ref(v) + (kb.scales ? " scales (f16)"
-                                                   : " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape)));
-        continue;
-      }
-      outs[size_t(kb.output)] = index;
-      k.bufs.push_back("-> " + value_ref(v) + " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape));
-    }
+    KernelBuffers kb = kernel_buffers(g, n, " (f16)");
+    data = std::move(kb.data), scales = std::move(kb.scales), outs = std::move(kb.outs);
+    k.bufs = std::move(kb.bufs);
   }
   std::string fin(size_t i) const { return "(const float*)b[" + std::to_string(data[i]) + "]"; }
   std::string iin(size_t i) const { return "(const int*)b[" + std::to_string(data[i]) + "]"; }

@@ -59,20 +59,9 @@ struct Emitter {
     return n.attrs.i(key);
   }
   void bind() {
-    data.assign(n.inputs.size(), -1);
-    scales.assign(n.inputs.size(), -1);
-    outs.assign(n.outputs.size(), -1);
-    for (const KernelBinding& kb : kernel_bindings(g, n.id)) {
-      const Value& v = g.value(kb.value);
-      int index = int(k.bufs.size());
-      if (kb.input >= 0) {
-        (kb.scales ? scales : data)[size_t(kb.input)] = index;
-        k.bufs.push_back(value_ref(v) + (kb.scales ? " scales" : " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape)));
-      } else {
-        outs[size_t(kb.output)] = index;
-        k.bufs.push_back("-> " + value_ref(v) + " " + std::string(dtype_name(v.dtype)) + shape_str(v.shape));
-      }
-    }
+    KernelBuffers kb = kernel_buffers(g, n, "");
+    data = std::move(kb.data), scales = std::move(kb.scales), outs = std::move(kb.outs);
+    k.bufs = std::move(kb.bufs);
   }
   std::string ptr(const std::string& type, int index) const {
     return "(" + type + ")b[" + std::to_string(index) + "]";
