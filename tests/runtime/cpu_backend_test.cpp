@@ -156,6 +156,18 @@ std::vector<Config> all_configs() {
 INSTANTIATE_TEST_SUITE_P(Matrix, CpuBackend, ::testing::ValuesIn(all_configs()),
                          [](const ::testing::TestParamInfo<Config>& i) { return config_name(i.param); });
 
+// Quantized GEMVs pair 32-element blocks; a model whose reduction lengths hold an odd
+// number of blocks runs the unpaired last block too (tests/fixtures/odd-blocks.toml).
+const std::string kOddBlocks = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/odd-blocks.toml";
+INSTANTIATE_TEST_SUITE_P(OddBlocks, CpuBackend,
+                         ::testing::Values(Config{kOddBlocks, true, "LHTD", "int4:g32", "f32", 1},
+                                           Config{kOddBlocks, true, "LHTD", "int4:g32", "f32", 3},
+                                           Config{kOddBlocks, true, "LHTD", "int8", "f32", 3}),
+                         [](const ::testing::TestParamInfo<Config>& i) {
+                           return std::string("odd_blocks_") + (i.param.weights == "int8" ? "int8" : "int4") +
+                                  "_b" + std::to_string(i.param.batch);
+                         });
+
 // KV-cache consistency: prefill of N tokens then decode gives the same logits as
 // feeding the same tokens one by one.
 TEST(CpuBackendKv, PrefillThenDecodeEqualsTokenByToken) {
