@@ -2,27 +2,20 @@
 
 #include "codegen/cpu/emit_cpu.h"  // kernel_bindings
 #include "ir/assert.h"
-#include "ir/plan_options.h"
 #include "ir/text.h"
+#include "ir/plan_options.h"
 
 namespace lathe {
 
 int format_code(DType t) {
   switch (t) {
-    case DType::f32:
-      return 0;
-    case DType::f16:
-      return 1;
-    case DType::bf16:
-      return 2;
-    case DType::int8:
-      return 3;
-    case DType::int4:
-      return 4;
-    case DType::fp8_e4m3:
-      return 5;
-    default:
-      throw Error(std::string("no kernel format for ") + std::string(dtype_name(t)));
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::bf16: return 2;
+    case DType::int8: return 3;
+    case DType::int4: return 4;
+    case DType::fp8_e4m3: return 5;
+    default: throw Error(std::string("no kernel format for ") + std::string(dtype_name(t)));
   }
 }
 
@@ -44,9 +37,8 @@ KvFacts kv_facts(const Graph& g) {
 }
 
 std::string kv_template_args(const KvFacts& k) {
-  return std::to_string(k.format) + ", " + std::to_string(k.layout) + ", " +
-         std::to_string(k.layers) + ", " + std::to_string(k.kv_heads) + ", " +
-         std::to_string(k.capacity) + ", " + std::to_string(k.block) + ", " +
+  return std::to_string(k.format) + ", " + std::to_string(k.layout) + ", " + std::to_string(k.layers) + ", " +
+         std::to_string(k.kv_heads) + ", " + std::to_string(k.capacity) + ", " + std::to_string(k.block) + ", " +
          std::to_string(k.slots);
 }
 
