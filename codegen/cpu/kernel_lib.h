@@ -34,6 +34,81 @@ struct GemmDesc {
   int last_rows;  // lm_head: one row per sequence, its last
 };
 
+#ifdef LATHE_INT_DOT
+constexpr int kQRows = 4, kQCols = 3;  // register tile of qgemm_tile: activation x weight rows
+
+// The GEMM path of gemm_kernel for int4 weights on hosts with integer dot products:
+// each tile of TR rows is quantized to int8 once (prologue applied on the way,
+// qgemm_xrow), then every thread takes column blocks of CB weight rows, expands their
+// scales (qgemm_wscales) and runs register tiles over them, writing the epilogue
+// straight into the output: no dequantized weights, no f32 GEMM.
+template <int K, int G, int TR, i64 CB, class SrcRow>
+void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src_row, const float* x,
+                  const float* norm, const void* const* W, const u16* const* S, float* const* out, const float* res) {
+  static_assert(G > 0, "int4 weights have group scales");
+  typedef QGemm<K> Q;
+  u8* xq = (u8*)c->shared;  // [TR] quantized rows
+  for (i64 r0 = 0; r0 < M; r0 += TR) {
+    const i64 mt = min64(TR, M - r0);
+    par(c, mt, 4, [&](i64 b, i64 e, int t) {
+      float* tmp = c->scratch[t];
+      for (i64 i = b; i < e; ++i) {
+        const float* src = x + src_row(r0 + i) * K;
+        if (d.prologue == PRO_RMS_NORM) {
+          rms_norm_row<K>(src, norm, d.eps, tmp);
+          src = tmp;
+        }
+        qgemm_xrow<K>(src, xq + i * Q::row_bytes);
+      }
+    });
+    const bool gated = d.epilogue == EPI_SILU_MUL;
+    const int segs = gated ? 1 : d.nw;
+    for (int seg = 0; seg < segs; ++seg) {
+      const i64 N = d.n[seg], blocks = (N + CB - 1) / CB;
+      const u8* wa = (const u8*)W[seg];
+      const u8* wb = gated ? (const u8*)W[1] : nullptr;
+      par(c, blocks, 1, [&](i64 b, i64 e, int t) {
+        float* ws = c->scratch[t];  // [2][CB] row scales
+        for (i64 blk = b; blk < e; ++blk) {
+          const i64 n0 = blk * CB, nb = min64(CB, N - n0);
+          for (i64 j = 0; j < nb; ++j) {
+            qgemm_wscales<K, G>(S[seg], n0 + j, ws + j * Q::wscale_floats);
+            if (gated) qgemm_wscales<K, G>(S[1], n0 + j, ws + (CB + j) * Q::wscale_floats);
+          }
+          for (i64 i0 = 0; i0 < mt; i0 += kQRows) {
+            const u8* xr[kQRows];
+            for (int i = 0; i < kQRows; ++i) xr[i] = xq + min64(i0 + i, mt - 1) * Q::row_bytes;  // tails repeat a row
+            for (i64 j0 = 0; j0 < nb; j0 += kQCols) {
+              i64 wn[kQCols];
+              const float *wsa[kQCols], *wsb[kQCols];
+              for (int j = 0; j < kQCols; ++j) {
+                i64 jj = min64(j0 + j, nb - 1);
+                wn[j] = n0 + jj;
+                wsa[j] = ws + jj * Q::wscale_floats;
+                wsb[j] = ws + (CB + jj) * Q::wscale_floats;
+              }
+              float ta[kQRows * kQCols], tb[kQRows * kQCols];
+              qgemm_tile<K, kQRows, kQCols>(xr, wa, wn, wsa, ta, kQCols);
+              if (gated) qgemm_tile<K, kQRows, kQCols>(xr, wb, wn, wsb, tb, kQCols);
+              const i64 ni = min64(kQRows, mt - i0), nj = min64(kQCols, nb - j0);
+              for (i64 i = 0; i < ni; ++i) {
+                const i64 o = (r0 + i0 + i) * N + n0 + j0;
+                for (i64 j = 0; j < nj; ++j) {
+                  float v = ta[i * kQCols + j];
+                  if (gated) v = silu(v) * tb[i * kQCols + j];
+                  else if (d.epilogue == EPI_RESIDUAL) v += res[o + j];
+                  out[seg][o + j] = v;
+                }
+              }
+            }
+          }
+        }
+      });
+    }
+  }
+}
+#endif
+
 // matmul / lm_head. x [rows, K]; W[i] [n[i], K]; out[i] [rows, n[i]] (lm_head: [seq, n]).
 // Tuning knobs (`lathe tune`): TR rows per tile of the GEMM path, TC columns per block
 // (0: the default rule of col_block).
@@ -90,6 +165,12 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     return;
   }
   constexpr i64 CB = TC > 0 ? TC : kTileCols;  // column block of the scratch layout
+#ifdef LATHE_INT_DOT
+  if constexpr (FMT == I4 && GemvX<FMT, K>::quantized) {
+    qgemm_kernel<K, G, TR, CB>(c, d, M, src_row, x, norm, W, S, out, res);
+    return;
+  }
+#endif
   for (i64 r0 = 0; r0 < M; r0 += TR) {
     const i64 mt = min64(TR, M - r0);
     const float* A = x + r0 * K;

@@ -303,6 +303,21 @@ typedef float v8fl __attribute__((vector_size(32)));
 // PAIRED (int4): the codes of blocks 2p and 2p + 1 are stored as [2p: 0-15, 2p+1: 0-15,
 // 2p: 16-31, 2p+1: 16-31], the order of the low and high nibbles of the two blocks' 32
 // weight bytes (gemv_row_q4p); a last odd block keeps element order.
+// One block of 32 activations: codes 0-15 at qb, 16-31 at qb + half_stride; *d the
+// scale; returns the sum of the codes.
+inline int quant_xblock(const float* x, i8* qb, int half_stride, float* d) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = __builtin_fmaxf(amax, __builtin_fabsf(x[j]));
+  float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
+  int sum = 0;
+  for (int j = 0; j < 32; ++j) {
+    int v = int(__builtin_roundf(x[j] * id));
+    qb[j < 16 ? j : j - 16 + half_stride] = i8(v);
+    sum += v;
+  }
+  *d = db;
+  return sum;
+}
 template <int K, int O, bool PAIRED = false>
 inline void quant_x(const float* x, i8* q, float* d, float* c) {
   for (int b = 0; b < K / 32; ++b) {
@@ -312,17 +327,8 @@ inline void quant_x(const float* x, i8* q, float* d, float* c) {
       qb = q + (b & ~1) * 32 + (b & 1) * 16;
       half_stride = 32;
     }
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = __builtin_fmaxf(amax, __builtin_fabsf(x[b * 32 + j]));
-    float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      int v = int(__builtin_roundf(x[b * 32 + j] * id));
-      qb[j < 16 ? j : j - 16 + half_stride] = i8(v);
-      sum += v;
-    }
-    d[b] = db;
-    c[b] = float(O) * float(sum) * db;
+    int sum = quant_xblock(x + b * 32, qb, half_stride, d + b);
+    c[b] = float(O) * float(sum) * d[b];
   }
 }
 inline v8i dot32(v32c w, v32c x) {  // 8 lanes, each the sum of 4 u8 x s8 products
@@ -403,6 +409,117 @@ inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const
     out[m] = sum - corr[m];
   }
 }
+// ---- int4 GEMM on int8 activations (prefill): register tiles of RM activation rows x
+// RN weight rows, so each unpacked weight vector meets RM rows and each activation
+// vector RN rows. The weight code offset is folded into the integer accumulator's
+// start value (-8 x the block's code sum), so no correction is left per output.
+// An activation row (qgemm_row_bytes) is a run of slots, one per pair of blocks 2p,
+// 2p + 1 (a last odd block has a slot of its own, in element order): 64 code bytes in
+// the PAIRED order of quant_x, the scale vector {d(2p) x4, d(2p+1) x4} and the start
+// vector {-8 sum(2p), 0, 0, 0, -8 sum(2p+1), 0, 0, 0} (int32).
+template <int K>
+struct QGemm {
+  static constexpr int NBK = K / 32, NS = (NBK + 1) / 2;
+  static constexpr i64 slot_bytes = 128, row_bytes = NS * slot_bytes;
+  static constexpr i64 row_floats = row_bytes / 4;
+  // Weight row scales for one slot, as lanes of the dot products: {dw(2p) x4, dw(2p+1) x4}.
+  static constexpr i64 wscale_floats = NS * 8;
+};
+template <int K>
+inline void qgemm_xrow(const float* x, u8* row) {
+  constexpr int NBK = K / 32;
+  for (int p = 0; p < QGemm<K>::NS; ++p) {
+    u8* slot = row + p * QGemm<K>::slot_bytes;
+    float d[8];
+    int init[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int b = 2 * p;
+    if (b + 1 < NBK) {
+      init[0] = -8 * quant_xblock(x + b * 32, (i8*)slot, 32, &d[0]);
+      init[4] = -8 * quant_xblock(x + b * 32 + 32, (i8*)slot + 16, 32, &d[4]);
+      for (int i = 1; i < 4; ++i) d[i] = d[0], d[4 + i] = d[4];
+    } else {
+      init[0] = -8 * quant_xblock(x + b * 32, (i8*)slot, 16, &d[0]);
+      for (int i = 1; i < 8; ++i) d[i] = d[0];
+    }
+    __builtin_memcpy(slot + 64, d, 32);
+    __builtin_memcpy(slot + 96, init, 32);
+  }
+}
+template <int K, int G>
+inline void qgemm_wscales(const u16* s, i64 n, float* out) {
+  constexpr int NBK = K / 32;
+  const u16* srow = s + n * (K / G);
+  for (int p = 0; p < QGemm<K>::NS; ++p) {
+    int b = 2 * p;
+    float d0 = h2f(srow[(b * 32) / G]), d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / G]) : d0;
+    for (int i = 0; i < 4; ++i) out[p * 8 + i] = d0, out[p * 8 + 4 + i] = d1;
+  }
+}
+// out[m][j] = W[wn[j]] . x_m for RM activation rows xr[m] (qgemm_xrow) and RN weight
+// rows; ws[j]: the row's qgemm_wscales.
+template <int K, int RM, int RN>
+inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const float* const* ws, float* out, i64 ldo) {
+  constexpr int NBK = K / 32;
+  typedef unsigned char v32u __attribute__((vector_size(32)));
+  v8fl acc[RM][RN];
+  for (int m = 0; m < RM; ++m)
+    for (int j = 0; j < RN; ++j) acc[m][j] = v8fl{};
+  for (int p = 0; p < NBK / 2; ++p) {
+    v32c lo[RN], hi[RN];
+    v8fl dw[RN];
+    for (int j = 0; j < RN; ++j) {
+      v32u wb;
+      __builtin_memcpy(&wb, w + wn[j] * (K / 2) + p * 32, 32);
+      lo[j] = (v32c)(wb & 15);
+      hi[j] = (v32c)(wb >> 4);
+      __builtin_memcpy(&dw[j], ws[j] + p * 8, 32);
+    }
+    for (int m = 0; m < RM; ++m) {
+      const u8* slot = xr[m] + p * QGemm<K>::slot_bytes;
+      v32c xa, xb;
+      v8fl dx;
+      v8i init;
+      __builtin_memcpy(&xa, slot, 32);
+      __builtin_memcpy(&xb, slot + 32, 32);
+      __builtin_memcpy(&dx, slot + 64, 32);
+      __builtin_memcpy(&init, slot + 96, 32);
+      for (int j = 0; j < RN; ++j) {
+#ifdef LATHE_VNNI
+        v8i dot = __builtin_ia32_vpdpbusd256(__builtin_ia32_vpdpbusd256(init, (v8i)lo[j], (v8i)xa), (v8i)hi[j], (v8i)xb);
+#else
+        v8i dot = init + dot32(lo[j], xa) + dot32(hi[j], xb);
+#endif
+        acc[m][j] += __builtin_convertvector(dot, v8fl) * (dw[j] * dx);
+      }
+    }
+  }
+  if constexpr (NBK % 2 == 1) {  // the last odd block's slot, in element order
+    constexpr int p = NBK / 2;
+    for (int j = 0; j < RN; ++j) {
+      v32c wc = wcodes<I4, K>(w, wn[j], NBK - 1);
+      v8fl dw;
+      __builtin_memcpy(&dw, ws[j] + p * 8, 32);
+      for (int m = 0; m < RM; ++m) {
+        const u8* slot = xr[m] + p * QGemm<K>::slot_bytes;
+        v32c xa;
+        v8fl dx;
+        v8i init;
+        __builtin_memcpy(&xa, slot, 32);
+        __builtin_memcpy(&dx, slot + 64, 32);
+        __builtin_memcpy(&init, slot + 96, 32);
+        acc[m][j] += __builtin_convertvector(init + dot32(wc, xa), v8fl) * (dw * dx);
+      }
+    }
+  }
+  for (int m = 0; m < RM; ++m)
+    for (int j = 0; j < RN; ++j) {
+      typedef float f4 __attribute__((vector_size(16)));
+      v8fl a = acc[m][j];
+      f4 h = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+      out[m * ldo + j] = (h[0] + h[2]) + (h[1] + h[3]);
+    }
+}
+
 // out[m] = W[n] . x_m for M rows of quantized activations.
 template <int FMT, int K, int G, int M>
 inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
