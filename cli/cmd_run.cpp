@@ -445,7 +445,8 @@ int run_probe(const ProbeArgs& a) {
                         {"threads", p.threads},         {"read_gbs", p.read_gbs},
                         {"read_gbs_one", p.read_gbs_one}, {"fma_gflops", p.fma_gflops_all},
                         {"fma_gflops_one", p.fma_gflops_one}, {"sgemm_gflops", p.gemm_gflops},
-                        {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb}};
+                        {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
+                        {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";
     if (!a.out.empty()) write_file_atomic(a.out, toml);
     return 0;
@@ -455,7 +456,9 @@ int run_probe(const ProbeArgs& a) {
     write_file_atomic(a.out, toml);
     std::cout << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
               << fmt_double(p.fma_gflops_all, 1) << " GFLOP/s (" << fmt_double(p.fma_gflops_one, 1)
-              << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s, loop overhead "
+              << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s, "
+              << (p.int8_gops_all > 0 ? "int8 dot " + fmt_double(p.int8_gops_all, 1) + " GOP/s, " : std::string())
+              << "loop overhead "
               << fmt_double(p.loop_overhead_us, 2) << " us\n";
   }
   return 0;

@@ -42,6 +42,29 @@ extern "C" void lathe_probe_fma(long iters, const float* coef, float* out) {
   for (int k = 0; k < 12; ++k)
     for (int i = 0; i < 16; ++i) out[k * 16 + i] = a[k][i];
 }
+// 8-bit dot products, the instruction of the integer GEMV/GEMM kernels (vpdpbusd on
+// 256-bit vectors, as codegen/cpu/kernel_prelude.h uses it): twelve independent
+// accumulators. Returns 0 when the host has no VNNI (the kernels then dequantize int8
+// weights, and this measurement is left out of the spec).
+typedef int v8i __attribute__((vector_size(32)));
+extern "C" int lathe_probe_dot(long iters, const int* coef, int* out) {
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+  v8i b, c, a[12];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = coef[i];
+    c[i] = coef[8 + i];
+  }
+  for (int k = 0; k < 12; ++k)
+    for (int i = 0; i < 8; ++i) a[k][i] = coef[16 + i] + k;
+  for (long it = 0; it < iters; ++it)
+    for (int k = 0; k < 12; ++k) a[k] = __builtin_ia32_vpdpbusd256(a[k], b, c);
+  for (int k = 0; k < 12; ++k)
+    for (int i = 0; i < 8; ++i) out[k * 8 + i] = a[k][i];
+  return 1;
+#else
+  return 0;
+#endif
+}
 // Streaming read with eight independent 16-lane accumulators (many loads in flight,
 // as the GEMV kernels have).
 extern "C" float lathe_probe_read(const float* p, long n) {
@@ -59,6 +82,7 @@ extern "C" float lathe_probe_read(const float* p, long n) {
 }
 )";
 constexpr double kFlopsPerIter = 12.0 * 16 * 2;
+constexpr double kDotOpsPerIter = 12.0 * 32 * 2;  // 32 8-bit multiply-adds per instruction
 
 std::string read_text(const char* path) {
   std::ifstream f(path);
@@ -137,6 +161,33 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
         &fj);
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     r.fma_gflops_all = std::max(r.fma_gflops_all, kFlopsPerIter * double(iters) * r.threads / s / 1e9);
+  }
+
+  // 8-bit dot-product throughput, all threads, the same way.
+  {
+    auto dot = reinterpret_cast<int (*)(long, const int*, int*)>(jit.get(kProbeSource, "lathe_probe_dot", "probe"));
+    static int icoef[24];
+    for (int i = 0; i < 24; ++i) icoef[i] = 0x01010101 * (1 + i % 3);
+    int out[12 * 8];
+    if (dot(1, icoef, out)) {
+      struct DotJob {
+        int (*fn)(long, const int*, int*);
+        long iters;
+      } dj{dot, iters};
+      for (int rep = 0; rep < 3; ++rep) {
+        auto t0 = Clock::now();
+        pool.parallel_for(
+            r.threads, 1,
+            [](void* c, long b, long e, int) {
+              auto* j = static_cast<DotJob*>(c);
+              int o[12 * 8];
+              for (long i = b; i < e; ++i) j->fn(j->iters, icoef, o);
+            },
+            &dj);
+        double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        r.int8_gops_all = std::max(r.int8_gops_all, kDotOpsPerIter * double(iters) * r.threads / s / 1e9);
+      }
+    }
   }
 
   // Streaming read bandwidth over a buffer far larger than the caches.
@@ -224,6 +275,11 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
+  char int8_line[160] = "";
+  if (p.int8_gops_all > 0)
+    std::snprintf(int8_line, sizeof int8_line,
+                  "int8 = %.5f                    # measured 8-bit dot-product throughput (VNNI), all threads\n",
+                  p.int8_gops_all / 1e3);
   char buf[4096];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
@@ -245,7 +301,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
                 "price_per_hour = 0\n\n"
                 "[hardware.peak_tflops]\n"
-                "fp32 = %.5f                    # measured FMA throughput, all threads\n\n"
+                "fp32 = %.5f                    # measured FMA throughput, all threads\n"
+                "%s\n"
                 "[hardware.efficiency]\n"
                 "gemm = %.3f                    # measured sgemm / FMA peak\n"
                 "attention = 0.40\n"
@@ -254,7 +311,7 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 date, p.cpu_model.c_str(), p.isa.c_str(), p.threads, p.read_gbs, p.read_gbs_one, p.fma_gflops_all,
                 p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops, 100.0 * p.gemm_efficiency, name.c_str(),
                 p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs, p.l3_mb,
-                p.loop_overhead_us, p.fma_gflops_all / 1e3, std::max(0.05, p.gemm_efficiency));
+                p.loop_overhead_us, p.fma_gflops_all / 1e3, int8_line, std::max(0.05, p.gemm_efficiency));
   return buf;
 }
 

@@ -1,6 +1,6 @@
 // Measures this machine's ceilings for the CPU backend: streaming read bandwidth,
 // f32 FMA throughput (one core and all cores, with kernels JIT-compiled for the
-// host's vector ISA) and the thread pool's per-loop overhead.
+// host's vector ISA), 8-bit dot-product throughput where the host has VNNI and the thread pool's per-loop overhead.
 #pragma once
 
 #include <string>
@@ -15,6 +15,7 @@ struct ProbeResult {
   double read_gbs_one = 0;         // one thread
   double fma_gflops_one = 0;       // one thread
   double fma_gflops_all = 0;       // all threads
+  double int8_gops_all = 0;        // 8-bit dot products (VNNI), all threads; 0 = no VNNI
   double loop_overhead_us = 0;     // parallel_for round trip with an empty body
   double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads
   double gemm_efficiency = 0;      // gemm_gflops / fma_gflops_all
