@@ -142,12 +142,14 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     i64 total = d.epilogue == EPI_SILU_MUL ? d.n[0] : 0;
     if (d.epilogue != EPI_SILU_MUL)
       for (int i = 0; i < d.nw; ++i) total += d.n[i];
-    constexpr i64 ahead = prefetch_rows<FMT, K>();
+    // Integer formats only: f32 rows measured slower with it (the hardware prefetcher
+    // follows their longer sequential runs on its own).
+    constexpr i64 ahead = FMT == I4 || FMT == I8 ? prefetch_rows<FMT, K>() : 0;
     par(c, total, 16, [&](i64 b, i64 e, int) {
       float acc[kGemvRows], acc2[kGemvRows];
       for (i64 g = b; g < e; ++g) {
         if (d.epilogue == EPI_SILU_MUL) {
-          if (g + ahead < d.n[0]) {
+          if (ahead && g + ahead < d.n[0]) {
             prefetch_row<FMT, K, G>(W[0], S[0], g + ahead);
             prefetch_row<FMT, K, G>(W[1], S[1], g + ahead);
           }
@@ -159,7 +161,7 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
         int seg = 0;
         i64 n = g;
         while (n >= d.n[seg]) n -= d.n[seg++];
-        if (n + ahead < d.n[seg]) prefetch_row<FMT, K, G>(W[seg], S[seg], n + ahead);
+        if (ahead && n + ahead < d.n[seg]) prefetch_row<FMT, K, G>(W[seg], S[seg], n + ahead);
         gemv_rows<FMT, K, G>(W[seg], S[seg], n, gx, 0, int(M), acc);
         for (i64 m = 0; m < M; ++m) {
           float v = acc[m];
