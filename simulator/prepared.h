@@ -51,6 +51,7 @@ struct PreparedPhase {
   const Graph* g = nullptr;
   NodeGroups groups;
   std::vector<std::string> labels;  // kernel label of each group's representative
+  std::vector<CostForm> forms;      // cost form of each group's representative
   LivePeak live;
   bool has_arena = false;  // the memory plan ran: arena_bytes at `arena_bindings`
   Bindings arena_bindings;
@@ -76,7 +77,7 @@ class PreparedPlan {
  private:
   PreparedPhase prefill_, decode_;
   double weight_bytes_ = 0;
-  std::vector<ValueId> state_values_;
+  std::vector<ValueSize> state_sizes_;  // the KV state values
 };
 
 }  // namespace lathe
