@@ -82,6 +82,10 @@ enum class RowFormat { csv, jsonl };
 RowFormat row_format_for(const std::string& path);  // by extension: .jsonl/.json -> jsonl, else csv
 std::string row_header(RowFormat f);                // CSV header line; "" for JSONL
 std::string format_row(const SweepRow& r, RowFormat f);
+void append_row(std::string& out, const SweepRow& r, RowFormat f);  // format_row, appended
+// Appends a figure as the rows write it: std::to_chars(general, precision 7), that is
+// printf's %.7g (exactly: a fast path for the common magnitudes, to_chars elsewhere).
+void append_double(std::string& out, double v);
 // Parses one data line back (merge). `header` is the CSV header's column names.
 SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::string>& header,
                    const std::string& where);
