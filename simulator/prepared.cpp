@@ -180,7 +180,8 @@ double PreparedPlan::activation_bytes(const Workload& w) const {
                   phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
 }
 
-SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o) const {
+SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o,
+                                 SimReuse* reuse) const {
   const Graph& prefill = *prefill_.g;
   const Graph& decode = *decode_.g;
   SimResult r;
@@ -188,12 +189,23 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
   if (o.per_op) r.ops.reserve(prefill_.groups.order.size() + decode_.groups.order.size());
   CostOptions co;
   co.ideal = o.ideal;
+  if (o.per_op) reuse = nullptr;
+  if (reuse && (reuse->plan != this || reuse->target != &t || reuse->ideal != o.ideal)) {
+    *reuse = SimReuse{};
+    reuse->plan = this;
+    reuse->target = &t;
+    reuse->ideal = o.ideal;
+    reuse->reads_context.assign(decode_.groups.representative.size(), 1);
+    reuse->decode_cost.assign(decode_.groups.representative.size(), NodeCost{});
+  }
 
   // ---- prefill: one pass over the prompt ----
   // Totals by group (count x cost), so that they do not depend on per_op; the costs
   // are kept only for the per-op rows.
   Bindings pb{w.batch, w.prompt, w.prompt};
-  {
+  if (reuse && reuse->prefill_bindings == pb) {
+    r.prefill = reuse->prefill;
+  } else {
     const NodeGroups& gr = prefill_.groups;
     std::vector<NodeCost> costs;
     if (o.per_op) costs.reserve(gr.representative.size());
@@ -215,6 +227,10 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       }
     r.prefill.kernels = int(gr.order.size());
     finish_shares(r.prefill);
+    if (reuse) {
+      reuse->prefill_bindings = pb;
+      reuse->prefill = r.prefill;
+    }
   }
 
   // ---- decode: steps at contexts P+1 .. P+gen-1, summed in closed form ----
@@ -232,11 +248,23 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     if (o.per_op) sums.reserve(gr.representative.size());
     double one_step = 0;  // one step at P+1, for gen <= 1
     Bindings lo{w.batch, 1, t0}, hi{w.batch, 1, t1}, mid{w.batch, 1, (t0 + t1 + 1) / 2};
+    bool reused = reuse && reuse->decode_batch == w.batch;
     for (size_t g = 0; g < gr.representative.size(); ++g) {
       const CostForm& form = decode_.forms[g];
-      // Kernels whose cost does not read T (GEMMs, norms) cost the same at every step.
+      // Kernels whose cost does not read T (GEMMs, norms) cost the same at every step
+      // (and at every prompt length).
       bool reads_context = true;
-      NodeCost a = cost_node(form, t, lo, co, &reads_context);
+      NodeCost a;
+      if (reused && !reuse->reads_context[g]) {
+        a = reuse->decode_cost[g];
+        reads_context = false;
+      } else {
+        a = cost_node(form, t, lo, co, &reads_context);
+        if (reuse) {
+          reuse->reads_context[g] = reads_context;
+          reuse->decode_cost[g] = a;
+        }
+      }
       NodeCost z = t1 > t0 && reads_context ? cost_node(form, t, hi, co) : a;
       Summed s;
       s.mid = reads_context ? cost_node(form, t, mid, co) : a;
@@ -286,6 +314,7 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       r.ops.push_back(std::move(row));
     }
     finish_shares(r.decode);
+    if (reuse) reuse->decode_batch = w.batch;
     // No decode step runs; still report what one step at P+1 would take.
     if (steps == 0) r.tpot_s = one_step;
   }

@@ -58,12 +58,34 @@ struct PreparedPhase {
   double arena_bytes = 0;
 };
 
+class PreparedPlan;
+
+// What consecutive simulate() calls of one plan on one target share. A sweep varies
+// the generated tokens fastest, then the prompt, then the batch: the prefill phase
+// repeats for every generation length at one (batch, prompt), and the decode kernels
+// that do not read T (GEMMs, norms, KV writes) cost the same for every prompt and
+// generation length at one batch. simulate() with a SimReuse gives the same figures
+// as without, to the bit. One per thread; it remembers the plan and target by
+// address, so the Target must not change while the SimReuse is in use.
+struct SimReuse {
+  const PreparedPlan* plan = nullptr;
+  const Target* target = nullptr;
+  bool ideal = false;
+  Bindings prefill_bindings{-1, -1, -1};
+  PhaseSummary prefill;
+  int64_t decode_batch = -1;
+  std::vector<char> reads_context;    // per decode group, at decode_batch
+  std::vector<NodeCost> decode_cost;  // per decode group that does not read T
+};
+
 class PreparedPlan {
  public:
   // Keeps references to the graphs: they must outlive this object.
   PreparedPlan(const Graph& prefill, const Graph& decode);
 
-  SimResult simulate(const Target& t, const Workload& w, const SimOptions& o = {}) const;
+  // `reuse` (optional; ignored with per-op rows) carries costs between calls.
+  SimResult simulate(const Target& t, const Workload& w, const SimOptions& o = {},
+                     SimReuse* reuse = nullptr) const;
 
   const Graph& prefill() const { return *prefill_.g; }
   const Graph& decode() const { return *decode_.g; }

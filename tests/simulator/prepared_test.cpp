@@ -80,6 +80,18 @@ TEST(PreparedPlan, ActivationsAreTheArenaAtThePlannedBindings) {
   EXPECT_LE(other, arena * 1.01);
 }
 
+// Builds and lowers a plan for a target given as a spec with overrides
+// ("l4+roofline_exponent=3"), as the sweep does.
+Lowered lower_on(const std::string& model, const Target& t, const PlanOptions& o, Workload w) {
+  testing::Built b;
+  b.model = load_model(model);
+  b.target = t;
+  b.workload = w;
+  b.prefill = build_graph(b.model, build_options(b.model, t, o, w, Phase::prefill));
+  b.decode = build_graph(b.model, build_options(b.model, t, o, w, Phase::decode));
+  return lower_plan(b, o);
+}
+
 // A plan shape, target and options drawn from what sweeps and what-ifs combine.
 struct PlanCase {
   std::string model, hw;
@@ -167,17 +179,9 @@ TEST(PreparedPlan, EqualsCostingEveryNodeAfreshOnRandomPlans) {
     PlanCase c = random_plan_case(rng);
     SCOPED_TRACE(c.model + " on " + c.hw + " case " + std::to_string(i));
     Target t = load_target_spec(c.hw);
-    testing::Built b;
-    b.model = load_model(c.model);
-    b.target = t;
-    b.workload = {2, 64, 16};
     Lowered l;
     try {
-      b.prefill =
-          build_graph(b.model, build_options(b.model, t, c.options, b.workload, Phase::prefill));
-      b.decode =
-          build_graph(b.model, build_options(b.model, t, c.options, b.workload, Phase::decode));
-      l = lower_plan(b, c.options);
+      l = lower_on(c.model, t, c.options, {2, 64, 16});
     } catch (const Error&) {
       continue;  // a combination that cannot be planned (group size, tp, dtype)
     }
@@ -249,6 +253,65 @@ TEST(PreparedPlan, EqualsCostingEveryNodeAfreshOnRandomPlans) {
   EXPECT_GT(rows, 10000);
 }
 
+void expect_same_phase(const PhaseSummary& a, const PhaseSummary& e) {
+  EXPECT_EQ(a.time_s, e.time_s);
+  EXPECT_EQ(a.flops, e.flops);
+  EXPECT_EQ(a.bytes, e.bytes);
+  EXPECT_EQ(a.kernels, e.kernels);
+  EXPECT_EQ(a.steps, e.steps);
+  EXPECT_EQ(a.bound, e.bound);
+  EXPECT_EQ(a.compute_share, e.compute_share);
+  EXPECT_EQ(a.memory_share, e.memory_share);
+  EXPECT_EQ(a.launch_share, e.launch_share);
+  EXPECT_EQ(a.network_share, e.network_share);
+}
+
+// Costs carried between calls (SimReuse: the prefill at the same batch and prompt,
+// decode kernels that do not read T at the same batch) give the figures of calls
+// without it, in a sweep's order and with plans, targets and modes switching under
+// the same SimReuse.
+TEST(PreparedPlan, ReuseBetweenCallsGivesTheSameFigures) {
+  PlanOptions int4;
+  int4.weights = parse_weight_format("int4:g32");
+  PlanOptions tp2;
+  tp2.tp = 2;
+  tp2.kv_dtype = DType::int8;
+  Lowered dense = lower_plan(build_plan_graphs("llama-3-8b", "a100-80g", {4, 128, 16}, int4), int4);
+  Lowered moe = lower_plan(build_plan_graphs("tiny-moe", "a100-80g", {4, 128, 16}, tp2), tp2);
+  PreparedPlan plans[] = {PreparedPlan(dense.prefill, dense.decode),
+                          PreparedPlan(moe.prefill, moe.decode)};
+  const Target targets[] = {load_target("a100-80g"), load_target("cpu-host"),
+                            load_target_spec("l4+roofline_exponent=3")};
+  SimReuse reuse;
+  int calls = 0;
+  // Mode 0 and 1: one plan; mode 2: both plans, alternating at every call.
+  for (int mode = 0; mode < 3; ++mode)
+    for (const Target& t : targets)
+      for (bool ideal : {false, true})
+        for (int64_t batch : {1, 7})
+          for (int64_t prompt : {5, 300})
+            for (int64_t gen : {0, 1, 2, 50})
+              for (const PreparedPlan& plan : plans) {
+                if (mode < 2 && &plan != &plans[mode]) continue;
+                SimOptions so;
+                so.ideal = ideal;
+                so.per_op = false;
+                Workload w{batch, prompt, gen};
+                SimResult a = plan.simulate(t, w, so, &reuse), e = plan.simulate(t, w, so);
+                SCOPED_TRACE(t.name + " B" + std::to_string(batch) + " P" + std::to_string(prompt) +
+                             " G" + std::to_string(gen));
+                expect_same_phase(a.prefill, e.prefill);
+                expect_same_phase(a.decode, e.decode);
+                EXPECT_EQ(a.ttft_s, e.ttft_s);
+                EXPECT_EQ(a.tpot_s, e.tpot_s);
+                EXPECT_EQ(a.e2e_s, e.e2e_s);
+                EXPECT_EQ(a.tokens_per_s, e.tokens_per_s);
+                EXPECT_EQ(a.mem.total, e.mem.total);
+                ++calls;
+              }
+  EXPECT_EQ(calls, 3 * 2 * 2 * 2 * 4 * 4);
+}
+
 // Figures of six plans as the costing gave them before cost forms existed (commit
 // 7bf690e, which walked the graph at every call), to the last bit: TTFT, TPOT,
 // prefill and decode FLOPs and bytes, total memory, and the sum of the per-op rows'
@@ -264,74 +327,22 @@ TEST(PreparedPlan, FiguresEqualTheGraphWalkingCostingBitForBit) {
     bool ideal, passes;
     double want[8];
   };
+  // clang-format off
   const Case cases[] = {
-      {"llama-3-8b",
-       "a100-80g",
-       {8, 1024, 256},
-       "int4:g128",
-       nullptr,
-       nullptr,
-       1,
-       false,
-       true,
-       {0.62097224267914719, 0.0053248639127371515, 116709916758016, 49109803040, 31855091036160,
-        1308016943040, 6632071168, 4.3392348779323351}},
-      {"llama-3-8b",
-       "a100-80g",
-       {8, 1024, 256},
-       "int4:g128",
-       nullptr,
-       nullptr,
-       1,
-       true,
-       true,
-       {0.3769212743752724, 0.0025156832800392348, 116572477804544, 49109803040, 31855091036160,
-        1308016943040, 6632071168, 2.2192678803653441}},
-      {"mixtral-8x7b",
-       "h100-sxm",
-       {4, 300, 50},
-       "fp8",
-       "int8",
-       "paged:16",
-       2,
-       false,
-       true,
-       {0.025560175308054125, 0.0073386329754658152, 15202315687936, 31431681232, 2515986758656,
-        795697507360, 23670511104, 0.74724994291109315}},
-      {"tiny-moe",
-       "cpu-host",
-       {3, 17, 9},
-       nullptr,
-       nullptr,
-       nullptr,
-       1,
-       false,
-       false,
-       {0.00031340403393427215, 0.00018530453349730502, 42029832, 6654311.9999999991, 23000160,
-        25124160, 3625264, 0.0028011160876269987}},
-      {"llama-3-70b",
-       "l4+roofline_exponent=3",
-       {2, 700, 33},
-       "q8_0",
-       "int4",
-       "LTHD",
-       4,
-       false,
-       true,
-       {0.98460740107592792, 0.079905615438801952, 48279165555712, 46784636904, 2254648541184,
-        593185583616, 20665151744, 7.455686922242049}},
-      {"small",
-       "a100-40g+efficiency.gemm=x0.5",
-       {5, 64, 2},
-       "int8",
-       "bf16",
-       "TLHD",
-       1,
-       true,
-       false,
-       {0.00031171697234726691, 0.00012093277942122186, 16656949760, 484719892, 423233600,
-        188050472, 243730432, 0.00097720414353697784}},
+      {"llama-3-8b", "a100-80g", {8, 1024, 256}, "int4:g128", nullptr, nullptr, 1, false, true,
+       {0.62097224267914719, 0.0053248639127371515, 116709916758016, 49109803040, 31855091036160, 1308016943040, 6632071168, 4.3392348779323351}},
+      {"llama-3-8b", "a100-80g", {8, 1024, 256}, "int4:g128", nullptr, nullptr, 1, true, true,
+       {0.3769212743752724, 0.0025156832800392348, 116572477804544, 49109803040, 31855091036160, 1308016943040, 6632071168, 2.2192678803653441}},
+      {"mixtral-8x7b", "h100-sxm", {4, 300, 50}, "fp8", "int8", "paged:16", 2, false, true,
+       {0.025560175308054125, 0.0073386329754658152, 15202315687936, 31431681232, 2515986758656, 795697507360, 23670511104, 0.74724994291109315}},
+      {"tiny-moe", "cpu-host", {3, 17, 9}, nullptr, nullptr, nullptr, 1, false, false,
+       {0.00031340403393427215, 0.00018530453349730502, 42029832, 6654311.9999999991, 23000160, 25124160, 3625264, 0.0028011160876269987}},
+      {"llama-3-70b", "l4+roofline_exponent=3", {2, 700, 33}, "q8_0", "int4", "LTHD", 4, false, true,
+       {0.98460740107592792, 0.079905615438801952, 48279165555712, 46784636904, 2254648541184, 593185583616, 20665151744, 7.455686922242049}},
+      {"small", "a100-40g+efficiency.gemm=x0.5", {5, 64, 2}, "int8", "bf16", "TLHD", 1, true, false,
+       {0.00031171697234726691, 0.00012093277942122186, 16656949760, 484719892, 423233600, 188050472, 243730432, 0.00097720414353697784}},
   };
+  // clang-format on
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.model) + " on " + c.hw);
     PlanOptions o;
@@ -340,16 +351,11 @@ TEST(PreparedPlan, FiguresEqualTheGraphWalkingCostingBitForBit) {
     if (c.layout) o.kv_layout = parse_kv_layout(c.layout);
     o.tp = c.tp;
     if (!c.passes) o.passes = "none";
-    testing::Built b;
-    b.model = load_model(c.model);
-    b.target = load_target_spec(c.hw);
-    b.workload = c.w;
-    b.prefill = build_graph(b.model, build_options(b.model, b.target, o, c.w, Phase::prefill));
-    b.decode = build_graph(b.model, build_options(b.model, b.target, o, c.w, Phase::decode));
-    Lowered l = lower_plan(b, o);
+    Target t = load_target_spec(c.hw);
+    Lowered l = lower_on(c.model, t, o, c.w);
     SimOptions so;
     so.ideal = c.ideal;
-    SimResult r = simulate(l.prefill, l.decode, b.target, c.w, so);
+    SimResult r = simulate(l.prefill, l.decode, t, c.w, so);
     double op_time = 0;
     for (const OpRow& row : r.ops)
       op_time += row.time_s + row.compute_s + row.memory_s + row.network_s;
