@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "ir/assert.h"
@@ -120,7 +121,10 @@ bool general7_fast(char* buf, double v, char** end) {
                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
   double a = std::fabs(v);
   if (!(a >= 1e-5 && a < 1e15)) return false;
-  int e10 = (std::ilogb(a) * 78913) >> 18;  // floor(e2 log10 2): log10(a) is in [e10, e10 + 1)
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  int e2 = int((bits >> 52) & 0x7ff) - 1023;  // a is normal: a = 1.f x 2^e2
+  int e10 = (e2 * 78913) >> 18;               // floor(e2 log10 2): log10(a) is in [e10, e10 + 1)
   double scaled = 0;
   for (int tries = 0; tries < 2; ++tries) {
     int k = 6 - e10;
@@ -136,8 +140,16 @@ bool general7_fast(char* buf, double v, char** end) {
     digits = 1000000;
     ++e10;
   }
+  static constexpr char kPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
   char d[7];
-  for (int i = 6; i >= 0; --i, digits /= 10) d[i] = char('0' + digits % 10);
+  auto rest = uint32_t(digits % 1000000);
+  d[0] = char('0' + digits / 1000000);
+  std::memcpy(d + 1, kPairs + 2 * (rest / 10000), 2);
+  std::memcpy(d + 3, kPairs + 2 * (rest / 100 % 100), 2);
+  std::memcpy(d + 5, kPairs + 2 * (rest % 100), 2);
   int last = 6;  // last significant digit
   while (last > 0 && d[last] == '0') --last;
   char* p = buf;

@@ -417,55 +417,62 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
   std::atomic<bool> failed{false};
   std::string failure;
 
-  auto worker = [&](int w) {
-    Tally& tally = tallies[size_t(w)];
+  SimOptions so;
+  so.per_op = false;
+  so.ideal = s.spec.ideal;
+  // Costs block b into out[b] (and the worker's tally), then marks it ready.
+  auto cost_block = [&](Tally& tally, SweepRow& row, SimReuse& reuse, int64_t b) {
+    std::string text;
+    uint64_t lo = uint64_t(b * block), hi = std::min<uint64_t>(count, lo + uint64_t(block));
+    if (o.sink) text.reserve(size_t(hi - lo) * 400);  // about 330 bytes a CSV row
+    for (uint64_t i = lo; i < hi; ++i) {
+      uint64_t point = sel.at(i);
+      PointAxes p = point_axes(s, point);
+      std::string why = point_problem(s, p);
+      const PlanShape* sh = nullptr;
+      if (why.empty()) {
+        sh = shapes[size_t(shape_index.at(shape_key(s, p)))].get();
+        if (!sh->error.empty()) why = sh->error;
+      }
+      if (!why.empty()) {
+        ++tally.skipped[why];
+        continue;
+      }
+      Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
+                  s.spec.gen[size_t(p.gen)]};
+      SimResult r = sh->prepared->simulate(s.targets[size_t(p.target)], wl, so, &reuse);
+      fill_row(row, s, point, p, *sh, r);
+      uint32_t mask = apply_constraints(s.spec, row);
+      ++tally.evaluated;
+      for (size_t c = 0; c < n_cons; ++c)
+        if (mask & (1u << c)) ++tally.violations[c];
+      if (row.feasible) {
+        ++tally.feasible;
+        add_feasible(tally, row, s.spec.objectives);
+      }
+      if (o.sink) append_row(text, row, o.format);
+      if (o.keep_rows) kept[size_t(b)].push_back(row);
+    }
+    done_points += int64_t(hi - lo);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      out[size_t(b)] = std::move(text);
+      ready[size_t(b)] = 1;
+    }
+    cv.notify_one();
+  };
+  auto start_tally = [&](Tally& tally) {
     tally.violations.assign(n_cons, 0);
     tally.best.assign(s.spec.objectives.size(), std::nullopt);
-    SimOptions so;
-    so.per_op = false;
-    so.ideal = s.spec.ideal;
-    SweepRow row;
+  };
+  auto worker = [&](int w) {
+    Tally& tally = tallies[size_t(w)];
+    start_tally(tally);
+    SweepRow row;  // reused: its strings keep their capacity
+    SimReuse reuse;
     try {
-      for (int64_t b = next_block++; b < blocks && !failed; b = next_block++) {
-        std::string text;
-        uint64_t lo = uint64_t(b * block), hi = std::min<uint64_t>(count, lo + uint64_t(block));
-        if (o.sink) text.reserve(size_t(hi - lo) * 400);  // about 330 bytes a CSV row
-        for (uint64_t i = lo; i < hi; ++i) {
-          uint64_t point = sel.at(i);
-          PointAxes p = point_axes(s, point);
-          std::string why = point_problem(s, p);
-          const PlanShape* sh = nullptr;
-          if (why.empty()) {
-            sh = shapes[size_t(shape_index.at(shape_key(s, p)))].get();
-            if (!sh->error.empty()) why = sh->error;
-          }
-          if (!why.empty()) {
-            ++tally.skipped[why];
-            continue;
-          }
-          Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
-                      s.spec.gen[size_t(p.gen)]};
-          SimResult r = sh->prepared->simulate(s.targets[size_t(p.target)], wl, so);
-          fill_row(row, s, point, p, *sh, r);
-          uint32_t mask = apply_constraints(s.spec, row);
-          ++tally.evaluated;
-          for (size_t c = 0; c < n_cons; ++c)
-            if (mask & (1u << c)) ++tally.violations[c];
-          if (row.feasible) {
-            ++tally.feasible;
-            add_feasible(tally, row, s.spec.objectives);
-          }
-          if (o.sink) append_row(text, row, o.format);
-          if (o.keep_rows) kept[size_t(b)].push_back(row);
-        }
-        done_points += int64_t(hi - lo);
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          out[size_t(b)] = std::move(text);
-          ready[size_t(b)] = 1;
-        }
-        cv.notify_one();
-      }
+      for (int64_t b = next_block++; b < blocks && !failed; b = next_block++)
+        cost_block(tally, row, reuse, b);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mu);
       if (!failed) failure = e.what();
@@ -473,29 +480,50 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
       cv.notify_one();
     }
   };
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
 
   if (o.sink) o.sink(row_header(o.format));
   int64_t written = 0;
   auto last_progress = Clock::now();
-  while (written < blocks && !failed) {
-    std::string chunk;
+  // Hands the blocks that are ready to the sink, in order, from the calling thread.
+  auto write_ready = [&](bool wait) {
+    std::vector<std::string> chunks;  // moved out of `out`, not copied
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::milliseconds(100),
-                  [&] { return failed || ready[size_t(written)]; });
+      if (wait)
+        cv.wait_for(lock, std::chrono::milliseconds(100),
+                    [&] { return failed || ready[size_t(written)]; });
       while (written < blocks && ready[size_t(written)]) {
-        chunk += out[size_t(written)];
-        std::string().swap(out[size_t(written)]);
+        chunks.push_back(std::move(out[size_t(written)]));
         ++written;
       }
     }
-    if (!chunk.empty() && o.sink) o.sink(chunk);
+    if (o.sink)
+      for (const std::string& chunk : chunks)
+        if (!chunk.empty()) o.sink(chunk);
     if (o.progress && seconds_since(last_progress) > 0.1) {
       o.progress(done_points.load(), int64_t(count));
       last_progress = Clock::now();
     }
+  };
+  std::vector<std::thread> pool;
+  if (threads == 1) {
+    // One thread: the calling thread costs each block and writes it (no pool, no
+    // hand-off between threads per block).
+    Tally& tally = tallies[0];
+    start_tally(tally);
+    SweepRow row;
+    SimReuse reuse;
+    for (int64_t b = 0; b < blocks; ++b) {
+      try {
+        cost_block(tally, row, reuse, b);
+      } catch (const std::exception& e) {
+        throw Error("sweep failed: " + std::string(e.what()));
+      }
+      write_ready(false);
+    }
+  } else {
+    for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
+    while (written < blocks && !failed) write_ready(true);
   }
   for (std::thread& th : pool) th.join();
   if (failed) throw Error("sweep failed: " + failure);
