@@ -64,6 +64,32 @@ void BM_PreparedSimulate8B(benchmark::State& state) {
 }
 BENCHMARK(BM_PreparedSimulate8B)->Unit(benchmark::kMicrosecond);
 
+// The same plan over a grid in a sweep's order (32 batches x 14 prompts x 4 gens,
+// gen fastest) with a SimReuse, as each `lathe sweep` worker runs it: time per call.
+void BM_PreparedSimulate8B_SweepOrder(benchmark::State& state) {
+  ModelSpec m = load_model("llama-3-8b");
+  Target t = load_target("a100-80g");
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g128");
+  LowerHooks h;
+  h.record = false;
+  Workload ref{8, 1024, 256};
+  Lowered l = lower(build_graph(m, build_options(m, t, o, ref, Phase::prefill)),
+                    build_graph(m, build_options(m, t, o, ref, Phase::decode)), o, t, ref, h);
+  PreparedPlan plan(l.prefill, l.decode);
+  SimOptions so;
+  so.per_op = false;
+  SimReuse reuse;
+  int64_t i = 0;
+  for (auto _ : state) {
+    Workload w{1 + (i / 56) % 32, 256 * (1 + (i / 4) % 14), int64_t(64) << (i % 4)};
+    benchmark::DoNotOptimize(plan.simulate(t, w, so, &reuse));
+    ++i;
+  }
+  state.SetLabel("llama-3-8b int4:g128 on a100-80g, sweep order, SimReuse");
+}
+BENCHMARK(BM_PreparedSimulate8B_SweepOrder)->Unit(benchmark::kMicrosecond);
+
 void BM_BuildAndLower70B(benchmark::State& state) {
   ModelSpec m = load_model("llama-3-70b");
   Target t = load_target("h100-sxm");
