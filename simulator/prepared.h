@@ -1,10 +1,12 @@
 // A lowered plan prepared for repeated costing. simulate() of one plan shape at many
 // workloads (batch, prompt, generated tokens) and on many targets (what-if) repeats
 // work that does not depend on either: grouping identical layers, the launch order,
-// the live ranges of activations, the weight bytes. PreparedPlan does it once; each
-// simulate() call then costs only one representative kernel per group, at one
-// binding in prefill and three in decode (simulator/simulate.h), plus a few
-// multiply-adds for the memory footprint.
+// the live ranges of activations, the weight bytes, and what the cost of each kernel
+// reads from the graph (its CostForm, simulator/cost.h). PreparedPlan does it once;
+// each simulate() call then costs only one representative kernel per group from its
+// form, at one binding in prefill and, in decode, at one binding for kernels whose
+// cost does not depend on the context and three for the others (simulator/simulate.h),
+// plus a few multiply-adds for the memory footprint.
 //
 // simulate(prefill, decode, t, w, o) is PreparedPlan(prefill, decode).simulate(t, w, o):
 // the two give the same figures by construction.
@@ -65,8 +67,8 @@ class PreparedPlan;
 // repeats for every generation length at one (batch, prompt), and the decode kernels
 // that do not read T (GEMMs, norms, KV writes) cost the same for every prompt and
 // generation length at one batch. simulate() with a SimReuse gives the same figures
-// as without, to the bit. One per thread; it remembers the plan and target by
-// address, so the Target must not change while the SimReuse is in use.
+// as without, to the bit. One per thread; it remembers the plan and the target by
+// address, so both must stay alive and unchanged while the SimReuse is in use.
 struct SimReuse {
   const PreparedPlan* plan = nullptr;
   const Target* target = nullptr;
