@@ -6,6 +6,7 @@
 #include "frontend/builder.h"
 #include "frontend/specs.h"
 #include "passes/pipeline.h"
+#include "simulator/prepared.h"
 #include "simulator/simulate.h"
 
 namespace lathe {
@@ -42,6 +43,52 @@ void BM_Simulate70B_Summary(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(simulate(s.lowered.prefill, s.lowered.decode, s.target, s.w, so));
 }
 BENCHMARK(BM_Simulate70B_Summary)->Unit(benchmark::kMicrosecond);
+
+// One sweep point: a prepared Llama-3-8B plan (int4 weights) re-costed at a workload,
+// summary only (what `lathe sweep` does per plan, before formatting the row).
+void BM_PreparedSimulate8B(benchmark::State& state) {
+  ModelSpec m = load_model("llama-3-8b");
+  Target t = load_target("a100-80g");
+  Workload w{8, 1024, 256};
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g128");
+  LowerHooks h;
+  h.record = false;
+  Lowered l = lower(build_graph(m, build_options(m, t, o, w, Phase::prefill)),
+                    build_graph(m, build_options(m, t, o, w, Phase::decode)), o, t, w, h);
+  PreparedPlan plan(l.prefill, l.decode);
+  SimOptions so;
+  so.per_op = false;
+  for (auto _ : state) benchmark::DoNotOptimize(plan.simulate(t, w, so));
+  state.SetLabel("llama-3-8b int4:g128 on a100-80g, batch 8, prompt 1024, gen 256");
+}
+BENCHMARK(BM_PreparedSimulate8B)->Unit(benchmark::kMicrosecond);
+
+// The same plan over a grid in a sweep's order (32 batches x 14 prompts x 4 gens,
+// gen fastest) with a SimReuse, as each `lathe sweep` worker runs it: time per call.
+void BM_PreparedSimulate8B_SweepOrder(benchmark::State& state) {
+  ModelSpec m = load_model("llama-3-8b");
+  Target t = load_target("a100-80g");
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g128");
+  LowerHooks h;
+  h.record = false;
+  Workload ref{8, 1024, 256};
+  Lowered l = lower(build_graph(m, build_options(m, t, o, ref, Phase::prefill)),
+                    build_graph(m, build_options(m, t, o, ref, Phase::decode)), o, t, ref, h);
+  PreparedPlan plan(l.prefill, l.decode);
+  SimOptions so;
+  so.per_op = false;
+  SimReuse reuse;
+  int64_t i = 0;
+  for (auto _ : state) {
+    Workload w{1 + (i / 56) % 32, 256 * (1 + (i / 4) % 14), int64_t(64) << (i % 4)};
+    benchmark::DoNotOptimize(plan.simulate(t, w, so, &reuse));
+    ++i;
+  }
+  state.SetLabel("llama-3-8b int4:g128 on a100-80g, sweep order, SimReuse");
+}
+BENCHMARK(BM_PreparedSimulate8B_SweepOrder)->Unit(benchmark::kMicrosecond);
 
 void BM_BuildAndLower70B(benchmark::State& state) {
   ModelSpec m = load_model("llama-3-70b");

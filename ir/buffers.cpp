@@ -14,13 +14,40 @@ void set_graph_bindings(Graph& g, const Bindings& b) {
   g.attrs.set("T", b.T);
 }
 
-double value_bytes(const Value& v, const Bindings& b) {
-  double n = double(num_elements(v.shape, b));
-  if (v.kind == ValueKind::activation || v.kind == ValueKind::input)
-    return n * dtype_bits(v.dtype) / 8.0;
-  double cols = v.shape.empty() ? 1.0 : double(v.shape.back().eval(b));
+namespace {
+
+// Activations at their dtype; weights and state in their storage format with scales
+// (rows = all dims but the last). `cols` is called only for the latter.
+template <typename Cols>
+double stored_bytes(ValueKind kind, DType dtype, const Format& format, double n, Cols cols_of) {
+  if (kind == ValueKind::activation || kind == ValueKind::input) return n * dtype_bits(dtype) / 8.0;
+  double cols = cols_of();
   double rows = cols > 0 ? n / cols : 0.0;
-  return v.format.bytes(rows, cols);
+  return format.bytes(rows, cols);
+}
+
+}  // namespace
+
+double value_bytes(const Value& v, const Bindings& b) {
+  return stored_bytes(v.kind, v.dtype, v.format, double(num_elements(v.shape, b)),
+                      [&] { return v.shape.empty() ? 1.0 : double(v.shape.back().eval(b)); });
+}
+
+double ValueSize::bytes(const Bindings& b) const {
+  if (fixed_bytes >= 0) return fixed_bytes;
+  return stored_bytes(kind, dtype, format, double(elems.eval(b)),
+                      [&] { return double(cols.eval(b)); });
+}
+
+ValueSize value_size(const Value& v) {
+  ValueSize s;
+  s.elems = product(v.shape);
+  if (!v.shape.empty()) s.cols = v.shape.back();
+  s.kind = v.kind;
+  s.dtype = v.dtype;
+  s.format = v.format;
+  if (s.elems.is_const() && s.cols.is_const()) s.fixed_bytes = s.bytes({1, 1, 1});
+  return s;
 }
 
 bool is_state_view(const Graph& g, ValueId v) {

@@ -17,6 +17,22 @@ void set_graph_bindings(Graph& g, const Bindings& b);
 // state in their storage format with scales (rows = all dims but the last).
 double value_bytes(const Value& v, const Bindings& b);
 
+// value_bytes of one value with its shape reduced to two monomials in B, S, T (the
+// product of its dims and its last dim): read from the graph once, then evaluated at
+// any bindings without walking the shape. bytes(b) equals value_bytes(v, b) exactly.
+struct ValueSize {
+  Dim elems = Dim::c(1);  // product of the shape
+  Dim cols = Dim::c(1);   // last dim (1 for a scalar): a stored matrix is rows x cols
+  ValueKind kind = ValueKind::activation;
+  DType dtype = DType::f32;
+  Format format;
+  double fixed_bytes = -1;  // bytes when no dim depends on the bindings (weights), else -1
+
+  double bytes(const Bindings& b) const;
+  bool depends_on_context() const { return elems.t > 0 || cols.t > 0; }
+};
+ValueSize value_size(const Value& v);
+
 // True for the cache view a kv_write / rope_kvwrite outputs: it aliases the KV state
 // and owns no memory of its own.
 bool is_state_view(const Graph& g, ValueId v);

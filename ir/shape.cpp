@@ -4,18 +4,6 @@
 
 namespace lathe {
 
-namespace {
-int64_t ipow(int64_t v, int e) {
-  int64_t r = 1;
-  for (int i = 0; i < e; ++i) r *= v;
-  return r;
-}
-}  // namespace
-
-int64_t Dim::eval(const Bindings& x) const {
-  return coef * ipow(x.B, b) * ipow(x.S, s) * ipow(x.T, t);
-}
-
 std::string Dim::str() const {
   std::string out;
   auto append = [&](const std::string& part) {

@@ -32,7 +32,14 @@ struct Dim {
   static Dim T() { return Dim{1, 0, 0, 1}; }
 
   bool is_const() const { return b == 0 && s == 0 && t == 0; }
-  int64_t eval(const Bindings& x) const;
+  int64_t eval(const Bindings& x) const {  // inline: the simulator evaluates dims per plan
+    auto ipow = [](int64_t v, int e) {
+      int64_t r = 1;
+      for (int i = 0; i < e; ++i) r *= v;
+      return r;
+    };
+    return coef * ipow(x.B, b) * ipow(x.S, s) * ipow(x.T, t);
+  }
   Dim operator*(const Dim& o) const {
     return Dim{coef * o.coef, uint8_t(b + o.b), uint8_t(s + o.s), uint8_t(t + o.t)};
   }

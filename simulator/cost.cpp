@@ -68,34 +68,134 @@ double contiguity_efficiency(double run_bytes, const Target& t) {
 
 namespace {
 
-struct Costing {
+// The graph side of cost_node: finds the operands and attributes the formulas of
+// Costing read, once per node.
+struct FormBuilder {
   const Graph& g;
   const Node& n;
+
+  const Value& in(size_t i) const { return g.value(n.inputs[i]); }
+
+  // The KV state behind a cache view: the state input of the node that wrote the
+  // view (the graph holds one state value; found without scanning every value).
+  const Value& kv_state(const Value& view) const {
+    if (view.kind == ValueKind::state) return view;
+    if (view.producer != kNone)
+      for (ValueId v : g.node(view.producer).inputs)
+        if (g.value(v).kind == ValueKind::state) return g.value(v);
+    return g.value(g.values_of(ValueKind::state).front());
+  }
+
+  // S new positions of K and V for all B sequences, in the cache format: the state
+  // [L, 2, B, T, kvh, d] with one layer and T bound to S.
+  static ValueSize kv_new(const Value& cache_state) {
+    Value one = cache_state;
+    const Shape& s = cache_state.shape;
+    one.shape = {Dim::c(1), s[1], s[2], s[3], s[4], s[5]};
+    for (Dim& d : one.shape) {
+      d.s = uint8_t(d.s + d.t);
+      d.t = 0;
+    }
+    return value_size(one);
+  }
+
+  // The whole context of one layer (B sequences, T positions, K and V): the cache
+  // view [B, T, 2, kvh, d] in the state's format.
+  ValueSize kv_context(const Value& cache_view) const {
+    Value one = kv_state(cache_view);
+    const Shape& s = cache_view.shape;
+    one.shape = {s[0], s[1], s[2], s[3], s[4]};
+    return value_size(one);
+  }
+
+  CostForm build() const {
+    CostForm f;
+    f.kind = n.kind;
+    auto act = parse_dtype(g.attrs.s("act_dtype", "f32"));
+    f.act = act ? *act : DType::f32;
+    auto layout = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
+    f.kv_layout = layout ? *layout : KvLayout{};
+    for (ValueId v : n.inputs) f.inputs.push_back(value_size(g.value(v)));
+    for (ValueId v : n.outputs) f.outputs.push_back(value_size(g.value(v)));
+    const Attrs& a = n.attrs;
+    switch (n.kind) {
+      case OpKind::matmul:
+      case OpKind::lm_head:
+      case OpKind::expert_matmul: {
+        auto p = gemm_parts(n.kind, a, n.inputs.size());
+        LATHE_ASSERT(p.has_value(), "bad gemm node " + n.name);
+        f.gemm = *p;
+        f.k_dim = in(size_t(p->x)).shape.back();
+        for (int w = 0; w < p->num_weights; ++w) {
+          const Value& wv = in(size_t(p->first_weight + w));
+          f.weight_cols.push_back(wv.shape[wv.shape.size() - 2]);
+        }
+        if (n.kind == OpKind::expert_matmul) {
+          f.top_k = in(size_t(p->idx)).shape[2];
+          f.num_experts = in(size_t(p->first_weight)).shape[0];
+        }
+        break;
+      }
+      case OpKind::embedding: f.hidden = in(1).shape[1]; break;
+      case OpKind::moe_router:
+        f.hidden = in(0).shape.back();
+        f.experts = a.i("experts");
+        break;
+      case OpKind::kv_write: f.kv_new = kv_new(in(2)); break;
+      case OpKind::rope_kvwrite: f.kv_new = kv_new(in(3)); break;
+      case OpKind::kv_read: f.kv_context = kv_context(in(0)); break;
+      case OpKind::flash_attention:
+      case OpKind::decode_attention:
+        f.kv_heads = a.i("kv_heads");
+        f.kv_context = kv_context(in(1));
+        [[fallthrough]];
+      case OpKind::qk:
+      case OpKind::pv:
+        f.heads = a.i("heads");
+        f.head_dim = a.i("head_dim");
+        break;
+      case OpKind::all_reduce:
+      case OpKind::all_gather: f.tp = std::max<int64_t>(1, a.i("tp", 1)); break;
+      default: break;
+    }
+    return f;
+  }
+};
+
+// The formulas: a node's cost from its form at one target and bindings. Every size is
+// read through dim() or vb() and the context length through context(), which note
+// whether the result depends on T.
+struct Costing {
+  const CostForm& f;
   const Target& t;
   const Bindings& b;
   const CostOptions& o;
   NodeCost c;
+  bool reads_context = false;
 
-  const Value& in(size_t i) const { return g.value(n.inputs[i]); }
-  const Value& out(size_t i) const { return g.value(n.outputs[i]); }
-  double vb(const Value& v) const { return value_bytes(v, b); }
-  double elems(const Value& v) const { return double(num_elements(v.shape, b)); }
-  double act_bytes_per_elem() const {
-    auto d = parse_dtype(g.attrs.s("act_dtype", "f32"));
-    return dtype_bits(d ? *d : DType::f32) / 8.0;
+  const ValueSize& in(size_t i) const { return f.inputs[i]; }
+  const ValueSize& out(size_t i) const { return f.outputs[i]; }
+  double dim(const Dim& d) {
+    reads_context |= d.t > 0;
+    return double(d.eval(b));
   }
-  DType act_dtype() const {
-    auto d = parse_dtype(g.attrs.s("act_dtype", "f32"));
-    return d ? *d : DType::f32;
+  double vb(const ValueSize& v) {
+    reads_context |= v.depends_on_context();
+    return v.bytes(b);
   }
-  double all_inputs() const {
+  double elems(const ValueSize& v) { return dim(v.elems); }
+  int64_t context() {
+    reads_context = true;
+    return b.T;
+  }
+  double all_inputs() {
     double s = 0;
-    for (size_t i = 0; i < n.inputs.size(); ++i) s += vb(in(i));
+    for (const ValueSize& v : f.inputs) s += vb(v);
     return s;
   }
-  double all_outputs() const {
+  double all_outputs() {
     double s = 0;
-    for (size_t i = 0; i < n.outputs.size(); ++i) s += vb(out(i));
+    for (const ValueSize& v : f.outputs) s += vb(v);
     return s;
   }
   double eff(double e) const { return o.ideal ? 1.0 : e; }
@@ -128,77 +228,74 @@ struct Costing {
   }
 
   void gemm() {
-    auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
-    LATHE_ASSERT(p.has_value(), "bad gemm node " + n.name);
-    const Value& x = in(size_t(p->x));
-    double K = double(x.shape.back().eval(b));
+    const GemmParts& p = f.gemm;
+    const ValueSize& x = in(size_t(p.x));
+    double K = dim(f.k_dim);
     double tokens = double(b.B) * double(b.S);
-    double rows = double(num_elements(x.shape, b)) / K;  // activation rows read
+    double rows = elems(x) / K;  // activation rows read
     double sumN = 0, weight_bytes = 0;
     DType wdtype = DType::f32;
-    for (int w = 0; w < p->num_weights; ++w) {
-      const Value& wv = in(size_t(p->first_weight + w));
-      sumN += double(wv.shape[wv.shape.size() - 2].eval(b));
+    for (int w = 0; w < p.num_weights; ++w) {
+      const ValueSize& wv = in(size_t(p.first_weight + w));
+      sumN += dim(f.weight_cols[size_t(w)]);
       weight_bytes += vb(wv);
       wdtype = wv.format.dtype;
     }
     double M = rows;  // rows the GEMM computes
-    if (n.kind == OpKind::lm_head) {
+    if (f.kind == OpKind::lm_head) {
       M = double(b.B);  // the last token of each sequence
       rows = M;
     }
     double extra_bytes = 0;
-    if (n.kind == OpKind::expert_matmul) {
-      double k = double(in(size_t(p->idx)).shape[2].eval(b));
-      double E = double(in(size_t(p->first_weight)).shape[0].eval(b));
+    if (f.kind == OpKind::expert_matmul) {
+      double k = dim(f.top_k);
+      double E = dim(f.num_experts);
       double pairs = tokens * k;
       double touched = expected_experts_touched(E, k, tokens);
       weight_bytes *= touched / E;
       M = pairs;  // token-expert pairs
-      extra_bytes += vb(in(size_t(p->idx)));
-      if (p->gates >= 0) extra_bytes += vb(in(size_t(p->gates)));
+      extra_bytes += vb(in(size_t(p.idx)));
+      if (p.gates >= 0) extra_bytes += vb(in(size_t(p.gates)));
       c.flops = 2.0 * M * K * sumN;
       // Grouped GEMM: each touched expert computes pairs / touched rows.
       double per_expert = pairs / std::max(1.0, touched);
-      double e = gemm_efficiency(per_expert, sumN / p->num_weights);
+      double e = gemm_efficiency(per_expert, sumN / p.num_weights);
       c.cls = per_expert <= 16 ? KernelClass::gemv : KernelClass::gemm;
       set_compute(e, wdtype);
     } else {
       c.flops = 2.0 * M * K * sumN;
       c.cls = M <= 16 ? KernelClass::gemv : KernelClass::gemm;
-      set_compute(gemm_efficiency(M, sumN / p->num_weights), wdtype);
+      set_compute(gemm_efficiency(M, sumN / p.num_weights), wdtype);
     }
-    if (p->norm >= 0) {
+    if (p.norm >= 0) {
       c.flops += 4.0 * rows * K;
-      extra_bytes += vb(in(size_t(p->norm)));
+      extra_bytes += vb(in(size_t(p.norm)));
     }
     double x_bytes = rows * K * dtype_bits(x.dtype) / 8.0;
-    if (p->residual >= 0) extra_bytes += vb(in(size_t(p->residual)));
+    if (p.residual >= 0) extra_bytes += vb(in(size_t(p.residual)));
     c.bytes = x_bytes + weight_bytes + extra_bytes + all_outputs();
     c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
     if (is_integer_quant(wdtype) && !o.ideal) {
       // Dequantization runs on the scalar units: unpack, convert, scale per weight
       // element (int8 2 ops, int4 3), once per tile of rows on GPUs (tiles reuse the
       // dequantized weights across their rows), once on CPUs (dequantize, then GEMM).
-      double elems = 0;
-      for (int w = 0; w < p->num_weights; ++w) {
-        const Value& wv = in(size_t(p->first_weight + w));
-        elems += double(num_elements(wv.shape, b));
-      }
-      if (n.kind == OpKind::expert_matmul) {
-        double k = double(in(size_t(p->idx)).shape[2].eval(b));
-        double E = double(in(size_t(p->first_weight)).shape[0].eval(b));
-        elems *= expected_experts_touched(E, k, tokens) / E;
+      double weight_elems = 0;
+      for (int w = 0; w < p.num_weights; ++w) weight_elems += elems(in(size_t(p.first_weight + w)));
+      if (f.kind == OpKind::expert_matmul) {
+        double k = dim(f.top_k);
+        double E = dim(f.num_experts);
+        weight_elems *= expected_experts_touched(E, k, tokens) / E;
       }
       double ops = wdtype == DType::int4 ? 3.0 : 2.0;
       double passes = t.is_gpu() ? std::ceil(M / std::max(1.0, t.gemm_tile_m)) : 1.0;
-      c.compute_s += elems * ops * passes / (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(0.01, t.eff.dequant));
+      c.compute_s += weight_elems * ops * passes /
+                     (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(0.01, t.eff.dequant));
     }
   }
 
   // Sets compute_s from c.flops at the matrix peak of the operand dtype.
   void set_compute(double efficiency, DType weight_dtype) {
-    DType math = act_dtype();
+    DType math = f.act;
     if (weight_dtype == DType::fp8_e4m3) math = DType::fp8_e4m3;
     c.math = math;
     double peak = t.matrix_peak_flops(math);
@@ -214,58 +311,21 @@ struct Costing {
     c.memory_s = bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.elementwise));
   }
 
-  KvLayout layout() const {
-    auto l = parse_kv_layout(g.attrs.s("kv_layout", "LHTD"));
-    return l ? *l : KvLayout{};
-  }
-
-  // Bytes of S new positions of K and V for all B sequences, in the cache format.
-  double kv_new_bytes(const Value& cache_state) const {
-    Bindings nb = b;
-    nb.T = b.S;
-    const Shape& s = cache_state.shape;  // [L, 2, B, T, kvh, d]
-    Value one = cache_state;
-    one.shape = {Dim::c(1), s[1], s[2], s[3], s[4], s[5]};
-    return value_bytes(one, nb);
-  }
-  // The KV state behind a cache view: the state input of the node that wrote the
-  // view (the graph holds one state value; found without scanning every value, which
-  // dominated sweep costing).
-  const Value& kv_state(const Value& view) const {
-    if (view.kind == ValueKind::state) return view;
-    if (view.producer != kNone)
-      for (ValueId v : g.node(view.producer).inputs)
-        if (g.value(v).kind == ValueKind::state) return g.value(v);
-    return g.value(g.values_of(ValueKind::state).front());
-  }
-
-  // Bytes of the whole context of one layer (B sequences, T positions, K and V).
-  double kv_context_bytes(const Value& cache_view) const {
-    // cache view [B, T, 2, kvh, d] in the KV format
-    const Value& st = kv_state(cache_view);
-    Value one = st;
-    const Shape& s = cache_view.shape;
-    one.shape = {s[0], s[1], s[2], s[3], s[4]};
-    return value_bytes(one, b);
-  }
-
   void attention(bool flash_prefill, bool decode_kernel) {
-    int64_t h = n.attrs.i("heads"), kvh = n.attrs.i("kv_heads"), d = n.attrs.i("head_dim");
-    double B = double(b.B), S = double(b.S), T = double(b.T);
+    int64_t h = f.heads, kvh = f.kv_heads, d = f.head_dim;
+    int64_t context_len = context();
+    double B = double(b.B), S = double(b.S), T = double(context_len);
     // Causal pairs: query i (0-based among the S new) sees T - S + i + 1 keys.
     double pairs = S * (T - S) + S * (S + 1) / 2.0;
     double waste = 0;
     if (flash_prefill && !o.ideal) waste = S * 32.0;  // half a 64-key tile on the diagonal per row
     c.flops = 4.0 * B * double(h) * double(d) * (pairs + waste);
-    const Value& q = in(0);
-    const Value& cache = in(1);
-    double kv_bytes = kv_context_bytes(cache);
-    c.bytes = vb(q) + kv_bytes + all_outputs();
-    const Value& st = kv_state(cache);
-    double bits = st.format.bits_per_element(double(d));
+    double kv_bytes = vb(f.kv_context);
+    c.bytes = vb(in(0)) + kv_bytes + all_outputs();
+    double bits = f.kv_context.format.bits_per_element(double(d));
     if (decode_kernel) {
       c.cls = KernelClass::attention_decode;
-      double run = kv_read_run_bytes(layout(), b.T, kvh, d, bits);
+      double run = kv_read_run_bytes(f.kv_layout, context_len, kvh, d, bits);
       double contig = o.ideal ? 1.0 : contiguity_efficiency(run, t);
       c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory) * contig);
       c.compute_s = c.flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
@@ -273,7 +333,7 @@ struct Costing {
     } else {
       c.cls = KernelClass::attention_prefill;
       c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
-      c.math = act_dtype();
+      c.math = f.act;
       double peak = t.matrix_peak_flops(c.math);
       c.compute_s = c.flops / (peak * eff(t.eff.attention));
     }
@@ -282,14 +342,13 @@ struct Costing {
   double overlap(double cs, double ms) const { return overlap_time(cs, ms, t, o); }
 
   void run() {
-    const Attrs& a = n.attrs;
-    double B = double(b.B), S = double(b.S), T = double(b.T);
-    switch (n.kind) {
+    double B = double(b.B), S = double(b.S);
+    switch (f.kind) {
       case OpKind::matmul:
       case OpKind::lm_head:
       case OpKind::expert_matmul: gemm(); break;
       case OpKind::embedding: {
-        double H = double(in(1).shape[1].eval(b));
+        double H = dim(f.hidden);
         double row_bytes = in(1).format.bytes(1, H);
         scalar(0, vb(in(0)) + B * S * row_bytes + all_outputs());
         break;
@@ -304,31 +363,31 @@ struct Costing {
       case OpKind::sample: scalar(2.0 * elems(in(0)), vb(in(0)) + all_outputs()); break;
       case OpKind::kv_write: {
         // Reads the new K and V, writes S positions of the cache (quantizing).
-        double new_kv = kv_new_bytes(in(2));
+        double new_kv = vb(f.kv_new);
         scalar(4.0 * elems(in(0)), vb(in(0)) + vb(in(1)) + new_kv);
         break;
       }
       case OpKind::rope_kvwrite: {
-        double new_kv = kv_new_bytes(in(3));
+        double new_kv = vb(f.kv_new);
         scalar(3.0 * (elems(in(0)) + elems(in(1))) + 4.0 * elems(in(1)),
                vb(in(0)) + vb(in(1)) + vb(in(2)) + vb(out(0)) + new_kv);
         break;
       }
-      case OpKind::kv_read: scalar(2.0 * elems(out(0)), kv_context_bytes(in(0)) + all_outputs()); break;
+      case OpKind::kv_read: scalar(2.0 * elems(out(0)), vb(f.kv_context) + all_outputs()); break;
       case OpKind::qk:
       case OpKind::pv: {
-        int64_t h = a.i("heads"), d = a.i("head_dim");
-        c.flops = 2.0 * B * double(h) * S * T * double(d);
+        double T = double(context());
+        c.flops = 2.0 * B * double(f.heads) * S * T * double(f.head_dim);
         c.bytes = all_inputs() + all_outputs();
         c.cls = S <= 16 ? KernelClass::gemv : KernelClass::gemm;
-        set_compute(gemm_efficiency(S, T), act_dtype());
+        set_compute(gemm_efficiency(S, T), f.act);
         c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
         break;
       }
       case OpKind::flash_attention: attention(true, false); break;
       case OpKind::decode_attention: attention(false, true); break;
       case OpKind::moe_router: {
-        double H = double(in(0).shape.back().eval(b)), E = double(a.i("experts"));
+        double H = dim(f.hidden), E = double(f.experts);
         c.flops = 2.0 * B * S * H * E + 5.0 * B * S * E;
         c.bytes = all_inputs() + all_outputs();
         c.cls = KernelClass::gemv;
@@ -340,11 +399,11 @@ struct Costing {
       case OpKind::moe_combine: scalar(elems(out(0)), all_inputs() + all_outputs()); break;
       case OpKind::all_reduce:
       case OpKind::all_gather: {
-        double tp = double(std::max<int64_t>(1, a.i("tp", 1)));
-        double bytes = n.kind == OpKind::all_reduce ? vb(in(0)) : vb(out(0));
+        double tp = double(f.tp);
+        double bytes = f.kind == OpKind::all_reduce ? vb(in(0)) : vb(out(0));
         // Ring algorithm: all-reduce moves 2 (tp-1)/tp of the buffer per device in
         // 2 (tp-1) steps; all-gather half of that.
-        double factor = n.kind == OpKind::all_reduce ? 2.0 : 1.0;
+        double factor = f.kind == OpKind::all_reduce ? 2.0 : 1.0;
         // Specs give bidirectional link figures (NVLink 900 GB/s, PCIe Gen5 128 GB/s);
         // a ring step sends and receives at once, each at half of that.
         double link = t.link_bytes_per_s() / 2;
@@ -352,12 +411,13 @@ struct Costing {
         c.bytes = bytes;
         c.network_s = link > 0 ? factor * (tp - 1) / tp * bytes / link : 0;
         c.network_s += factor * (tp - 1) * t.interconnect_latency_us * 1e-6;
-        c.flops = n.kind == OpKind::all_reduce ? elems(in(0)) * (tp - 1) / tp : 0;
+        c.flops = f.kind == OpKind::all_reduce ? elems(in(0)) * (tp - 1) / tp : 0;
         break;
       }
     }
     c.launch_s = o.ideal ? 0.0 : t.launch_overhead_us * 1e-6;
     double busy = std::max(overlap(c.compute_s, c.memory_s), c.network_s);
+    c.busy_s = busy;
     c.time_s = busy + c.launch_s;
     if (c.network_s >= std::max(c.compute_s, c.memory_s)) c.bound = Bound::network;
     else c.bound = c.compute_s >= c.memory_s ? Bound::compute : Bound::memory;
@@ -379,10 +439,18 @@ double overlap_time(double compute_s, double memory_s, const Target& t, const Co
   return hi * std::pow(1.0 + std::pow(r, p), 1.0 / p);
 }
 
-NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Bindings& b, const CostOptions& o) {
-  Costing c{g, n, t, b, o, {}};
+CostForm cost_form(const Graph& g, const Node& n) { return FormBuilder{g, n}.build(); }
+
+NodeCost cost_node(const CostForm& f, const Target& t, const Bindings& b, const CostOptions& o,
+                   bool* reads_context) {
+  Costing c{f, t, b, o, {}};
   c.run();
+  if (reads_context) *reads_context = c.reads_context;
   return c.c;
+}
+
+NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Bindings& b, const CostOptions& o) {
+  return cost_node(cost_form(g, n), t, b, o);
 }
 
 }  // namespace lathe

@@ -15,8 +15,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "ir/buffers.h"
 #include "ir/graph.h"
+#include "ir/ops.h"
 #include "ir/plan_options.h"
 #include "ir/target.h"
 
@@ -36,7 +39,8 @@ struct NodeCost {
   double memory_s = 0;
   double network_s = 0;
   double launch_s = 0;
-  double time_s = 0;
+  double busy_s = 0;  // max(overlap_time(compute_s, memory_s), network_s)
+  double time_s = 0;  // busy_s + launch_s
   Bound bound = Bound::memory;
   KernelClass cls = KernelClass::elementwise;
   DType math = DType::f32;  // operand dtype whose peak applies
@@ -46,6 +50,32 @@ struct CostOptions {
   bool ideal = false;  // pure roofline: efficiencies 1, no launch overhead
 };
 
+// Everything the cost of a node depends on besides the target and the bindings, read
+// from the graph once: operand sizes as monomials in B, S, T (ir/buffers.h: ValueSize),
+// attributes as numbers. Costing a node is cost_form() then cost_node(form, ...);
+// PreparedPlan keeps the forms of its representatives and skips the first step.
+struct CostForm {
+  OpKind kind = OpKind::add;
+  DType act = DType::f32;  // the graph's activation dtype
+  KvLayout kv_layout;      // the graph's KV-cache layout
+  std::vector<ValueSize> inputs, outputs;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, experts = 0, tp = 1;  // attributes
+  Dim hidden = Dim::c(1);  // embedding: table width; moe_router: input width
+  ValueSize kv_new;        // kv_write, rope_kvwrite: S new positions of K and V, all B sequences
+  ValueSize kv_context;    // kv_read, attention: one layer's context (B sequences, T positions)
+  // GEMM family (matmul, lm_head, expert_matmul)
+  GemmParts gemm;
+  Dim k_dim = Dim::c(1);                           // reduction length: the activation's last dim
+  std::vector<Dim> weight_cols;                    // N of each weight (its second-to-last dim)
+  Dim top_k = Dim::c(1), num_experts = Dim::c(1);  // expert_matmul
+};
+CostForm cost_form(const Graph& g, const Node& n);
+
+// The cost of a node from its form. `reads_context`, when given, is set to whether the
+// result depends on the context length T (false: it is the same at every T).
+NodeCost cost_node(const CostForm& f, const Target& t, const Bindings& b, const CostOptions& o = {},
+                   bool* reads_context = nullptr);
+// cost_node(cost_form(g, n), t, b, o).
 NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Bindings& b, const CostOptions& o = {});
 
 // Busy time of a kernel from its compute and memory times: (c^p + m^p)^(1/p) with

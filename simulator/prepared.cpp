@@ -71,7 +71,10 @@ PreparedPhase prepare_phase(const Graph& g) {
   PreparedPhase p;
   p.g = &g;
   p.groups = group_nodes(g);
-  for (NodeId rep : p.groups.representative) p.labels.push_back(kernel_label(g.node(rep)));
+  for (NodeId rep : p.groups.representative) {
+    p.labels.push_back(kernel_label(g.node(rep)));
+    p.forms.push_back(cost_form(g, g.node(rep)));
+  }
   p.live = LivePeak(g);
   p.has_arena = g.attrs.has("arena_bytes");
   if (p.has_arena) {
@@ -160,13 +163,14 @@ PreparedPlan::PreparedPlan(const Graph& prefill, const Graph& decode)
   // Weights have constant shapes: their bytes do not depend on the bindings.
   for (ValueId v : decode.values_of(ValueKind::weight))
     weight_bytes_ += value_bytes(decode.value(v), {1, 1, 1});
-  state_values_ = decode.values_of(ValueKind::state);
+  for (ValueId v : decode.values_of(ValueKind::state))
+    state_sizes_.push_back(value_size(decode.value(v)));
 }
 
 double PreparedPlan::kv_bytes(const Workload& w) const {
   Bindings final_ctx{w.batch, 1, w.final_context()};
   double kv = 0;
-  for (ValueId v : state_values_) kv += value_bytes(decode_.g->value(v), final_ctx);
+  for (const ValueSize& v : state_sizes_) kv += v.bytes(final_ctx);
   return kv;
 }
 
@@ -176,7 +180,8 @@ double PreparedPlan::activation_bytes(const Workload& w) const {
                   phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
 }
 
-SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o) const {
+SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o,
+                                 SimReuse* reuse) const {
   const Graph& prefill = *prefill_.g;
   const Graph& decode = *decode_.g;
   SimResult r;
@@ -184,29 +189,35 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
   if (o.per_op) r.ops.reserve(prefill_.groups.order.size() + decode_.groups.order.size());
   CostOptions co;
   co.ideal = o.ideal;
+  if (o.per_op) reuse = nullptr;
+  if (reuse && (reuse->plan != this || reuse->target != &t || reuse->ideal != o.ideal)) {
+    *reuse = SimReuse{};
+    reuse->plan = this;
+    reuse->target = &t;
+    reuse->ideal = o.ideal;
+    reuse->reads_context.assign(decode_.groups.representative.size(), 1);
+    reuse->decode_cost.assign(decode_.groups.representative.size(), NodeCost{});
+  }
 
   // ---- prefill: one pass over the prompt ----
+  // Totals by group (count x cost), so that they do not depend on per_op; the costs
+  // are kept only for the per-op rows.
   Bindings pb{w.batch, w.prompt, w.prompt};
-  {
+  if (reuse && reuse->prefill_bindings == pb) {
+    r.prefill = reuse->prefill;
+  } else {
     const NodeGroups& gr = prefill_.groups;
-    NodeCost local[64];
-    std::vector<NodeCost> heap;
-    NodeCost* costs = local;
-    if (gr.representative.size() > 64) {
-      heap.resize(gr.representative.size());
-      costs = heap.data();
-    }
-    for (size_t i = 0; i < gr.representative.size(); ++i)
-      costs[i] = cost_node(prefill, prefill.node(gr.representative[i]), t, pb, co);
+    std::vector<NodeCost> costs;
+    if (o.per_op) costs.reserve(gr.representative.size());
     r.prefill.steps = 1;
-    // Totals by group (count x cost), so that they do not depend on per_op.
     for (size_t i = 0; i < gr.representative.size(); ++i) {
-      const NodeCost& c = costs[i];
+      NodeCost c = cost_node(prefill_.forms[i], t, pb, co);
       double n = double(gr.count[i]);
       r.prefill.time_s += n * c.time_s;
       r.prefill.flops += n * c.flops;
       r.prefill.bytes += n * c.bytes;
       add_share(r.prefill, c.bound, n * c.time_s);
+      if (o.per_op) costs.push_back(c);
     }
     if (o.per_op)
       for (size_t i = 0; i < gr.order.size(); ++i) {
@@ -216,6 +227,10 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       }
     r.prefill.kernels = int(gr.order.size());
     finish_shares(r.prefill);
+    if (reuse) {
+      reuse->prefill_bindings = pb;
+      reuse->prefill = r.prefill;
+    }
   }
 
   // ---- decode: steps at contexts P+1 .. P+gen-1, summed in closed form ----
@@ -229,20 +244,30 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       NodeCost mid;  // at the mean context (bound, per-step figures)
       double time, flops, bytes, compute, memory, network, launch;
     };
-    Summed local[64];
-    std::vector<Summed> heap;
-    Summed* sums = local;
-    if (gr.representative.size() > 64) {
-      heap.resize(gr.representative.size());
-      sums = heap.data();
-    }
+    std::vector<Summed> sums;  // per group, for the per-op rows
+    if (o.per_op) sums.reserve(gr.representative.size());
+    double one_step = 0;  // one step at P+1, for gen <= 1
     Bindings lo{w.batch, 1, t0}, hi{w.batch, 1, t1}, mid{w.batch, 1, (t0 + t1 + 1) / 2};
+    bool reused = reuse && reuse->decode_batch == w.batch;
     for (size_t g = 0; g < gr.representative.size(); ++g) {
-      const Node& n = decode.node(gr.representative[g]);
-      NodeCost a = cost_node(decode, n, t, lo, co);
-      NodeCost z = t1 > t0 ? cost_node(decode, n, t, hi, co) : a;
-      Summed& s = sums[g];
-      s.mid = cost_node(decode, n, t, mid, co);
+      const CostForm& form = decode_.forms[g];
+      // Kernels whose cost does not read T (GEMMs, norms) cost the same at every step
+      // (and at every prompt length).
+      bool reads_context = true;
+      NodeCost a;
+      if (reused && !reuse->reads_context[g]) {
+        a = reuse->decode_cost[g];
+        reads_context = false;
+      } else {
+        a = cost_node(form, t, lo, co, &reads_context);
+        if (reuse) {
+          reuse->reads_context[g] = reads_context;
+          reuse->decode_cost[g] = a;
+        }
+      }
+      NodeCost z = t1 > t0 && reads_context ? cost_node(form, t, hi, co) : a;
+      Summed s;
+      s.mid = reads_context ? cost_node(form, t, mid, co) : a;
       double span = double(t1 - t0);
       auto slope = [&](double va, double vz) { return span > 0 ? (vz - va) / span : 0.0; };
       auto icpt = [&](double va, double vz) { return va - slope(va, vz) * double(t0); };
@@ -257,10 +282,7 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       } else {
         // Smooth roofline: busy(T) is smooth and convex in T; Simpson's rule over the
         // steps (exact for the affine parts, within a fraction of a percent elsewhere).
-        auto f = [&](const NodeCost& c) {
-          return std::max(overlap_time(c.compute_s, c.memory_s, t, co), c.network_s);
-        };
-        busy = n_steps * (f(a) + 4.0 * f(s.mid) + f(z)) / 6.0;
+        busy = n_steps * (a.busy_s + 4.0 * s.mid.busy_s + z.busy_s) / 6.0;
       }
       s.launch = a.launch_s * n_steps;
       s.time = busy + s.launch;
@@ -269,14 +291,13 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       s.compute = 0.5 * (a.compute_s + z.compute_s) * n_steps;
       s.memory = 0.5 * (a.memory_s + z.memory_s) * n_steps;
       s.network = 0.5 * (a.network_s + z.network_s) * n_steps;
-    }
-    for (size_t i = 0; i < gr.representative.size(); ++i) {
-      const Summed& s = sums[i];
-      double n = double(gr.count[i]);
+      double n = double(gr.count[g]);
       r.decode.time_s += n * s.time;
       r.decode.flops += n * s.flops;
       r.decode.bytes += n * s.bytes;
       add_share(r.decode, s.mid.bound, n * s.time);
+      one_step += n * s.mid.time_s;
+      if (o.per_op) sums.push_back(s);
     }
     for (size_t i = 0; i < gr.order.size() && o.per_op; ++i) {
       const Summed& s = sums[size_t(gr.group_of[i])];
@@ -293,13 +314,9 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
       r.ops.push_back(std::move(row));
     }
     finish_shares(r.decode);
-    if (steps == 0) {
-      // No decode step runs; still report what one step at P+1 would take.
-      double one = 0;
-      for (size_t i = 0; i < gr.representative.size(); ++i)
-        one += double(gr.count[i]) * sums[i].mid.time_s;
-      r.tpot_s = one;
-    }
+    if (reuse) reuse->decode_batch = w.batch;
+    // No decode step runs; still report what one step at P+1 would take.
+    if (steps == 0) r.tpot_s = one_step;
   }
 
   r.ttft_s = r.prefill.time_s;

@@ -1,10 +1,12 @@
 // A lowered plan prepared for repeated costing. simulate() of one plan shape at many
 // workloads (batch, prompt, generated tokens) and on many targets (what-if) repeats
 // work that does not depend on either: grouping identical layers, the launch order,
-// the live ranges of activations, the weight bytes. PreparedPlan does it once; each
-// simulate() call then costs only one representative kernel per group, at one
-// binding in prefill and three in decode (simulator/simulate.h), plus a few
-// multiply-adds for the memory footprint.
+// the live ranges of activations, the weight bytes, and what the cost of each kernel
+// reads from the graph (its CostForm, simulator/cost.h). PreparedPlan does it once;
+// each simulate() call then costs only one representative kernel per group from its
+// form, at one binding in prefill and, in decode, at one binding for kernels whose
+// cost does not depend on the context and three for the others (simulator/simulate.h),
+// plus a few multiply-adds for the memory footprint.
 //
 // simulate(prefill, decode, t, w, o) is PreparedPlan(prefill, decode).simulate(t, w, o):
 // the two give the same figures by construction.
@@ -51,10 +53,31 @@ struct PreparedPhase {
   const Graph* g = nullptr;
   NodeGroups groups;
   std::vector<std::string> labels;  // kernel label of each group's representative
+  std::vector<CostForm> forms;      // cost form of each group's representative
   LivePeak live;
   bool has_arena = false;  // the memory plan ran: arena_bytes at `arena_bindings`
   Bindings arena_bindings;
   double arena_bytes = 0;
+};
+
+class PreparedPlan;
+
+// What consecutive simulate() calls of one plan on one target share. A sweep varies
+// the generated tokens fastest, then the prompt, then the batch: the prefill phase
+// repeats for every generation length at one (batch, prompt), and the decode kernels
+// that do not read T (GEMMs, norms, KV writes) cost the same for every prompt and
+// generation length at one batch. simulate() with a SimReuse gives the same figures
+// as without, to the bit. One per thread; it remembers the plan and the target by
+// address, so both must stay alive and unchanged while the SimReuse is in use.
+struct SimReuse {
+  const PreparedPlan* plan = nullptr;
+  const Target* target = nullptr;
+  bool ideal = false;
+  Bindings prefill_bindings{-1, -1, -1};
+  PhaseSummary prefill;
+  int64_t decode_batch = -1;
+  std::vector<char> reads_context;    // per decode group, at decode_batch
+  std::vector<NodeCost> decode_cost;  // per decode group that does not read T
 };
 
 class PreparedPlan {
@@ -62,7 +85,9 @@ class PreparedPlan {
   // Keeps references to the graphs: they must outlive this object.
   PreparedPlan(const Graph& prefill, const Graph& decode);
 
-  SimResult simulate(const Target& t, const Workload& w, const SimOptions& o = {}) const;
+  // `reuse` (optional; ignored with per-op rows) carries costs between calls.
+  SimResult simulate(const Target& t, const Workload& w, const SimOptions& o = {},
+                     SimReuse* reuse = nullptr) const;
 
   const Graph& prefill() const { return *prefill_.g; }
   const Graph& decode() const { return *decode_.g; }
@@ -76,7 +101,7 @@ class PreparedPlan {
  private:
   PreparedPhase prefill_, decode_;
   double weight_bytes_ = 0;
-  std::vector<ValueId> state_values_;
+  std::vector<ValueSize> state_sizes_;  // the KV state values
 };
 
 }  // namespace lathe

@@ -41,17 +41,17 @@ StepCoster::Part StepCoster::classify(const Graph& g) {
   p.g = &g;
   NodeGroups gr = group_nodes(g);
   for (size_t i = 0; i < gr.representative.size(); ++i) {
-    const Node& n = g.node(gr.representative[i]);
+    CostForm form = cost_form(g, g.node(gr.representative[i]));
     // Probe bindings: T changes alone; then B x S kept while B and S trade places.
-    NodeCost base = cost_node(g, n, t_, {2, 3, 64}, o_);
-    NodeCost longer = cost_node(g, n, t_, {2, 3, 640}, o_);
-    NodeCost flat = cost_node(g, n, t_, {6, 1, 64}, o_);
+    NodeCost base = cost_node(form, t_, {2, 3, 64}, o_);
+    NodeCost longer = cost_node(form, t_, {2, 3, 640}, o_);
+    NodeCost flat = cost_node(form, t_, {6, 1, 64}, o_);
     Kind k = Kind::token;
     if (!same_cost(base, longer))
       k = Kind::context;
     else if (!same_cost(base, flat))
       k = Kind::sequence;
-    p.members.push_back({gr.representative[i], gr.count[i], k});
+    p.members.push_back({gr.representative[i], gr.count[i], k, std::move(form)});
   }
   return p;
 }
@@ -65,7 +65,7 @@ double StepCoster::piece(int part, Kind kind, int64_t b, int64_t s, int64_t t, b
   double total = 0;
   for (const Member& m : p.members) {
     if (m.kind != kind) continue;
-    NodeCost c = cost_node(*p.g, p.g->node(m.node), t_, bind, o_);
+    NodeCost c = cost_node(m.form, t_, bind, o_);
     ++evaluations_;
     total += double(m.count) * (launch ? c.time_s : c.time_s - c.launch_s);
   }

@@ -64,6 +64,7 @@ class StepCoster {
     NodeId node;
     int count;
     Kind kind;
+    CostForm form;  // read from the graph once
   };
   struct Part {
     const Graph* g = nullptr;

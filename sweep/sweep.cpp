@@ -171,6 +171,7 @@ struct PlanShape {
   std::unique_ptr<Lowered> lowered;
   std::unique_ptr<PreparedPlan> prepared;
   std::string kv_layout;  // chosen layout name
+  std::string weights_name;  // as the rows write it
 };
 
 // Why a point cannot be planned on its target, or "" (checks that do not need graphs).
@@ -238,11 +239,11 @@ Selection select_points(const SweepSpace& s, const SweepOptions& o) {
   return sel;
 }
 
-SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const PlanShape& sh,
-                  const SimResult& r) {
+// Fills `row` (reused across points: its strings keep their capacity).
+void fill_row(SweepRow& row, const SweepSpace& s, uint64_t point, const PointAxes& p,
+              const PlanShape& sh, const SimResult& r) {
   const ModelSpec& m = s.models[size_t(p.model)];
   const Target& t = s.targets[size_t(p.target)];
-  SweepRow row;
   row.sweep_id = s.id;
   row.point = point;
   row.model = m.name;
@@ -250,10 +251,10 @@ SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const
   row.batch = s.spec.batch[size_t(p.batch)];
   row.prompt = s.spec.prompt[size_t(p.prompt)];
   row.gen = s.spec.gen[size_t(p.gen)];
-  row.weights = weights_name(s.spec.weights[size_t(p.weights)], m);
+  row.weights = sh.weights_name;
   const auto& kv = s.spec.kv[size_t(p.kv)];
-  row.act = std::string(dtype_name(sh.key.act));
-  row.kv = kv ? std::string(dtype_name(*kv)) : row.act;
+  row.act = dtype_name(sh.key.act);
+  row.kv = kv ? dtype_name(*kv) : dtype_name(sh.key.act);
   row.kv_layout = sh.kv_layout;
   row.fusion = s.spec.fusion[size_t(p.fusion)].name;
   row.tp = s.spec.tp[size_t(p.tp)];
@@ -265,8 +266,8 @@ SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const
   row.tokens_per_s = r.tokens_per_s;
   row.decode_tokens_per_s = r.decode_tokens_per_s;
   row.prefill_tokens_per_s = r.prefill_tokens_per_s;
-  row.prefill_bound = std::string(bound_name(r.prefill.bound));
-  row.decode_bound = std::string(bound_name(r.decode.bound));
+  row.prefill_bound = bound_name(r.prefill.bound);
+  row.decode_bound = bound_name(r.decode.bound);
   row.weights_gb = r.mem.weights / 1e9;
   row.kv_gb = r.mem.kv / 1e9;
   row.activations_gb = r.mem.activations / 1e9;
@@ -278,7 +279,6 @@ SweepRow make_row(const SweepSpace& s, uint64_t point, const PointAxes& p, const
   row.cost_per_mtok = t.price_per_hour > 0 && r.tokens_per_s > 0
                           ? double(row.devices) * t.price_per_hour / 3600.0 / r.tokens_per_s * 1e6
                           : 0.0;
-  return row;
 }
 
 // Applies the constraints; returns the mask of violated ones (bit 0: fits).
@@ -359,6 +359,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     sh->key = k;
     sh->lower_target = p.target;
     sh->reference = reference;
+    sh->weights_name = weights_name(s.spec.weights[size_t(p.weights)], s.models[size_t(p.model)]);
     shapes.push_back(std::move(sh));
   }
   {
@@ -416,53 +417,62 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
   std::atomic<bool> failed{false};
   std::string failure;
 
-  auto worker = [&](int w) {
-    Tally& tally = tallies[size_t(w)];
+  SimOptions so;
+  so.per_op = false;
+  so.ideal = s.spec.ideal;
+  // Costs block b into out[b] (and the worker's tally), then marks it ready.
+  auto cost_block = [&](Tally& tally, SweepRow& row, SimReuse& reuse, int64_t b) {
+    std::string text;
+    uint64_t lo = uint64_t(b * block), hi = std::min<uint64_t>(count, lo + uint64_t(block));
+    if (o.sink) text.reserve(size_t(hi - lo) * 400);  // about 330 bytes a CSV row
+    for (uint64_t i = lo; i < hi; ++i) {
+      uint64_t point = sel.at(i);
+      PointAxes p = point_axes(s, point);
+      std::string why = point_problem(s, p);
+      const PlanShape* sh = nullptr;
+      if (why.empty()) {
+        sh = shapes[size_t(shape_index.at(shape_key(s, p)))].get();
+        if (!sh->error.empty()) why = sh->error;
+      }
+      if (!why.empty()) {
+        ++tally.skipped[why];
+        continue;
+      }
+      Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
+                  s.spec.gen[size_t(p.gen)]};
+      SimResult r = sh->prepared->simulate(s.targets[size_t(p.target)], wl, so, &reuse);
+      fill_row(row, s, point, p, *sh, r);
+      uint32_t mask = apply_constraints(s.spec, row);
+      ++tally.evaluated;
+      for (size_t c = 0; c < n_cons; ++c)
+        if (mask & (1u << c)) ++tally.violations[c];
+      if (row.feasible) {
+        ++tally.feasible;
+        add_feasible(tally, row, s.spec.objectives);
+      }
+      if (o.sink) append_row(text, row, o.format);
+      if (o.keep_rows) kept[size_t(b)].push_back(row);
+    }
+    done_points += int64_t(hi - lo);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      out[size_t(b)] = std::move(text);
+      ready[size_t(b)] = 1;
+    }
+    cv.notify_one();
+  };
+  auto start_tally = [&](Tally& tally) {
     tally.violations.assign(n_cons, 0);
     tally.best.assign(s.spec.objectives.size(), std::nullopt);
-    SimOptions so;
-    so.per_op = false;
-    so.ideal = s.spec.ideal;
+  };
+  auto worker = [&](int w) {
+    Tally& tally = tallies[size_t(w)];
+    start_tally(tally);
+    SweepRow row;  // reused: its strings keep their capacity
+    SimReuse reuse;
     try {
-      for (int64_t b = next_block++; b < blocks && !failed; b = next_block++) {
-        std::string text;
-        uint64_t lo = uint64_t(b * block), hi = std::min<uint64_t>(count, lo + uint64_t(block));
-        for (uint64_t i = lo; i < hi; ++i) {
-          uint64_t point = sel.at(i);
-          PointAxes p = point_axes(s, point);
-          std::string why = point_problem(s, p);
-          const PlanShape* sh = nullptr;
-          if (why.empty()) {
-            sh = shapes[size_t(shape_index.at(shape_key(s, p)))].get();
-            if (!sh->error.empty()) why = sh->error;
-          }
-          if (!why.empty()) {
-            ++tally.skipped[why];
-            continue;
-          }
-          Workload wl{s.spec.batch[size_t(p.batch)], s.spec.prompt[size_t(p.prompt)],
-                      s.spec.gen[size_t(p.gen)]};
-          SimResult r = sh->prepared->simulate(s.targets[size_t(p.target)], wl, so);
-          SweepRow row = make_row(s, point, p, *sh, r);
-          uint32_t mask = apply_constraints(s.spec, row);
-          ++tally.evaluated;
-          for (size_t c = 0; c < n_cons; ++c)
-            if (mask & (1u << c)) ++tally.violations[c];
-          if (row.feasible) {
-            ++tally.feasible;
-            add_feasible(tally, row, s.spec.objectives);
-          }
-          if (o.sink) text += format_row(row, o.format);
-          if (o.keep_rows) kept[size_t(b)].push_back(std::move(row));
-        }
-        done_points += int64_t(hi - lo);
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          out[size_t(b)] = std::move(text);
-          ready[size_t(b)] = 1;
-        }
-        cv.notify_one();
-      }
+      for (int64_t b = next_block++; b < blocks && !failed; b = next_block++)
+        cost_block(tally, row, reuse, b);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mu);
       if (!failed) failure = e.what();
@@ -470,29 +480,50 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
       cv.notify_one();
     }
   };
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
 
   if (o.sink) o.sink(row_header(o.format));
   int64_t written = 0;
   auto last_progress = Clock::now();
-  while (written < blocks && !failed) {
-    std::string chunk;
+  // Hands the blocks that are ready to the sink, in order, from the calling thread.
+  auto write_ready = [&](bool wait) {
+    std::vector<std::string> chunks;  // moved out of `out`, not copied
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::milliseconds(100),
-                  [&] { return failed || ready[size_t(written)]; });
+      if (wait)
+        cv.wait_for(lock, std::chrono::milliseconds(100),
+                    [&] { return failed || ready[size_t(written)]; });
       while (written < blocks && ready[size_t(written)]) {
-        chunk += out[size_t(written)];
-        std::string().swap(out[size_t(written)]);
+        chunks.push_back(std::move(out[size_t(written)]));
         ++written;
       }
     }
-    if (!chunk.empty() && o.sink) o.sink(chunk);
+    if (o.sink)
+      for (const std::string& chunk : chunks)
+        if (!chunk.empty()) o.sink(chunk);
     if (o.progress && seconds_since(last_progress) > 0.1) {
       o.progress(done_points.load(), int64_t(count));
       last_progress = Clock::now();
     }
+  };
+  std::vector<std::thread> pool;
+  if (threads == 1) {
+    // One thread: the calling thread costs each block and writes it (no pool, no
+    // hand-off between threads per block).
+    Tally& tally = tallies[0];
+    start_tally(tally);
+    SweepRow row;
+    SimReuse reuse;
+    for (int64_t b = 0; b < blocks; ++b) {
+      try {
+        cost_block(tally, row, reuse, b);
+      } catch (const std::exception& e) {
+        throw Error("sweep failed: " + std::string(e.what()));
+      }
+      write_ready(false);
+    }
+  } else {
+    for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
+    while (written < blocks && !failed) write_ready(true);
   }
   for (std::thread& th : pool) th.join();
   if (failed) throw Error("sweep failed: " + failure);

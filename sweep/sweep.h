@@ -10,7 +10,8 @@
 //    on the workload or the hardware figures. Each shape is built and lowered once
 //    (about 5 ms for Llama-3-8B) and prepared for re-costing (simulator/prepared.h).
 // 3. Cost every point on worker threads: one PreparedPlan::simulate() per point
-//    (about 15 us for Llama-3-8B), rows formatted in blocks and written in point
+//    (about 1.3 us for Llama-3-8B; 0.5 us with the SimReuse each worker keeps across
+//    consecutive points), rows formatted in blocks and written in point
 //    order, so the output does not depend on the thread count and the union of the
 //    shards is the full sweep, row for row.
 // 4. Rank: constraints mark rows infeasible (the rows are still written); the Pareto
@@ -82,6 +83,10 @@ enum class RowFormat { csv, jsonl };
 RowFormat row_format_for(const std::string& path);  // by extension: .jsonl/.json -> jsonl, else csv
 std::string row_header(RowFormat f);                // CSV header line; "" for JSONL
 std::string format_row(const SweepRow& r, RowFormat f);
+void append_row(std::string& out, const SweepRow& r, RowFormat f);  // format_row, appended
+// Appends a figure as the rows write it: std::to_chars(general, precision 7), that is
+// printf's %.7g (exactly: a fast path for the common magnitudes, to_chars elsewhere).
+void append_double(std::string& out, double v);
 // Parses one data line back (merge). `header` is the CSV header's column names.
 SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::string>& header,
                    const std::string& where);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -246,6 +248,68 @@ TEST(Sweep, CostPerTokenFollowsThePrice) {
   for (const SweepRow& r : sum.rows)
     EXPECT_NEAR(r.cost_per_mtok, double(r.tp) * price / 3600.0 / r.tokens_per_s * 1e6,
                 1e-9 * r.cost_per_mtok);
+}
+
+// The rows' figures are written by a fast path; they must read exactly as
+// std::to_chars(general, 7) writes them: random magnitudes, both signs, exact and
+// near ties at the 7th digit, powers of ten, carries to the next decade, and the
+// values outside the fast path (zero, tiny, huge, inf, nan).
+TEST(SweepRows, FiguresAreWrittenAsToCharsGeneral7) {
+  auto expected = [](double v) {
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 7);
+    return std::string(buf, r.ptr);
+  };
+  auto written = [](double v) {
+    std::string s;
+    append_double(s, v);
+    return s;
+  };
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1e-5,
+                                1e15,
+                                9.9999995e14,
+                                1e-300,
+                                5e-324,
+                                1e300,
+                                std::numeric_limits<double>::infinity(),
+                                std::nan(""),
+                                9999999.5,
+                                999999.95,
+                                0.5,
+                                1234567.5,
+                                1234568.5,
+                                0.000123456785,
+                                99999.995,
+                                12345678,
+                                1.0 / 3.0};
+  for (int e = -8; e <= 17; ++e) {
+    double p = std::pow(10.0, e);
+    for (double m : {1.0, 9.9999995, 9.999999499999, 9.9999994, 1.0000005, 1.00000049999, 5.0})
+      values.push_back(m * p);
+    values.push_back(std::nextafter(p, 0.0));
+    values.push_back(std::nextafter(p, 1e300));
+  }
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> exponent(-7.0, 16.0);
+  std::uniform_int_distribution<int64_t> digits(1000000, 9999999);
+  std::uniform_int_distribution<int> shift(-12, 14);
+  for (int i = 0; i < 300000; ++i) {
+    values.push_back(std::pow(10.0, exponent(rng)));
+    // Ties (d + 0.5) and near ties at the 7th significant digit, at many scales.
+    double tie = (double(digits(rng)) + 0.5) * std::pow(10.0, shift(rng));
+    values.push_back(tie);
+    values.push_back(std::nextafter(tie, 0.0));
+    values.push_back(std::nextafter(tie, 1e300));
+  }
+  int checked = 0;
+  for (double v : values)
+    for (double x : {v, -v}) {
+      ASSERT_EQ(written(x), expected(x)) << "value " << std::hexfloat << x;
+      ++checked;
+    }
+  EXPECT_GT(checked, 1000000);
 }
 
 }  // namespace
