@@ -267,6 +267,22 @@ struct Costing {
       c.cls = M <= 16 ? KernelClass::gemv : KernelClass::gemm;
       set_compute(gemm_efficiency(M, sumN / p.num_weights), wdtype);
     }
+    // CPUs with 8-bit dot products (peak_int8, which `lathe probe` measures where the
+    // host has VNNI): the CPU backend's integer kernels quantize the activations to
+    // int8 and multiply with dot products instead of dequantizing the weights, for
+    // int4 everywhere except MoE prefill, for int8 in GEMVs (at most kCpuGemvRows rows,
+    // 16 token-expert pairs). Their register tiles issue two dot products and two float
+    // operations (convert, scale) per 64 multiply-adds on the two pipes that run both,
+    // so they reach at most half the dot-product peak.
+    const bool expert = f.kind == OpKind::expert_matmul;
+    const bool gemv_rows = expert ? M <= 16 : M <= kCpuGemvRows;
+    const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) &&
+                         (wdtype == DType::int4 ? (!expert || gemv_rows) : gemv_rows);
+    if (int_dot) {
+      c.math = DType::int8;
+      double e = gemm_efficiency(M, sumN / p.num_weights);
+      c.compute_s = c.flops / (t.peak_int8 * 1e12 * (o.ideal ? 1.0 : 0.5) * std::max(1e-6, e));
+    }
     if (p.norm >= 0) {
       c.flops += 4.0 * rows * K;
       extra_bytes += vb(in(size_t(p.norm)));
@@ -275,7 +291,7 @@ struct Costing {
     if (p.residual >= 0) extra_bytes += vb(in(size_t(p.residual)));
     c.bytes = x_bytes + weight_bytes + extra_bytes + all_outputs();
     c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
-    if (is_integer_quant(wdtype) && !o.ideal) {
+    if (is_integer_quant(wdtype) && !o.ideal && !int_dot) {
       // Dequantization runs on the scalar units: unpack, convert, scale per weight
       // element (int8 2 ops, int4 3), once per tile of rows on GPUs (tiles reuse the
       // dequantized weights across their rows), once on CPUs (dequantize, then GEMM).

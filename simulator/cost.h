@@ -54,6 +54,10 @@ struct CostOptions {
 // from the graph once: operand sizes as monomials in B, S, T (ir/buffers.h: ValueSize),
 // attributes as numbers. Costing a node is cost_form() then cost_node(form, ...);
 // PreparedPlan keeps the forms of its representatives and skips the first step.
+// Rows up to which the CPU backend runs a GEMM as GEMV (lk::kGemvRows in
+// codegen/cpu/kernel_lib.h; emit_cpu.cpp checks that the two agree).
+constexpr int kCpuGemvRows = 8;
+
 struct CostForm {
   OpKind kind = OpKind::add;
   DType act = DType::f32;  // the graph's activation dtype

@@ -74,6 +74,39 @@ TEST(Cost, QuantizedWeightBytesCountScales) {
   EXPECT_DOUBLE_EQ(c.bytes, w + 2 * 4096 * 2);
 }
 
+// A CPU with 8-bit dot products runs int4 GEMMs and GEMVs and int8 GEMVs on them (half
+// the dot-product peak x efficiency.gemm, no dequantization); int8 prefill GEMMs and
+// CPUs without an int8 peak keep the dequantization model.
+TEST(Cost, CpuIntegerDotProducts) {
+  for (const char* fmt : {"int4:g32", "int8"}) {
+    PlanOptions o;
+    o.passes = "quantize-weights";
+    o.weights = parse_weight_format(fmt);
+    auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4}, o);
+    auto l = testing::lower_plan(p, o);
+    Target plain = p.target, dot = p.target;
+    ASSERT_EQ(plain.peak_int8, 0) << "cpu-host has no int8 peak";
+    dot.peak_int8 = 2.0;  // TOP/s
+    CostOptions co;
+    auto wq = [&](const Graph& g) { return g.node(g.find_node("l0.wq")); };
+    for (int phase = 0; phase < 2; ++phase) {
+      const Graph& g = phase ? l.decode : l.prefill;
+      Bindings b = phase ? Bindings{1, 1, 65} : Bindings{1, 64, 64};
+      NodeCost a = cost_node(g, wq(g), plain, b, co), c = cost_node(g, wq(g), dot, b, co);
+      const double fp32_s = a.flops / (plain.peak_fp32 * 1e12 * plain.eff.gemm);
+      EXPECT_GT(a.compute_s, 1.01 * fp32_s) << fmt << " phase " << phase << ": dequantization is costed";
+      const bool uses_dot = std::string(fmt) == "int4:g32" || phase == 1;
+      if (uses_dot) {
+        EXPECT_EQ(c.math, DType::int8) << fmt << " phase " << phase;
+        EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * 0.5 * dot.eff.gemm)) << fmt << " phase " << phase;
+      } else {
+        EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s) << "int8 prefill GEMMs dequantize";
+      }
+      EXPECT_DOUBLE_EQ(c.bytes, a.bytes);
+    }
+  }
+}
+
 TEST(Cost, CollectivesUseTheInterconnect) {
   PlanOptions o;
   o.tp = 2;
