@@ -142,18 +142,10 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     i64 total = d.epilogue == EPI_SILU_MUL ? d.n[0] : 0;
     if (d.epilogue != EPI_SILU_MUL)
       for (int i = 0; i < d.nw; ++i) total += d.n[i];
-    // int4 only: decode of a 124M model on 2 threads (best of 5, interleaved) went
-    // 401 -> 424 tokens/s with it, while int8 (271 -> 266) and f32 (75.2 -> 75.5)
-    // did not gain.
-    constexpr i64 ahead = FMT == I4 ? prefetch_rows<FMT, K>() : 0;
     par(c, total, 16, [&](i64 b, i64 e, int) {
       float acc[kGemvRows], acc2[kGemvRows];
       for (i64 g = b; g < e; ++g) {
         if (d.epilogue == EPI_SILU_MUL) {
-          if (ahead && g + ahead < d.n[0]) {
-            prefetch_row<FMT, K, G>(W[0], S[0], g + ahead);
-            prefetch_row<FMT, K, G>(W[1], S[1], g + ahead);
-          }
           gemv_rows<FMT, K, G>(W[0], S[0], g, gx, 0, int(M), acc);
           gemv_rows<FMT, K, G>(W[1], S[1], g, gx, 0, int(M), acc2);
           for (i64 m = 0; m < M; ++m) out[0][m * d.n[0] + g] = silu(acc[m]) * acc2[m];
@@ -162,7 +154,6 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
         int seg = 0;
         i64 n = g;
         while (n >= d.n[seg]) n -= d.n[seg++];
-        if (ahead && n + ahead < d.n[seg]) prefetch_row<FMT, K, G>(W[seg], S[seg], n + ahead);
         gemv_rows<FMT, K, G>(W[seg], S[seg], n, gx, 0, int(M), acc);
         for (i64 m = 0; m < M; ++m) {
           float v = acc[m];

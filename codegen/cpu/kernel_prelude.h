@@ -206,27 +206,6 @@ inline float row_scale(const u16* s, i64 n) {
   if constexpr (FMT == I8 && G == 0) return h2f(s[n]);
   return 1.0f;
 }
-// GEMVs stream weight rows from memory, and one core's demand misses alone can leave
-// bandwidth unused (measured on Zen 4: a single-thread int4 GEMV over K = 768 streams
-// 15.5 GB/s as it is, 17.5 GB/s asking for the row 16 rows (6 KB) ahead; gemm_kernel
-// uses it for int4, where it measured faster). Rows ahead for about 6 KB of weights:
-template <int FMT, int K>
-constexpr i64 row_bytes() {
-  return FMT == F32 ? 4 * K : FMT == F16 || FMT == BF16 ? 2 * K : FMT == I8 ? K : K / 2;
-}
-template <int FMT, int K>
-constexpr i64 prefetch_rows() {
-  return row_bytes<FMT, K>() >= 6144 ? 1 : 6144 / row_bytes<FMT, K>();
-}
-// Weight row n and its scales toward the cache.
-template <int FMT, int K, int G>
-inline void prefetch_row(const void* w, const u16* s, i64 n) {
-  constexpr i64 bytes = row_bytes<FMT, K>();
-  const char* p = (const char*)w + n * bytes;
-  for (i64 b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
-  if constexpr (G > 0) __builtin_prefetch(s + n * (K / G));
-  else if constexpr (FMT == I8) __builtin_prefetch(s + n);
-}
 // Element offset of expert e's [N, K] matrix in a [E, N, K] weight, and of its scales.
 template <int FMT, int K, int G>
 inline const void* expert_w(const void* w, i64 e, i64 N) {
