@@ -38,6 +38,21 @@ std::string shape_text(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+std::vector<std::string> model_notes(const File& f) {
+  std::vector<std::string> notes;
+  std::string type = f.get_string_opt("llama.rope.scaling.type").value_or("none");
+  if (type != "none")
+    notes.push_back("llama.rope.scaling.type = '" + type + "' (factor " +
+                    std::to_string(f.get_float_opt("llama.rope.scaling.factor").value_or(1.0)) +
+                    ") is not applied: lathe uses plain RoPE, so positions differ from llama.cpp's " +
+                    (type == "linear" ? "everywhere" : "where the scaling acts"));
+  if (f.find("rope_freqs.weight"))
+    notes.push_back("tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors, Llama-3.1 style) is not "
+                    "applied: lathe uses plain RoPE, so the low-frequency dimensions differ from llama.cpp's at "
+                    "every position (slightly at short context)");
+  return notes;
+}
+
 std::vector<WeightInfo> model_weights(const ModelSpec& m) {
   std::vector<WeightInfo> w;
   w.push_back({"tok_embeddings", {m.vocab, m.hidden}});

@@ -173,6 +173,7 @@ int run_run(const RunArgs& a) {
   std::optional<gguf::Tokenizer> tokenizer;
   if (!from_plan && gguf::is_gguf_path(a.model)) {
     gguf_file = gguf::File::open(a.model);
+    for (const std::string& n : gguf::model_notes(*gguf_file)) std::cerr << "lathe: warning: " << n << "\n";
     if (gguf_file->get("tokenizer.ggml.model")) tokenizer.emplace(gguf::read_vocab(*gguf_file));
   }
   if (!a.prompt_text.empty()) {

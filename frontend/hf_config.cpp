@@ -259,9 +259,12 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
         sub.get_string("rope_type").value_or(sub.get_string("type").value_or("default"));
     if (type != "default") {
       c.rope_scaling = true;
-      c.notes.push_back(
-          std::string(key) + " of type '" + type +
-          "' is ignored: lathe applies plain RoPE (positions beyond the original context differ)");
+      std::string where = type == "dynamic" ? "positions beyond the original context differ"
+                          : type == "llama3"
+                              ? "the low-frequency dimensions differ at every position, slightly at short context"
+                              : "positions differ";
+      c.notes.push_back(std::string(key) + " of type '" + type + "' is ignored: lathe applies plain RoPE (" +
+                        where + ")");
     }
   }
 

@@ -150,6 +150,24 @@ TEST(GgufModel, SpecFromMetadataMatchesTheBuiltin) {
 // The store built from a GGUF file equals the store built from the synthetic source
 // with the same seed and format: byte for byte when the file holds that format
 // (direct copy), and also through the f32 detour (file F32, plan int8:g32).
+// RoPE scaling is not applied, so it must be reported: the type key and Llama-3.1's
+// rope_freqs tensor each give a warning; a plain file gives none.
+TEST(GgufModel, RopeScalingIsReported) {
+  EXPECT_TRUE(gguf::model_notes(*gguf::File::open(model_file("tiny", "f32"))).empty());
+  gguf::Writer w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("llama.rope.scaling.type", "linear");
+  w.add_f32("llama.rope.scaling.factor", 4.0f);
+  w.add_tensor("rope_freqs.weight", {16}, 0, [](uint8_t*) {});
+  std::string path = temp_path("rope-scaling.gguf");
+  w.write(path);
+  std::vector<std::string> notes = gguf::model_notes(*gguf::File::open(path));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("'linear'"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("not applied"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("rope_freqs.weight"), std::string::npos) << notes[1];
+}
+
 TEST(GgufWeights, LoadEqualsSyntheticPacking) {
   struct Case {
     const char* file_fmt;
