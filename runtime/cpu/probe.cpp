@@ -101,6 +101,23 @@ std::string cpuinfo_field(const std::string& info, const std::string& key) {
   return v;
 }
 
+// Seconds of the fastest of three runs of `job` on every thread of the pool at once.
+template <class F>
+double best_on_all_threads(ThreadPool& pool, const F& job) {
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    pool.parallel_for(
+        pool.threads(), 1,
+        [](void* c, long b, long e, int) {
+          for (long i = b; i < e; ++i) (*static_cast<const F*>(c))();
+        },
+        const_cast<F*>(&job));
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
 struct ReadJob {
   float (*fn)(const float*, long);
   const float* base;
@@ -145,23 +162,11 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     r.fma_gflops_one = std::max(r.fma_gflops_one, kFlopsPerIter * double(iters) / s / 1e9);
   }
-  struct FmaJob {
-    void (*fn)(long, const float*, float*);
-    long iters;
-  } fj{fma_raw, iters};
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = Clock::now();
-    pool.parallel_for(
-        r.threads, 1,
-        [](void* c, long b, long e, int) {
-          auto* j = static_cast<FmaJob*>(c);
-          float out[12 * 16];
-          for (long i = b; i < e; ++i) j->fn(j->iters, coef, out);
-        },
-        &fj);
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.fma_gflops_all = std::max(r.fma_gflops_all, kFlopsPerIter * double(iters) * r.threads / s / 1e9);
-  }
+  double s_all = best_on_all_threads(pool, [&] {
+    float out[12 * 16];
+    fma_raw(iters, coef, out);
+  });
+  r.fma_gflops_all = kFlopsPerIter * double(iters) * r.threads / s_all / 1e9;
 
   // 8-bit dot-product throughput, all threads, the same way.
   {
@@ -170,23 +175,11 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     for (int i = 0; i < 24; ++i) icoef[i] = 0x01010101 * (1 + i % 3);
     int out[12 * 8];
     if (dot(1, icoef, out)) {
-      struct DotJob {
-        int (*fn)(long, const int*, int*);
-        long iters;
-      } dj{dot, iters};
-      for (int rep = 0; rep < 3; ++rep) {
-        auto t0 = Clock::now();
-        pool.parallel_for(
-            r.threads, 1,
-            [](void* c, long b, long e, int) {
-              auto* j = static_cast<DotJob*>(c);
-              int o[12 * 8];
-              for (long i = b; i < e; ++i) j->fn(j->iters, icoef, o);
-            },
-            &dj);
-        double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        r.int8_gops_all = std::max(r.int8_gops_all, kDotOpsPerIter * double(iters) * r.threads / s / 1e9);
-      }
+      double s = best_on_all_threads(pool, [&] {
+        int o[12 * 8];
+        dot(iters, icoef, o);
+      });
+      r.int8_gops_all = kDotOpsPerIter * double(iters) * r.threads / s / 1e9;
     }
   }
 
