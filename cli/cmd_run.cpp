@@ -435,7 +435,7 @@ int run_probe(const ProbeArgs& a) {
   if (a.backend == "cuda") return run_probe_cuda(a);
   CpuJit jit;
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::cerr << "lathe probe: measuring memory bandwidth and FMA throughput on " << threads << " threads...\n";
+  std::cerr << "lathe probe: measuring memory bandwidth, FMA and 8-bit dot-product throughput on " << threads << " threads...\n";
   ProbeResult p = probe_machine(jit, threads, a.buffer_mb > 0 ? a.buffer_mb : 512);
   char host[256] = "host";
   ::gethostname(host, sizeof host - 1);
@@ -503,7 +503,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->callback([&r, a] { r.action = [a] { return run_run(*a); }; });
 
   auto p = std::make_shared<ProbeArgs>();
-  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA peak) and write a hardware spec");
+  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks) and write a hardware spec");
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
   pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));
