@@ -23,7 +23,7 @@ bool mentions(const std::vector<std::string>& errs, const std::string& what) {
 }
 
 TEST(Verifier, AcceptsBuiltGraphs) {
-  for (const std::string& m : {"tiny", "tiny-moe", "llama-3-8b", "mixtral-8x7b"})
+  for (const char* m : {"tiny", "tiny-moe", "llama-3-8b", "mixtral-8x7b"})
     for (Phase p : {Phase::prefill, Phase::decode}) {
       BuildOptions o;
       o.phase = p;

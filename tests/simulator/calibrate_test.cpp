@@ -84,9 +84,11 @@ TEST(Calibrate, RecoversAKnownTargetFromSyntheticRuns) {
   EXPECT_NEAR(r.fitted.eff.gemm, truth.eff.gemm, 0.05 * truth.eff.gemm);
   EXPECT_NEAR(r.fitted.eff.memory, truth.eff.memory, 0.05 * truth.eff.memory);
   EXPECT_NEAR(r.fitted.launch_overhead_us, truth.launch_overhead_us, 0.5);
-  for (const FittedFactor& f : r.factors)
-    if (!f.used)
+  for (const FittedFactor& f : r.factors) {
+    if (!f.used) {
       EXPECT_EQ(f.before, f.after) << f.key << " has no kernel to fit it and must keep its value";
+    }
+  }
 }
 
 TEST(Calibrate, PhasePredictionSumsTheKernels) {

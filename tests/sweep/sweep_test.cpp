@@ -77,9 +77,10 @@ TEST(Sweep, RowsEqualSimulateOfThePoint) {
     double arena_gb = r.mem.activations / 1e9;
     EXPECT_LE(row.activations_gb, arena_gb * (1 + 1e-12)) << where;
     EXPECT_GT(row.activations_gb, 0) << where;
-    if (row.fits != r.mem.fits)
+    if (row.fits != r.mem.fits) {
       EXPECT_LT(std::fabs(r.mem.total - r.mem.capacity) / 1e9, arena_gb - row.activations_gb)
           << where;
+    }
     EXPECT_EQ(row.batch, pp.workload.batch);
     EXPECT_EQ(row.kv_layout, l.decode.attrs.s("kv_layout"));
     EXPECT_EQ(row.act, l.decode.attrs.s("act_dtype"));
