@@ -67,10 +67,29 @@ def llama_greedy(llm, prompt, gen):
     return out
 
 
+
+def vocab_only_writer(path):
+    """A gguf.GGUFWriter with the llama metadata of a tiny vocabulary-only file."""
+    import gguf
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(32)
+    w.add_block_count(1)
+    w.add_feed_forward_length(64)
+    w.add_head_count(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    return w
+
+
+def finish(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
 def bpe_vocab_file(path, pre):
     """A byte-level BPE vocabulary trained with `tokenizers`, stored as a vocab-only GGUF
     whose tokenizer.ggml.pre selects llama.cpp's pre-tokenizer (gpt-2 or llama-bpe)."""
-    import gguf
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
 
     tok = Tokenizer(models.BPE())
@@ -90,13 +109,7 @@ def bpe_vocab_file(path, pre):
     for s, i in vocab.items():
         tokens[i] = s
     merges = [m if isinstance(m, str) else " ".join(m) for m in d["model"]["merges"]]
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(64)
-    w.add_embedding_length(32)
-    w.add_block_count(1)
-    w.add_feed_forward_length(64)
-    w.add_head_count(2)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = vocab_only_writer(path)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
@@ -104,17 +117,13 @@ def bpe_vocab_file(path, pre):
     w.add_token_merges(merges)
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def spm_vocab_file(path):
     """A SentencePiece BPE vocabulary with byte fallback trained with `sentencepiece`,
     stored as a vocab-only llama GGUF the way llama.cpp's converter stores one."""
     import io
-    import gguf
     import sentencepiece as spm
 
     corpus = (TOKENIZE_TEXTS + [
@@ -133,13 +142,7 @@ def spm_vocab_file(path):
         tokens.append(sp.id_to_piece(i))
         scores.append(sp.get_score(i))
         types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 1)
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(64)
-    w.add_embedding_length(32)
-    w.add_block_count(1)
-    w.add_feed_forward_length(64)
-    w.add_head_count(2)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = vocab_only_writer(path)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -147,10 +150,7 @@ def spm_vocab_file(path):
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return sp
 
 

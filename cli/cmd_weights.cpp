@@ -122,6 +122,13 @@ int run_info(const InfoArgs& a) {
   return 0;
 }
 
+// --weights of the subcommands that write GGUF files: the matrix formats GGUF stores.
+void add_gguf_weights_option(CLI::App* cmd, std::string& weights, const std::string& note) {
+  cmd->add_option("--weights", weights,
+                  "format of the matrices (default f32): f32, f16, bf16, q8_0 (int8:g32) or q4_0 (int4:g32)" + note)
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
+}
+
 }  // namespace
 
 void register_weights(CLI::App& app, Registry& r) {
@@ -135,10 +142,7 @@ void register_weights(CLI::App& app, Registry& r) {
                    "built-in model, model TOML or .gguf file (its model, new weights)")
       ->required();
   init->add_option("--seed", a->seed, "seed of the synthetic weights (default 1)");
-  init->add_option("--weights", a->weights,
-                   "format of the matrices (default f32): f32, f16, bf16, q8_0 (int8:g32) or q4_0 "
-                   "(int4:g32); norms, embedding table and MoE router stay F32")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
+  add_gguf_weights_option(init, a->weights, "; norms, embedding table and MoE router stay F32");
   init->add_option("-o,--out", a->out, "output .gguf file (written atomically)")->required();
   init->callback([&r, a] { r.action = [a] { return run_init(*a); }; });
 
@@ -147,11 +151,7 @@ void register_weights(CLI::App& app, Registry& r) {
       "convert",
       "Write a Hugging Face checkpoint (config.json + *.safetensors) as a llama GGUF file");
   convert->add_option("DIR", c->source, "Hugging Face checkpoint directory")->required();
-  convert
-      ->add_option("--weights", c->weights,
-                   "format of the matrices (default f32): f32, f16, bf16, q8_0 (int8:g32) or q4_0 "
-                   "(int4:g32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "int8:g32", "q4_0", "int4:g32"}));
+  add_gguf_weights_option(convert, c->weights, "");
   convert->add_option("-o,--out", c->out, "output .gguf file (written atomically)")->required();
   convert->callback([&r, c] { r.action = [c] { return run_convert(*c); }; });
 

@@ -50,14 +50,14 @@ struct CostOptions {
   bool ideal = false;  // pure roofline: efficiencies 1, no launch overhead
 };
 
-// Everything the cost of a node depends on besides the target and the bindings, read
-// from the graph once: operand sizes as monomials in B, S, T (ir/buffers.h: ValueSize),
-// attributes as numbers. Costing a node is cost_form() then cost_node(form, ...);
-// PreparedPlan keeps the forms of its representatives and skips the first step.
 // Rows up to which the CPU backend runs a GEMM as GEMV (lk::kGemvRows in
 // codegen/cpu/kernel_lib.h; emit_cpu.cpp checks that the two agree).
 constexpr int kCpuGemvRows = 8;
 
+// Everything the cost of a node depends on besides the target and the bindings, read
+// from the graph once: operand sizes as monomials in B, S, T (ir/buffers.h: ValueSize),
+// attributes as numbers. Costing a node is cost_form() then cost_node(form, ...);
+// PreparedPlan keeps the forms of its representatives and skips the first step.
 struct CostForm {
   OpKind kind = OpKind::add;
   DType act = DType::f32;  // the graph's activation dtype

@@ -4,17 +4,7 @@
 set -u
 LATHE=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-
-# expect_rc WANT CMD... : run and compare the exit code
-expect_rc() {
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || bad "exit $rc (want $want): $* :: $(head -c 300 "$tmp/err")"
-}
+. "$(dirname "$0")/common.sh"
 
 expect_rc 0 "$LATHE" --help
 for c in $("$LATHE" --help | awk '/^SUBCOMMANDS:/{s=1;next} s&&NF{print $1}'); do

@@ -4,16 +4,8 @@
 # Usage: gguf_cli_test.sh PATH/TO/lathe
 set -u
 LATHE=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/common.sh"
 export LATHE_CACHE_DIR="$tmp/cache"
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-expect_rc() {
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || bad "exit $rc (want $want): $* :: $(head -c 400 "$tmp/err")"
-}
 tokens_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$1"; }
 
 # The GGUF of seed 7 runs like the synthetic model of seed 7, in every format.
