@@ -38,6 +38,15 @@ enum Layout { LHTD = 0, LTHD = 1, TLHD = 2, PAGED = 3 };
 enum Prologue { PRO_NONE = 0, PRO_RMS_NORM = 1, PRO_GATHER = 2 };
 enum Epilogue { EPI_NONE = 0, EPI_RESIDUAL = 1, EPI_SILU_MUL = 2, EPI_COMBINE = 3, EPI_COMBINE_RESIDUAL = 4 };
 
+template <typename A, typename B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <typename A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
 __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ float tof(float x) { return x; }
 __device__ __forceinline__ float tof(__half x) { return __half2float(x); }
@@ -96,12 +105,25 @@ template <int FMT>
 __device__ __forceinline__ i64 row_bytes(i64 K) {
   return FMT == F32 ? 4 * K : (FMT == F16 || FMT == BF16) ? 2 * K : (FMT == I4 ? K / 2 : K);
 }
-// Chunk c (elements c*E .. c*E+E-1) of row n of a [N, K] weight, dequantized (the
-// per-row scale of int8 per-channel and fp8 is applied by row_scale).
+// The 16 raw bytes of chunk c (elements c*E .. c*E+E-1) of row n of a [N, K] weight.
+// Read-only path; separate from the decoding so that a lane can issue several loads
+// before it needs the first.
+template <int FMT, int K>
+__device__ __forceinline__ uint4 wraw(const void* w, i64 n, int c) {
+  // Streamed once per step: bypass L1 (ld.global.nc.L1::no_allocate), keep L1 for
+  // the activations every warp re-reads.
+  const void* p = reinterpret_cast<const u8*>(w) + n * row_bytes<FMT>(K) + i64(c) * 16;
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+// Chunk c of row n dequantized from its raw bytes (the per-row scale of int8
+// per-channel and fp8 is applied by row_scale).
 template <int FMT, int K, int G>
-__device__ __forceinline__ void wchunk(const void* w, const void* s, i64 n, int c, float* o) {
+__device__ __forceinline__ void wdecode(const uint4 raw, const void* s, i64 n, int c, float* o) {
   constexpr int E = WChunk<FMT>::E;
-  const uint4 raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const u8*>(w) + n * row_bytes<FMT>(K) + i64(c) * 16);
   const u8* b = reinterpret_cast<const u8*>(&raw);
   if constexpr (FMT == F32) {
     const float* f = reinterpret_cast<const float*>(b);
@@ -116,15 +138,17 @@ __device__ __forceinline__ void wchunk(const void* w, const void* s, i64 n, int 
 #pragma unroll
     for (int i = 0; i < E; ++i) o[i] = __bfloat162float(f[i]);
   } else if constexpr (FMT == I8) {
+    // Integer to float without the quarter-rate I2F: 2^23 + v in a float's mantissa
+    // (exact for v < 2^23), minus 2^23 and the code offset.
     float sc = G > 0 ? h2f(reinterpret_cast<const u16*>(s)[n * (K / (G > 0 ? G : 1)) + (c * E) / (G > 0 ? G : 1)]) : 1.0f;
 #pragma unroll
-    for (int i = 0; i < E; ++i) o[i] = float(static_cast<signed char>(b[i])) * sc;
+    for (int i = 0; i < E; ++i) o[i] = (__int_as_float(0x4B000000 | (b[i] ^ 0x80)) - 8388736.0f) * sc;
   } else if constexpr (FMT == I4) {
     float sc = h2f(reinterpret_cast<const u16*>(s)[n * (K / G) + (c * 32) / G]);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      o[j] = float(int(b[j] & 15) - 8) * sc;
-      o[j + 16] = float(int(b[j] >> 4) - 8) * sc;
+      o[j] = (__int_as_float(0x4B000000 | (b[j] & 15)) - 8388616.0f) * sc;
+      o[j + 16] = (__int_as_float(0x4B000000 | (b[j] >> 4)) - 8388616.0f) * sc;
     }
   } else {
 #ifdef LATHE_FP8
@@ -132,6 +156,27 @@ __device__ __forceinline__ void wchunk(const void* w, const void* s, i64 n, int 
 #pragma unroll
     for (int i = 0; i < E; ++i) o[i] = float(f[i]);
 #endif
+  }
+}
+template <int FMT, int K, int G>
+__device__ __forceinline__ void wchunk(const void* w, const void* s, i64 n, int c, float* o) {
+  wdecode<FMT, K, G>(wraw<FMT, K>(w, n, c), s, n, c, o);
+}
+// E consecutive activations (or gains) as floats; 16-byte loads when E is a multiple
+// of 8 (the pointer is then 16-byte aligned: rows are multiples of 32 elements).
+template <typename T, int E>
+__device__ __forceinline__ void xvec(const T* x, float* o) {
+  if constexpr (E % 8 == 0 && sizeof(T) == 2) {
+#pragma unroll
+    for (int j = 0; j < E / 8; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(x + j * 8);
+      const T* t = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[j * 8 + i] = tof(t[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) o[i] = tof(x[i]);
   }
 }
 template <int FMT, int G>
@@ -164,29 +209,58 @@ struct GemmDesc {
   int last_rows;  // lm_head: one row per sequence (its last), float logits out
 };
 
-// The norm prologue is a template flag so the inner loop carries no branch.
+// The norm prologue is a template flag so the inner loop carries no branch. Each lane
+// issues U independent 16-byte weight loads before decoding the first (memory-level
+// parallelism is what a bandwidth-bound GEMV needs); activations and gains are read
+// with 16-byte loads too.
 template <typename T, int FMT, int K, int G, int MAXM, bool NORM>
 __device__ __forceinline__ void warp_gemv(const void* w, const void* s, i64 n, const T* const* xr, const float* rr,
                                           const T* normw, int M, float* acc) {
   constexpr int E = WChunk<FMT>::E;
+  constexpr int CH = K / E;  // 16-byte chunks per row
+  // Four loads in flight for 16-bit rows; one for int8/fp8/int4, whose decoding needs
+  // the registers (a software-pipelined variant measured slower, docs/performance.md).
+  constexpr int U = CH >= 32 * 4 && E <= 8 ? 4 : 1;
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int m = 0; m < MAXM; ++m) acc[m] = 0.0f;
-  for (int c = lane; c < K / E; c += 32) {
-    float wv[E];
-    wchunk<FMT, K, G>(w, s, n, c, wv);
-    if constexpr (NORM) {
+#pragma unroll 1
+  for (int c0 = lane; c0 < CH; c0 += 32 * U) {
+    uint4 raw[U];
 #pragma unroll
-      for (int i = 0; i < E; ++i) wv[i] *= tof(normw[c * E + i]);
-    }
+    for (int u = 0; u < U; ++u)
+      if (c0 + 32 * u < CH) raw[u] = wraw<FMT, K>(w, n, c0 + 32 * u);
 #pragma unroll
-    for (int m = 0; m < MAXM; ++m) {
-      if (m < M) {
-        const T* x = xr[m] + c * E;
-        float a = 0.0f;
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < CH) {
+        float wv[E];
+        wdecode<FMT, K, G>(raw[u], s, n, c, wv);
+        // Gains and activations in pieces of one 16-byte load (few live registers).
+        constexpr int P = E % 8 == 0 ? 8 : E;
+        if constexpr (NORM) {
 #pragma unroll
-        for (int i = 0; i < E; ++i) a += wv[i] * tof(x[i]);
-        acc[m] += NORM ? a * rr[m] : a;
+          for (int j = 0; j < E / P; ++j) {
+            float gv[P];
+            xvec<T, P>(normw + c * E + j * P, gv);
+#pragma unroll
+            for (int i = 0; i < P; ++i) wv[j * P + i] *= gv[i];
+          }
+        }
+#pragma unroll
+        for (int m = 0; m < MAXM; ++m) {
+          if (m < M) {
+            float a = 0.0f;
+#pragma unroll
+            for (int j = 0; j < E / P; ++j) {
+              float xv[P];
+              xvec<T, P>(xr[m] + c * E + j * P, xv);
+#pragma unroll
+              for (int i = 0; i < P; ++i) a += wv[j * P + i] * xv[i];
+            }
+            acc[m] += NORM ? a * rr[m] : a;
+          }
+        }
       }
     }
   }
@@ -629,11 +703,14 @@ template <typename T, int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLO
 __device__ void rope_kvwrite_kernel(const LatheCudaStep* st, int layer, const T* q, const T* k, const T* v, T* qo,
                                     double theta) {
   __shared__ float stage[8][D];
-  const i64 r = blockIdx.x;
+  // A block per (row, group of blockDim / 32 heads): decode's single row still
+  // spreads its heads over several multiprocessors.
+  const int nw = blockDim.x >> 5, groups = (H + 2 * KVH + nw - 1) / nw;
+  const i64 r = blockIdx.x / groups;
   if (r >= st->n_rows) return;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int pos = st->row_pos[r], slot = st->seq[st->row_seq[r]].slot;
-  for (int h = warp; h < H + 2 * KVH; h += nw) {
+  for (int h = int(blockIdx.x % groups) * nw + warp; h < min(H + 2 * KVH, int(blockIdx.x % groups + 1) * nw); h += nw) {
     float* s = stage[warp];
     for (int i = lane; i < D / 2; i += 32) {
       const T* src = h < H ? q + r * (H * D) + h * D : (h < H + KVH ? k + r * (KVH * D) + (h - H) * D : v + r * (KVH * D) + (h - H - KVH) * D);
@@ -659,63 +736,190 @@ __device__ void rope_kvwrite_kernel(const LatheCudaStep* st, int layer, const T*
   }
 }
 
-// Attention of new rows over their sequence's cache, causal, GQA-aware. Prefill: a
-// block per (sequence, q head, tile of 32 query rows), 4 threads per row each owning
-// D/4 dims, K/V tiles of 32 keys staged in shared memory, online softmax.
+// ---------------------------------------------------------------- tensor-core tiles
+// mma.sync m16n8k16 (f32 accumulate) on T = bf16 or f16. Fragment layouts (PTX ISA,
+// "matrix fragments for mma.m16n8k16"): with g = lane / 4 and t = lane % 4, A (16 x 16,
+// row-major) reg 0 = (row g, cols 2t, 2t+1), reg 1 = (row g+8, same cols), reg 2 =
+// (row g, cols 2t+8, 2t+9), reg 3 = (row g+8, cols 2t+8, 2t+9); B (16 x 8) reg 0 =
+// (rows 2t, 2t+1, col g), reg 1 = (rows 2t+8, 2t+9, col g); C (16 x 8) c0, c1 = (row g,
+// cols 2t, 2t+1), c2, c3 = (row g+8, same cols). The lower column (row) sits in the
+// lower 16 bits.
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  T a = fromf<T>(lo), b = fromf<T>(hi);
+  unsigned short ua = *reinterpret_cast<unsigned short*>(&a), ub = *reinterpret_cast<unsigned short*>(&b);
+  return unsigned(ua) | (unsigned(ub) << 16);
+}
+template <typename T>
+__device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  if constexpr (same_type<T, __nv_bfloat16>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+__device__ __forceinline__ unsigned u16pair(const void* base, int lo_index, int hi_index) {
+  const unsigned short* p = reinterpret_cast<const unsigned short*>(base);
+  return unsigned(p[lo_index]) | (unsigned(p[hi_index]) << 16);
+}
+
+// Keys t0 .. t0 + KT - 1 of one kv head (K or V, `which`) into shared memory as T, rows
+// of stride DS; keys past `last` are zeros. A 16-bit cache of type T is copied with
+// 16-byte loads (a cached vector's D elements are contiguous in every layout).
+template <typename T, int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D, int KT, int DS>
+__device__ __forceinline__ void kv_tile(const LatheCudaStep* st, int layer, int which, int slot, int kvh, int t0,
+                                        int last, T* dst) {
+  constexpr bool same = (KF == BF16 && same_type<T, __nv_bfloat16>::value) || (KF == F16 && same_type<T, __half>::value);
+  if constexpr (same) {
+    constexpr int V8 = D / 8;
+    for (int e = threadIdx.x; e < KT * V8; e += blockDim.x) {
+      const int t = e / V8, c = e % V8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (t0 + t <= last) {
+        const i64 vi = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, which, slot, t0 + t, kvh);
+        v = *reinterpret_cast<const uint4*>(st->kv + (vi * D + c * 8) * 2);
+      }
+      *reinterpret_cast<uint4*>(dst + t * DS + c * 8) = v;
+    }
+  } else {
+    for (int e = threadIdx.x; e < KT * D; e += blockDim.x) {
+      const int t = e / D, d = e % D;
+      float x = 0.0f;
+      if (t0 + t <= last) x = kv_get<KF, D>(st, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, which, slot, t0 + t, kvh), d);
+      dst[t * DS + d] = fromf<T>(x);
+    }
+  }
+}
+
+// Attention of new rows over their sequence's cache, causal, GQA-aware, on tensor
+// cores (FlashAttention-2 style). A block of 4 warps per (sequence, q head, tile of 64
+// query rows); each warp owns 16 rows: S = Q K^T and O += P V with mma.sync, the
+// online softmax on the accumulators in registers. K/V tiles of KT keys are staged in
+// shared memory as T.
 template <typename T, int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
 __device__ void flash_attention_kernel(const LatheCudaStep* st, int layer, const T* q, T* o, float scale) {
-  constexpr int QT = 32, KT = 32, DP = D / 4;
-  __shared__ float ks[KT][D + 1];
-  __shared__ float vs[KT][D + 1];
+  constexpr int QT = 64, KT = D > 128 ? 32 : 64, DS = D + 8;
+  __shared__ __align__(16) T ks[KT * DS];
+  __shared__ __align__(16) T vs[KT * DS];
   const int tiles = (st->max_len + QT - 1) / QT;
   const int s_i = blockIdx.x / (H * tiles), h = (blockIdx.x / tiles) % H, tile = blockIdx.x % tiles;
   if (s_i >= st->n_seq) return;
   const LatheSeq sq = st->seq[s_i];
   const int i0 = tile * QT;
   if (i0 >= sq.len) return;
-  const int row = threadIdx.x >> 2, part = threadIdx.x & 3, kvh = h / (H / KVH);
-  const bool active = row < QT && i0 + row < sq.len;
-  const int my_pos = sq.past + i0 + row;
-  float qv[DP], acc[DP], m = -1e30f, l = 0.0f;
-  if (active) {
-    const T* qp = q + i64(sq.row0 + i0 + row) * (H * D) + h * D + part * DP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int kvh = h / (H / KVH);
+  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;  // the thread's two query rows (new-token index)
+  const int pos0 = sq.past + r0, pos1 = sq.past + r1;
+  // Q fragments for the whole head dim (rows past the sequence read as zeros).
+  unsigned qa[D / 16][4];
+  {
+    const T* q0 = q + i64(sq.row0 + r0) * (H * D) + h * D;
+    const T* q1 = q + i64(sq.row0 + r1) * (H * D) + h * D;
+    const bool v0 = r0 < sq.len, v1 = r1 < sq.len;
 #pragma unroll
-    for (int i = 0; i < DP; ++i) qv[i] = tof(qp[i]) * scale, acc[i] = 0.0f;
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int c = kk * 16 + 2 * t4;
+      qa[kk][0] = v0 ? *reinterpret_cast<const unsigned*>(q0 + c) : 0u;
+      qa[kk][1] = v1 ? *reinterpret_cast<const unsigned*>(q1 + c) : 0u;
+      qa[kk][2] = v0 ? *reinterpret_cast<const unsigned*>(q0 + c + 8) : 0u;
+      qa[kk][3] = v1 ? *reinterpret_cast<const unsigned*>(q1 + c + 8) : 0u;
+    }
   }
-  const int last = sq.past + min(sq.len, i0 + QT) - 1;
+  float oacc[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.0f;
+  float m0 = -inf(), m1 = -inf(), l0 = 0.0f, l1 = 0.0f;
+  const int last = sq.past + min(sq.len, i0 + QT) - 1;    // the block's last key
+  const int warp_last = sq.past + i0 + warp * 16 + 15;     // the warp's last visible key
   for (int t0 = 0; t0 <= last; t0 += KT) {
     __syncthreads();
-    for (int e = threadIdx.x; e < KT * D; e += blockDim.x) {
-      int t = e / D, d = e % D;
-      float kv = 0.0f, vv = 0.0f;
-      if (t0 + t <= last) {
-        kv = kv_get<KF, D>(st, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t0 + t, kvh), d);
-        vv = kv_get<KF, D>(st, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t0 + t, kvh), d);
-      }
-      ks[t][d] = kv;
-      vs[t][d] = vv;
-    }
+    kv_tile<T, KF, LAY, L, KVH, TCAP, NB, SLOTS, D, KT, DS>(st, layer, 0, sq.slot, kvh, t0, last, ks);
+    kv_tile<T, KF, LAY, L, KVH, TCAP, NB, SLOTS, D, KT, DS>(st, layer, 1, sq.slot, kvh, t0, last, vs);
     __syncthreads();
-    for (int t = 0; t < KT && t0 + t <= last; ++t) {
-      float sdot = 0.0f;
-      if (active)
+    if (t0 > warp_last) continue;  // every key of the tile is in this warp's future
+    float sacc[KT / 8][4];
 #pragma unroll
-        for (int i = 0; i < DP; ++i) sdot += qv[i] * ks[t][part * DP + i];
-      sdot += __shfl_xor_sync(0xffffffffu, sdot, 1);
-      sdot += __shfl_xor_sync(0xffffffffu, sdot, 2);
-      if (!active || t0 + t > my_pos) continue;
-      float mn = fmaxf(m, sdot), alpha = __expf(m - mn), p = __expf(sdot - mn);
-      l = l * alpha + p;
+    for (int j = 0; j < KT / 8; ++j) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < DP; ++i) acc[i] = acc[i] * alpha + p * vs[t][part * DP + i];
-      m = mn;
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < KT / 8; ++j) {
+        const T* kr = ks + (j * 8 + g) * DS + kk * 16 + 2 * t4;
+        mma16816<T>(sacc[j], qa[kk], *reinterpret_cast<const unsigned*>(kr), *reinterpret_cast<const unsigned*>(kr + 8));
+      }
+    // Scale, causal mask, online softmax (rows r0: c0, c1; r1: c2, c3).
+    float mx0 = -inf(), mx1 = -inf();
+#pragma unroll
+    for (int j = 0; j < KT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + j * 8 + 2 * t4 + (e & 1);
+        float v = sacc[j][e] * scale;
+        if (key > (e < 2 ? pos0 : pos1)) v = -inf();
+        sacc[j][e] = v;
+        if (e < 2) mx0 = fmaxf(mx0, v);
+        else mx1 = fmaxf(mx1, v);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    // Rows with nothing visible yet keep -inf maxima: their factors stay 0, not NaN.
+    const float a0 = n0 == -inf() ? 0.0f : __expf(m0 - n0), a1 = n1 == -inf() ? 0.0f : __expf(m1 - n1);
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < KT / 8; ++j) {
+      sacc[j][0] = n0 == -inf() ? 0.0f : __expf(sacc[j][0] - n0);
+      sacc[j][1] = n0 == -inf() ? 0.0f : __expf(sacc[j][1] - n0);
+      sacc[j][2] = n1 == -inf() ? 0.0f : __expf(sacc[j][2] - n1);
+      sacc[j][3] = n1 == -inf() ? 0.0f : __expf(sacc[j][3] - n1);
+      s0 += sacc[j][0] + sacc[j][1];
+      s1 += sacc[j][2] + sacc[j][3];
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = l0 * a0 + s0;
+    l1 = l1 * a1 + s1;
+    m0 = n0;
+    m1 = n1;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) oacc[j][0] *= a0, oacc[j][1] *= a0, oacc[j][2] *= a1, oacc[j][3] *= a1;
+    // O += P V: P's accumulators are already in A-fragment order, two key tiles per k step.
+#pragma unroll
+    for (int kb = 0; kb < KT / 16; ++kb) {
+      unsigned pa[4] = {pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]), pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]),
+                        pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]),
+                        pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3])};
+      const int k0 = kb * 16 + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const int col = j * 8 + g;
+        mma16816<T>(oacc[j], pa, u16pair(vs, k0 * DS + col, (k0 + 1) * DS + col),
+                    u16pair(vs, (k0 + 8) * DS + col, (k0 + 9) * DS + col));
+      }
     }
   }
-  if (!active) return;
-  T* op = o + i64(sq.row0 + i0 + row) * (H * D) + h * D + part * DP;
-  const float inv = 1.0f / l;
+  const float i0f = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1f = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  T* o0 = o + i64(sq.row0 + r0) * (H * D) + h * D;
+  T* o1 = o + i64(sq.row0 + r1) * (H * D) + h * D;
 #pragma unroll
-  for (int i = 0; i < DP; ++i) op[i] = fromf<T>(acc[i] * inv);
+  for (int j = 0; j < D / 8; ++j) {
+    const int c = j * 8 + 2 * t4;
+    if (r0 < sq.len) *reinterpret_cast<unsigned*>(o0 + c) = pack2<T>(oacc[j][0] * i0f, oacc[j][1] * i0f);
+    if (r1 < sq.len) *reinterpret_cast<unsigned*>(o1 + c) = pack2<T>(oacc[j][2] * i1f, oacc[j][3] * i1f);
+  }
 }
 
 // Decode attention split over the context (flash-decoding): a block per (sequence,
@@ -746,23 +950,37 @@ __device__ void decode_attention_kernel(const LatheCudaStep* st, int layer, cons
 #pragma unroll
     for (int i = 0; i < DL; ++i) acc[g][i] = 0.0f;
   }
-  for (int t = t_begin + warp; t < t_end; t += WARPS) {
-    const i64 kvi = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, kvh);
-    const i64 vvi = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, kvh);
-    float kd[DL], vd[DL];
+  // Each warp takes U keys at a time and issues all their loads before the first use
+  // (a key's latency, not its bytes, is what one warp waits on).
+  constexpr int U = 4;
+  for (int t0 = t_begin + warp; t0 < t_end; t0 += WARPS * U) {
+    float kd[U][DL], vd[U][DL];
 #pragma unroll
-    for (int i = 0; i < DL; ++i) kd[i] = kv_get<KF, D>(st, kvi, lane + 32 * i), vd[i] = kv_get<KF, D>(st, vvi, lane + 32 * i);
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + u * WARPS;
+      if (t < t_end) {
+        const i64 kvi = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, kvh);
+        const i64 vvi = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, kvh);
 #pragma unroll
-    for (int g = 0; g < GQ; ++g) {
-      float sdot = 0.0f;
+        for (int i = 0; i < DL; ++i)
+          kd[u][i] = kv_get<KF, D>(st, kvi, lane + 32 * i), vd[u][i] = kv_get<KF, D>(st, vvi, lane + 32 * i);
+      }
+    }
 #pragma unroll
-      for (int i = 0; i < DL; ++i) sdot += qs[g][lane + 32 * i] * kd[i];
-      sdot = warp_sum(sdot);
-      float mn = fmaxf(m[g], sdot), alpha = __expf(m[g] - mn), p = __expf(sdot - mn);
-      l[g] = l[g] * alpha + p;
+    for (int u = 0; u < U; ++u) {
+      if (t0 + u * WARPS >= t_end) break;
 #pragma unroll
-      for (int i = 0; i < DL; ++i) acc[g][i] = acc[g][i] * alpha + p * vd[i];
-      m[g] = mn;
+      for (int g = 0; g < GQ; ++g) {
+        float sdot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DL; ++i) sdot += qs[g][lane + 32 * i] * kd[u][i];
+        sdot = warp_sum(sdot);
+        float mn = fmaxf(m[g], sdot), alpha = __expf(m[g] - mn), p = __expf(sdot - mn);
+        l[g] = l[g] * alpha + p;
+#pragma unroll
+        for (int i = 0; i < DL; ++i) acc[g][i] = acc[g][i] * alpha + p * vd[u][i];
+        m[g] = mn;
+      }
     }
   }
 #pragma unroll
@@ -952,13 +1170,14 @@ __device__ void rms_norm_kernel(const LatheCudaStep* st, const T* x, const T* w,
   for (int k = threadIdx.x; k < K; k += blockDim.x) y[r * K + k] = fromf<T>(tof(x[r * K + k]) * sc * tof(w[k]));
 }
 
-// op 0: silu(a); 1: a * b; 2: a + b, over rows x W elements.
+// op 0: silu(a); 1: a * b; 2: a + b; 3: silu(a) * b, over rows x W elements.
 template <typename T, int OP, i64 W>
 __device__ void elementwise_kernel(const LatheCudaStep* st, const T* a, const T* b, T* y) {
   const i64 n = i64(st->n_rows) * W;
   for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) {
     float v = tof(a[i]);
     if (OP == 0) v = silu(v);
+    else if (OP == 3) v = silu(v) * tof(b[i]);
     else if (OP == 1) v *= tof(b[i]);
     else v += tof(b[i]);
     y[i] = fromf<T>(v);
@@ -1023,8 +1242,22 @@ __device__ void argmax_kernel(const LatheCudaStep* st, const float* logits, int*
   const float* l = logits + i64(s_i) * V;
   float best = -inf();
   int idx = 0;
-  for (int v = threadIdx.x; v < V; v += blockDim.x)
-    if (l[v] > best) best = l[v], idx = v;
+  if constexpr (V % 4 == 0) {
+    // 16-byte loads, four in flight per thread (one block streams the whole row).
+    const float4* l4 = reinterpret_cast<const float4*>(l);
+    constexpr int V4 = V / 4;
+#pragma unroll 4
+    for (int v = threadIdx.x; v < V4; v += blockDim.x) {
+      const float4 q = l4[v];
+      if (q.x > best) best = q.x, idx = 4 * v;
+      if (q.y > best) best = q.y, idx = 4 * v + 1;
+      if (q.z > best) best = q.z, idx = 4 * v + 2;
+      if (q.w > best) best = q.w, idx = 4 * v + 3;
+    }
+  } else {
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+      if (l[v] > best) best = l[v], idx = v;
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     float b2 = __shfl_xor_sync(0xffffffffu, best, o);

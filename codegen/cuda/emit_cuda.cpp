@@ -42,7 +42,7 @@ struct Emitter {
   const Node& n;
   CudaKernel k;
   std::vector<int> data, scales, outs;
-  std::string code;  // entry functions with $SYM placeholders ($SYM0, $SYM1)
+  std::string code;  // entry functions with $SYM placeholders ($SYM0, $SYM1, ...)
   std::string T;
 
   [[noreturn]] void fail(const std::string& why) const {
@@ -83,9 +83,14 @@ struct Emitter {
     if (kv.head_dim % 32 != 0) fail("the CUDA backend needs head_dim to be a multiple of 32");
     return kv_template_args(kv);
   }
+  // min_blocks > 0: tell ptxas that many resident blocks suffice. Without it ptxas
+  // picks its own register budget, and GEMVs (sm_80 most of all) and the tensor-core
+  // attention spilled; GEMVs ask for 2 blocks of 256 threads (<= 128 registers),
+  // attention for 1.
   void entry(int index, const std::string& body, CudaGrid grid, int block, int64_t p0 = 0, int64_t p1 = 0,
-             int64_t max_rows = -1, int64_t p2 = 0) {
-    code += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + ") $SYM" +
+             int64_t max_rows = -1, int64_t p2 = 0, int min_blocks = 0) {
+    std::string bounds = std::to_string(block) + (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "");
+    code += "extern \"C\" __global__ void __launch_bounds__(" + bounds + ") $SYM" +
             std::to_string(index) + "(const LatheCudaStep* st, void* const* b, long layer) {\n  typedef " + T +
             " T;\n  (void)layer;\n" + body + "}\n\n";
     k.entries.push_back({"", grid, block, p0, p1, p2, max_rows});
@@ -137,7 +142,7 @@ struct Emitter {
                          ", W, S, " + (p->gates >= 0 ? ptr("const float*", data[size_t(p->gates)]) : "nullptr") + ", " +
                          (p->residual >= 0 ? act_in(size_t(p->residual)) : "nullptr") + ", O);\n";
       entry(0, desc + arrays + "  lk::expert_gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ">" + args,
-            CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 16 / topk);
+            CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 16 / topk, 0, 2);
       entry(1, desc + arrays + "  lk::expert_gemm_kernel<T, " + fa + ">" + args, CudaGrid::expert_tiles, 128, tiles, E,
             -1, topk);
       if (iepi >= 3) {
@@ -157,9 +162,53 @@ struct Emitter {
                        (p->residual >= 0 ? act_in(size_t(p->residual)) : std::string("nullptr")) + ");\n";
     entry(0, desc + arrays + "  lk::gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ", " +
                      (ipro ? "true" : "false") + ">" + args,
-          CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 8);
+          CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 8, 0, 2);
     entry(1, desc + arrays + "  lk::gemm_kernel<T, " + fa + ">" + args, CudaGrid::gemm_tiles, 128, tiles,
           last ? 1 : 0);
+    // The cuBLAS route for prefill: weights already in the activation dtype, one
+    // weight per output (or the gate/up pair of SiLU x up, or one with a residual).
+    const bool float_w = w0.format.dtype == DType::bf16 || w0.format.dtype == DType::f16;
+    const bool shape_ok = iepi == 0 ? int(n.outputs.size()) == nw : iepi == 1 ? nw == 1 : nw == 2 && widths[0] == widths[1];
+    if (!last && float_w && dtype_name(w0.format.dtype) == g.attrs.s("act_dtype") && shape_ok) {
+      CudaBlasPlan& bl = k.blas;
+      bl.on = true;
+      bl.nw = nw;
+      bl.K = K;
+      bl.epilogue = iepi;
+      bl.x = data[size_t(p->x)];
+      for (int i = 0; i < nw; ++i) {
+        bl.w[i] = data[size_t(p->first_weight + i)];
+        bl.n[i] = widths[size_t(i)];
+      }
+      for (size_t o = 0; o < n.outputs.size() && o < 4; ++o) bl.out[o] = outs[o];
+      if (p->residual >= 0) bl.residual = data[size_t(p->residual)];
+      const int64_t rows = g.attrs.i("B") * g.attrs.i("S");
+      int64_t used = 0;
+      auto take = [&](int64_t bytes) {
+        int64_t at = used;
+        used += (bytes + 255) / 256 * 256;
+        return at;
+      };
+      int next = 2;
+      auto at = [](int64_t off) { return "(T*)((unsigned char*)st->scratch + " + num(off) + ")"; };
+      if (ipro) {
+        bl.xn_offset = take(rows * K * 2);
+        bl.norm_entry = next;
+        entry(next++, "  lk::rms_norm_kernel<T, " + num(K) + ">(st, " + act_in(size_t(p->x)) + ", " +
+                          act_in(size_t(p->norm)) + ", " + at(bl.xn_offset) + ", " + fnum(n.attrs.f("eps", 1e-5)) +
+                          "f);\n",
+              CudaGrid::rows, 256);
+      }
+      if (iepi == 2) {
+        bl.t1_offset = take(rows * widths[0] * 2);
+        bl.t2_offset = take(rows * widths[1] * 2);
+        bl.silu_entry = next;
+        entry(next++, "  lk::elementwise_kernel<T, 3, " + num(widths[0]) + ">(st, " + at(bl.t1_offset) + ", " +
+                          at(bl.t2_offset) + ", " + act_out(0) + ");\n",
+              CudaGrid::elements, 256, widths[0]);
+      }
+      k.scratch_bytes = std::max(k.scratch_bytes, used);
+    }
   }
 
   void run() {
@@ -243,23 +292,23 @@ struct Emitter {
         entry(0, "  lk::rope_kvwrite_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
                      ">(st, int(layer), " + act_in(0) + ", " + act_in(1) + ", " + act_in(2) + ", " + act_out(0) + ", " +
                      fnum(a.f("theta")) + ");\n",
-              CudaGrid::rows, 256);
+              CudaGrid::rows_x, 256, (attr("heads") + 2 * attr("kv_heads") + 7) / 8);
         break;
       case OpKind::flash_attention:
         entry(0, "  lk::flash_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
                      ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) + "f);\n",
-              CudaGrid::flash, 128, attr("heads"));
+              CudaGrid::flash, 128, attr("heads"), 64, -1, 0, 1);
         break;
       case OpKind::decode_attention: {
         KvFacts kv = kv_facts(g);
-        // Splits over the context: enough blocks to fill a GPU at batch 1, at least
-        // 256 positions each.
-        int64_t splits = std::clamp<int64_t>(kv.capacity / 256, 1, 32);
+        // Splits over the context: enough blocks to fill a GPU at batch 1 (kv heads x
+        // splits), at least 64 positions each.
+        int64_t splits = std::clamp<int64_t>(kv.capacity / 64, 1, 64);
         int64_t gq = attr("heads") / attr("kv_heads"), d = attr("head_dim");
         entry(0, "  lk::decode_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(d) + ", " +
                      num(splits) + ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) +
                      "f);\n",
-              CudaGrid::decode_splits, 128, attr("kv_heads"), splits);
+              CudaGrid::decode_splits, 128, attr("kv_heads"), splits, -1, 0, 1);
         k.scratch_bytes = kv.slots * attr("kv_heads") * splits * gq * (d + 2) * 4;
         k.counters = kv.slots * attr("kv_heads");
         break;
@@ -293,7 +342,9 @@ struct Emitter {
     char sym[40];
     std::snprintf(sym, sizeof sym, "k_%016llx", (unsigned long long)fnv1a(code + (k.fp8 ? "fp8" : "")));
     for (size_t i = 0; i < k.entries.size(); ++i) {
-      std::string s = std::string(sym) + (k.entries.size() > 1 ? (i == 0 ? "_gemv" : "_gemm") : "");
+      static const char* const kRole[] = {"_gemv", "_gemm"};
+      std::string role = i < 2 ? kRole[i] : i == size_t(k.blas.norm_entry) ? "_norm" : "_silu_mul";
+      std::string s = std::string(sym) + (k.entries.size() > 1 ? role : "");
       k.entries[i].symbol = s;
       std::string ph = "$SYM" + std::to_string(i);
       for (size_t at; (at = code.find(ph)) != std::string::npos;) code.replace(at, ph.size(), s);

@@ -3,7 +3,9 @@
 // tile sizes) as template arguments of the building blocks in cuda_prelude.cuh.
 // GEMM-family nodes get two entry points, a warp-per-row GEMV for decode (up to 8
 // rows) and a tensor-core tiled GEMM for prefill; the runtime launches the one that
-// fits the step, so each node is still one kernel launch.
+// fits the step, so each node is still one kernel launch. Dense GEMMs whose weights
+// are in the activation dtype also describe a cuBLAS route for prefill (CudaBlasPlan):
+// an RMSNorm entry, the library GEMMs, a SiLU x up entry; timed as one node.
 #pragma once
 
 #include <string>
@@ -21,7 +23,8 @@ enum class CudaGrid : uint8_t {
   expert_tiles,   // (p0 column tiles, ceil(rows x top_k (p2) / 64), experts = p1)
   rows,           // one block per new token
   seq_x,          // n_seq x p0 blocks (p0 = heads or kv heads)
-  flash,          // n_seq x p0 heads x ceil(max_len / 32)
+  flash,          // n_seq x p0 heads x ceil(max_len / p1) (p1 = query rows per block)
+  rows_x,         // new tokens x p0 blocks (p0 groups of heads per row)
   decode_splits,  // n_seq x p0 kv heads x p1 splits
   elements,       // ceil(rows x p0 / block) blocks, capped at 65535
   seqs,           // one block per sequence
@@ -35,6 +38,20 @@ struct CudaEntry {
   int64_t max_rows = -1;  // GEMV entries: used when rows <= max_rows (else the next entry)
 };
 
+// Prefill of a dense GEMM node whose weights are in the activation dtype: cuBLAS
+// GEMMs (one per weight) with the node's prologue and epilogue as kernels of their own
+// around them. Buffer indices are into the kernel's buffer array; offsets are bytes
+// into the device scratch.
+struct CudaBlasPlan {
+  bool on = false;
+  int nw = 0;
+  int64_t K = 0, n[4] = {0, 0, 0, 0};
+  int x = -1, w[4] = {-1, -1, -1, -1}, out[4] = {-1, -1, -1, -1}, residual = -1;
+  int epilogue = 0;                      // 0 none, 1 residual (beta = 1 over a copy), 2 silu_mul
+  int norm_entry = -1, silu_entry = -1;  // entry points run before / after the GEMMs
+  int64_t xn_offset = -1, t1_offset = -1, t2_offset = -1;
+};
+
 struct CudaKernel {
   NodeId node = kNone;
   std::string node_name, label;
@@ -46,6 +63,7 @@ struct CudaKernel {
   int64_t counters = 0;       // zeroed counters for "last block" combines
   bool fp8 = false;
   std::vector<std::string> bufs;
+  CudaBlasPlan blas;  // prefill rows beyond the GEMV entry's go to cuBLAS when on
 };
 
 std::string_view cuda_prelude_text();

@@ -121,7 +121,12 @@ Nvrtc::Nvrtc(NvrtcOptions o) : impl_(new Impl) {
   Impl& m = *impl_;
   m.opts = o;
   m.dir = o.cache_dir.empty() ? cuda_cache_dir() : o.cache_dir;
-  m.include = o.include_dir.empty() ? std::string(LATHE_CUDA_INCLUDE_DIR) : o.include_dir;
+  // The CUDA headers: the option, else $LATHE_CUDA_INCLUDE (a toolkit elsewhere than at
+  // build time), else the build's toolkit.
+  const char* env_inc = std::getenv("LATHE_CUDA_INCLUDE");
+  m.include = !o.include_dir.empty() ? o.include_dir
+              : (env_inc && *env_inc) ? std::string(env_inc)
+                                      : std::string(LATHE_CUDA_INCLUDE_DIR);
   for (const char* name : {"libnvrtc.so", LATHE_NVRTC_LIBRARY, "libnvrtc.so.13", "libnvrtc.so.12"}) {
     m.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (m.lib) break;
@@ -144,7 +149,7 @@ Nvrtc::Nvrtc(NvrtcOptions o) : impl_(new Impl) {
   }
   std::error_code ec;
   if (!std::filesystem::exists(m.include + "/cuda_fp16.h", ec)) {
-    m.why = "CUDA headers not found in " + m.include;
+    m.why = "CUDA headers not found in " + m.include + " (set LATHE_CUDA_INCLUDE to the toolkit's include directory)";
     dlclose(m.lib);
     m.lib = nullptr;
   }

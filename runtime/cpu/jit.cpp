@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "ir/assert.h"

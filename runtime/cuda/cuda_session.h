@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/plan.h"
@@ -50,5 +51,9 @@ class CudaSession {
 
 // Device bytes a plan needs (weights, KV cache, arena, kernel scratch).
 double cuda_session_bytes(const Plan& plan);
+
+// The device bytes of a 1-D weight (a norm gain): its values in the activation dtype
+// `act` (bf16 or f16), which is how the kernels read gains, whatever the stored format.
+std::vector<unsigned char> cuda_gain_payload(const WeightTensor& t, DType act);
 
 }  // namespace lathe

@@ -31,6 +31,7 @@ const char* grid_name(CudaGrid g) {
     case CudaGrid::rows: return "rows";
     case CudaGrid::seq_x: return "seq_x";
     case CudaGrid::flash: return "flash";
+    case CudaGrid::rows_x: return "rows_x";
     case CudaGrid::decode_splits: return "decode_splits";
     case CudaGrid::elements: return "elements";
     case CudaGrid::seqs: return "seqs";
@@ -50,6 +51,14 @@ std::string cuda_listing(const Graph& g) {
       out += "//   entry " + e.symbol + " grid " + grid_name(e.grid) + " block " + std::to_string(e.block) + " p " +
              std::to_string(e.p0) + "," + std::to_string(e.p1) + "," + std::to_string(e.p2) +
              (e.max_rows >= 0 ? " max_rows " + std::to_string(e.max_rows) : "") + "\n";
+    if (k.blas.on) {
+      const CudaBlasPlan& b = k.blas;
+      out += "//   prefill via cuBLAS: " + std::to_string(b.nw) + " GEMM(s) K " + std::to_string(b.K) + " N";
+      for (int i = 0; i < b.nw; ++i) out += " " + std::to_string(b.n[i]);
+      out += " epilogue " + std::to_string(b.epilogue) + " norm entry " + std::to_string(b.norm_entry) +
+             " silu entry " + std::to_string(b.silu_entry) + " scratch offsets " + std::to_string(b.xn_offset) + "," +
+             std::to_string(b.t1_offset) + "," + std::to_string(b.t2_offset) + "\n";
+    }
     if (!seen.insert(k.entries.at(0).symbol).second) continue;
     out += k.body + "\n";
   }
@@ -75,6 +84,16 @@ TEST(EmitGolden, CudaKernelsOfTinyPlans) {
     testing::expect_golden("cuda/" + std::string(model) + ".decode.cu", cuda_listing(l.decode));
     testing::expect_golden("cuda/" + std::string(model) + ".prefill.cu", cuda_listing(l.prefill));
   }
+}
+
+// Weights in the activation dtype: prefill GEMMs take the cuBLAS route (an RMSNorm
+// entry and a SiLU x up entry around the library GEMMs).
+TEST(EmitGolden, CudaPrefillWithBf16Weights) {
+  PlanOptions o = golden_options(true);
+  o.weights = parse_weight_format("bf16");
+  auto b = testing::build_plan_graphs("tiny", "h100-sxm", {2, 16, 8}, o);
+  Lowered l = testing::lower_plan(b, o);
+  testing::expect_golden("cuda/tiny.prefill.bf16-weights.cu", cuda_listing(l.prefill));
 }
 
 TEST(EmitGolden, CpuKernelsOfTinyPlans) {

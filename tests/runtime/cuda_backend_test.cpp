@@ -8,20 +8,26 @@
 // they compound over the 2 layers' ~10 stored tensors and the logits: we allow 0.03
 // (bf16) and 0.006 (f16), plus 3 x the quantization terms of cpu_backend_test.cpp
 // (int8 0.0039 / int4 0.0625 per weight, 0.0057 / 0.09 per KV element, fp8 e4m3 with
-// 3 mantissa bits: 0.036 per element). With 16-bit weights and KV, greedy tokens must
-// equal the reference's.
+// 3 mantissa bits: 0.036 per element); tiny-moe adds 0.15 for a router flip (see
+// tolerance()). With 16-bit weights and KV, greedy tokens must equal the reference's
+// except at near ties (near_tie(): the logits' own errors can swap the two tokens).
 //
 // Label `gpu`: every case skips with the reason when no CUDA device is present. The
 // one case that runs everywhere checks that the backend then fails with a clear
 // "no CUDA device" error rather than crashing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "ir/assert.h"
+#include "codegen/cpu/emit_cpu.h"  // kernel_bindings
+#include "ir/buffers.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_session.h"
 #include "support/cpu_run.h"
@@ -67,11 +73,12 @@ struct Config {
   bool fusion;
   std::string layout, act, weights, kv;
   int batch;
+  int prompt = 0;  // 0: the short prompts of prompts_for(); else one prompt this long
 };
 
 std::string config_name(const Config& c) {
   std::string s = c.model + "_" + (c.fusion ? "fused" : "unfused") + "_" + c.layout + "_a" + c.act + "_w" + c.weights +
-                  "_kv" + c.kv + "_b" + std::to_string(c.batch);
+                  "_kv" + c.kv + "_b" + std::to_string(c.batch) + (c.prompt ? "_p" + std::to_string(c.prompt) : "");
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
@@ -85,15 +92,31 @@ double element_error(const std::string& fmt, bool kv) {
   return 0;
 }
 
+// The MoE router's top-k is discontinuous: a perturbation of the router logits of
+// about 2^-9 relative (int8 weights, or bf16's 8-bit mantissa on the activations)
+// can move a token to another expert, which changes that token's output by O(1).
+// f16 activations (11-bit mantissa) stay below that on tiny-moe and get no allowance.
 double tolerance(const Config& c) {
   double base = c.act == "bf16" ? 0.03 : 0.006;
   double e = element_error(c.weights, false) + element_error(c.kv, true);
-  if (e == 0) return base;
-  return base + 3 * e + (c.model == "tiny-moe" ? 0.15 : 0.0);
+  const double routing = c.model == "tiny-moe" ? 0.15 : 0.0;
+  if (e == 0) return base + (c.act == "bf16" ? routing : 0.0);
+  return base + 3 * e + routing;
 }
 
-std::vector<std::vector<int32_t>> prompts_for(int batch, int64_t vocab) {
-  std::vector<int> lens = batch == 1 ? std::vector<int>{7} : std::vector<int>{5, 11, 8};
+// A greedy token that differs from the reference's is a near tie when the CUDA
+// logits' own errors at the two tokens are large enough to swap them:
+// ref[want] - ref[got] <= |out[want] - ref[want]| + |out[got] - ref[got]|.
+bool near_tie(const std::vector<float>& out, const std::vector<double>& ref, int32_t got, int32_t want) {
+  const double gap = ref[size_t(want)] - ref[size_t(got)];
+  return gap <= std::abs(out[size_t(want)] - ref[size_t(want)]) + std::abs(out[size_t(got)] - ref[size_t(got)]);
+}
+
+// The plan's prompt capacity for a config: 11 for the short prompts.
+int prompt_capacity(int prompt) { return prompt ? prompt : 11; }
+
+std::vector<std::vector<int32_t>> prompts_for(int batch, int64_t vocab, int prompt = 0) {
+  std::vector<int> lens = prompt ? std::vector<int>{prompt} : batch == 1 ? std::vector<int>{7} : std::vector<int>{5, 11, 8};
   std::vector<std::vector<int32_t>> p;
   for (size_t s = 0; s < lens.size(); ++s) {
     std::vector<int32_t> t;
@@ -108,16 +131,16 @@ struct RefRun {
   std::vector<std::vector<int32_t>> tokens;
 };
 
-const RefRun& reference_run(const std::string& model, int batch) {
-  static std::map<std::pair<std::string, int>, RefRun> cache;
+const RefRun& reference_run(const std::string& model, int batch, int prompt = 0) {
+  static std::map<std::tuple<std::string, int, int>, RefRun> cache;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_pair(model, batch);
+  auto key = std::make_tuple(model, batch, prompt);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  auto g = testing::build_plan_graphs(model, "cpu-host", {batch, 11, 4}, PlanOptions{});
+  auto g = testing::build_plan_graphs(model, "cpu-host", {batch, prompt_capacity(prompt), 4}, PlanOptions{});
   Reference ref(g.prefill, g.decode, synthetic_source(42));
   RefRun r;
-  r.logits.push_back(ref.prefill(prompts_for(batch, g.decode.attrs.i("vocab"))));
+  r.logits.push_back(ref.prefill(prompts_for(batch, g.decode.attrs.i("vocab"), prompt)));
   for (int step = 0; step < 3; ++step) {
     std::vector<int32_t> next;
     for (const auto& l : r.logits.back())
@@ -144,15 +167,15 @@ TEST_P(CudaBackend, MatchesTheReference) {
   if (!c.fusion)
     for (auto p : known_pass_names())
       if (p.starts_with("fuse-") || p == "flash-attention") o.pass_enabled[std::string(p)] = false;
-  Plan plan = testing::make_plan(c.model, {c.batch, 11, 4}, o, "h100-sxm");
+  Plan plan = testing::make_plan(c.model, {c.batch, prompt_capacity(c.prompt), 4}, o, "h100-sxm");
   WeightStore w = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(42), 2);
   CudaSession s(plan, w, test_options());
-  const RefRun& ref = reference_run(c.model, c.batch);
+  const RefRun& ref = reference_run(c.model, c.batch, c.prompt);
   const double tol = tolerance(c);
   const bool exact_tokens = element_error(c.weights, false) + element_error(c.kv, true) == 0;
-  StepResult r = s.prefill(prompts_for(c.batch, plan.decode.attrs.i("vocab")));
+  StepResult r = s.prefill(prompts_for(c.batch, plan.decode.attrs.i("vocab"), c.prompt));
   double worst = 0;
-  int token_mismatches = 0;
+  int token_mismatches = 0, unexplained = 0;
   for (size_t step = 0; step < ref.logits.size(); ++step) {
     for (size_t q = 0; q < ref.logits[step].size(); ++q) {
       double e = normalized_error(r.logits[q], ref.logits[step][q]);
@@ -160,8 +183,16 @@ TEST_P(CudaBackend, MatchesTheReference) {
       EXPECT_LT(e, tol) << "step " << step << " sequence " << q;
       const auto& want_l = ref.logits[step][q];
       int32_t want = int32_t(std::max_element(want_l.begin(), want_l.end()) - want_l.begin());
-      if (r.argmax[q] != want) ++token_mismatches;
-      if (exact_tokens) EXPECT_EQ(r.argmax[q], want) << "greedy token differs at step " << step << " sequence " << q;
+      if (r.argmax[q] != want) {
+        ++token_mismatches;
+        const bool tie = near_tie(r.logits[q], want_l, r.argmax[q], want);
+        if (!tie) ++unexplained;
+        // 16-bit weights and KV: greedy tokens equal the reference's except at near ties.
+        if (exact_tokens) {
+          EXPECT_TRUE(tie) << "greedy token " << r.argmax[q] << " differs from the reference's " << want
+                           << " at step " << step << " sequence " << q << " and is not a near tie";
+        }
+      }
     }
     if (step + 1 < ref.logits.size()) r = s.decode(ref.tokens[step]);
   }
@@ -169,9 +200,9 @@ TEST_P(CudaBackend, MatchesTheReference) {
   if (const char* path = std::getenv("LATHE_GPU_REPORT")) {
     std::FILE* f = std::fopen(path, "a");
     if (f) {
-      std::fprintf(f, "%s,%s,%d,%s,%s,%s,%s,%d,%.6g,%.6g,%d\n", c.model.c_str(), c.fusion ? "fused" : "unfused",
+      std::fprintf(f, "%s,%s,%d,%s,%s,%s,%s,%d,%.6g,%.6g,%d,%d\n", c.model.c_str(), c.fusion ? "fused" : "unfused",
                    c.batch, c.layout.c_str(), c.act.c_str(), c.weights.c_str(), c.kv.c_str(), exact_tokens ? 1 : 0,
-                   worst, tol, token_mismatches);
+                   worst, tol, token_mismatches, unexplained);
       std::fclose(f);
     }
   }
@@ -195,6 +226,11 @@ std::vector<Config> all_configs() {
                 v.push_back({model, fusion, layout, act, wf, kf, 3});
             }
         }
+  // A 150-token prompt: several query tiles in flash attention and several context
+  // splits in decode attention (the short prompts exercise one of each).
+  for (const char* model : {"tiny", "tiny-moe"})
+    for (const char* layout : {"LHTD", "paged:4"})
+      for (const char* kv : {"bf16", "int8"}) v.push_back({model, true, layout, "bf16", "bf16", kv, 1, 150});
   return v;
 }
 
@@ -244,5 +280,52 @@ TEST(CudaBackendErrors, BatchBeyondThePlanIsAnError) {
   EXPECT_THROW(s.decode({7}), Error);
 }
 
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+// Host-side, no device: every value a CUDA kernel is bound to, other than weights, the
+// token input and views of the KV cache (read through the step), has an offset in the
+// activation arena, as CudaSession's bind needs.
+TEST(CudaBackendPlan, EveryBoundActivationHasAnArenaOffset) {
+  for (const char* model : {"tiny", "tiny-moe"}) {
+    Plan plan = testing::make_plan(model, {1, 11, 4}, PlanOptions{}, "h100-sxm");
+    for (const Graph* g : {&plan.prefill, &plan.decode})
+      for (NodeId id : g->topo_order())
+        for (const KernelBinding& kb : kernel_bindings(*g, id)) {
+          const Value& v = g->value(kb.value);
+          if (v.kind == ValueKind::weight || v.kind == ValueKind::input || is_state_view(*g, kb.value)) continue;
+          EXPECT_GE(v.offset, 0) << model << " " << g->name << " node " << g->node(id).name << " value " << v.name
+                                 << " kind " << int(v.kind);
+        }
+  }
+}
+
+// Gains stored as f32 (or anything else) reach the device in the activation dtype.
+TEST(CudaBackendPlan, GainsAreUploadedInTheActivationDtype) {
+  WeightTensor t;
+  t.name = "norm";
+  t.shape = {4};
+  t.format.dtype = DType::f32;
+  const float v[4] = {1.0f, 1.5f, -2.0f, 0.1f};
+  t.payload = AlignedBuffer(16);
+  std::memcpy(t.payload.data(), v, 16);
+  std::vector<unsigned char> bf = cuda_gain_payload(t, DType::bf16), hf = cuda_gain_payload(t, DType::f16);
+  ASSERT_EQ(bf.size(), 8u);
+  ASSERT_EQ(hf.size(), 8u);
+  uint16_t b[4], h[4];
+  std::memcpy(b, bf.data(), 8);
+  std::memcpy(h, hf.data(), 8);
+  EXPECT_EQ(b[0], 0x3f80);  // bf16 1.0
+  EXPECT_EQ(b[1], 0x3fc0);  // 1.5
+  EXPECT_EQ(b[2], 0xc000);  // -2.0
+  EXPECT_EQ(h[0], 0x3c00);  // f16 1.0
+  EXPECT_EQ(h[1], 0x3e00);  // 1.5
+  EXPECT_EQ(h[2], 0xc000);  // -2.0
+  // 0.1 rounds to the nearest of each format.
+  EXPECT_EQ(b[3], 0x3dcd);
+  EXPECT_EQ(h[3], 0x2e66);
+}
 }  // namespace
 }  // namespace lathe

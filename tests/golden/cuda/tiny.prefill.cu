@@ -12,8 +12,8 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 
 
 // ==== node l0.qkv (norm_matmul_x3)
-//   entry k_45794155646913d1_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_45794155646913d1_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_1d629bb8f30b643d_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_1d629bb8f30b643d_gemm grid gemm_tiles block 128 p 4,0,0
 // kernel l0.qkv = matmul (norm_matmul_x3)
 // absorbs: l0.wq:matmul l0.wk:matmul l0.wv:matmul l0.attn_norm:rms_norm
 //   b[0] %x0 bf16[B, S, 128]
@@ -27,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 //   b[8] -> %l0.q bf16[B, S, 128]
 //   b[9] -> %l0.k bf16[B, S, 64]
 //   b[10] -> %l0.v bf16[B, S, 64]
-extern "C" __global__ void __launch_bounds__(256) k_45794155646913d1_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_1d629bb8f30b643d_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -37,7 +37,7 @@ extern "C" __global__ void __launch_bounds__(256) k_45794155646913d1_gemv(const 
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_45794155646913d1_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_1d629bb8f30b643d_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(128) k_45794155646913d1_gemm(const 
 
 
 // ==== node l0.rope_kvwrite (rope_kvwrite)
-//   entry k_61756ecd75f63050 grid rows block 256 p 0,0,0
+//   entry k_61756ecd75f63050 grid rows_x block 256 p 1,0,0
 // kernel l0.rope_kvwrite = rope_kvwrite (rope_kvwrite)
 // absorbs: l0.rope_q:rope l0.rope_k:rope l0.kv_write:kv_write
 //   b[0] %l0.q bf16[B, S, 128]
@@ -64,13 +64,13 @@ extern "C" __global__ void __launch_bounds__(256) k_61756ecd75f63050(const Lathe
 
 
 // ==== node l0.flash_attention (flash_attention)
-//   entry k_66146bf627eafdad grid flash block 128 p 4,0,0
+//   entry k_6bebcc84316f9ce2 grid flash block 128 p 4,64,0
 // kernel l0.flash_attention = flash_attention (flash_attention)
 // absorbs: l0.kv_read:kv_read l0.qk:qk l0.mask:mask l0.softmax:softmax l0.pv:pv
 //   b[0] %l0.q_rot bf16[B, S, 128]
 //   b[1] %l0.kv int4[B, T, 2, 2, 32]
 //   b[2] -> %l0.attn bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(128) k_66146bf627eafdad(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128, 1) k_6bebcc84316f9ce2(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::flash_attention_kernel<T, 4, 0, 2, 2, 24, 16, 2, 4, 32>(st, int(layer), (const T*)b[0], (T*)b[2], 0.176776695f);
@@ -78,8 +78,8 @@ extern "C" __global__ void __launch_bounds__(128) k_66146bf627eafdad(const Lathe
 
 
 // ==== node l0.wo (matmul_residual)
-//   entry k_01fd06a377621820_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_01fd06a377621820_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_5945e5aa387e3214_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_5945e5aa387e3214_gemm grid gemm_tiles block 128 p 2,0,0
 // kernel l0.wo = matmul (matmul_residual)
 // absorbs: l0.wo:matmul l0.attn_add:add
 //   b[0] %l0.attn bf16[B, S, 128]
@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(128) k_66146bf627eafdad(const Lathe
 //   b[2] @layers.0.wo scales
 //   b[3] %x0 bf16[B, S, 128]
 //   b[4] -> %l0.x_attn bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256) k_01fd06a377621820_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_5945e5aa387e3214_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -97,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(256) k_01fd06a377621820_gemv(const 
   lk::gemv_kernel<T, 3, 128, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_01fd06a377621820_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_5945e5aa387e3214_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -109,8 +109,8 @@ extern "C" __global__ void __launch_bounds__(128) k_01fd06a377621820_gemm(const 
 
 
 // ==== node l0.gate_up (norm_matmul_gate_up_silu)
-//   entry k_3a4426ab435a68af_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_3a4426ab435a68af_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_996ed3f85859eadb_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_996ed3f85859eadb_gemm grid gemm_tiles block 128 p 6,0,0
 // kernel l0.gate_up = matmul (norm_matmul_gate_up_silu)
 // absorbs: l0.w_gate:matmul l0.w_up:matmul l0.ffn_norm:rms_norm l0.silu:silu l0.mul:mul
 //   b[0] %l0.x_attn bf16[B, S, 128]
@@ -120,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(128) k_01fd06a377621820_gemm(const 
 //   b[4] @layers.0.w_up int8[384, 128]
 //   b[5] @layers.0.w_up scales
 //   b[6] -> %l0.ffn_act bf16[B, S, 384]
-extern "C" __global__ void __launch_bounds__(256) k_3a4426ab435a68af_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_996ed3f85859eadb_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -130,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(256) k_3a4426ab435a68af_gemv(const 
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_3a4426ab435a68af_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_996ed3f85859eadb_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -142,8 +142,8 @@ extern "C" __global__ void __launch_bounds__(128) k_3a4426ab435a68af_gemm(const 
 
 
 // ==== node l0.w_down (matmul_residual)
-//   entry k_a632e41c406bf67c_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_a632e41c406bf67c_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_784a8e52280b5890_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_784a8e52280b5890_gemm grid gemm_tiles block 128 p 2,0,0
 // kernel l0.w_down = matmul (matmul_residual)
 // absorbs: l0.w_down:matmul l0.ffn_add:add
 //   b[0] %l0.ffn_act bf16[B, S, 384]
@@ -151,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(128) k_3a4426ab435a68af_gemm(const 
 //   b[2] @layers.0.w_down scales
 //   b[3] %l0.x_attn bf16[B, S, 128]
 //   b[4] -> %x1 bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256) k_a632e41c406bf67c_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_784a8e52280b5890_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -161,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(256) k_a632e41c406bf67c_gemv(const 
   lk::gemv_kernel<T, 3, 384, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_a632e41c406bf67c_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_784a8e52280b5890_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -173,24 +173,24 @@ extern "C" __global__ void __launch_bounds__(128) k_a632e41c406bf67c_gemm(const 
 
 
 // ==== node l1.qkv (norm_matmul_x3)
-//   entry k_45794155646913d1_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_45794155646913d1_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_1d629bb8f30b643d_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_1d629bb8f30b643d_gemm grid gemm_tiles block 128 p 4,0,0
 // ==== node l1.rope_kvwrite (rope_kvwrite)
-//   entry k_61756ecd75f63050 grid rows block 256 p 0,0,0
+//   entry k_61756ecd75f63050 grid rows_x block 256 p 1,0,0
 // ==== node l1.flash_attention (flash_attention)
-//   entry k_66146bf627eafdad grid flash block 128 p 4,0,0
+//   entry k_6bebcc84316f9ce2 grid flash block 128 p 4,64,0
 // ==== node l1.wo (matmul_residual)
-//   entry k_01fd06a377621820_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_01fd06a377621820_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_5945e5aa387e3214_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_5945e5aa387e3214_gemm grid gemm_tiles block 128 p 2,0,0
 // ==== node l1.gate_up (norm_matmul_gate_up_silu)
-//   entry k_3a4426ab435a68af_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_3a4426ab435a68af_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_996ed3f85859eadb_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_996ed3f85859eadb_gemm grid gemm_tiles block 128 p 6,0,0
 // ==== node l1.w_down (matmul_residual)
-//   entry k_a632e41c406bf67c_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_a632e41c406bf67c_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_784a8e52280b5890_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_784a8e52280b5890_gemm grid gemm_tiles block 128 p 2,0,0
 // ==== node lm_head (norm_lm_head)
-//   entry k_c45871bfab16ec9b_gemv grid warps block 256 p 512,0,0 max_rows 8
-//   entry k_c45871bfab16ec9b_gemm grid gemm_tiles block 128 p 8,1,0
+//   entry k_4fa67524c220b277_gemv grid warps block 256 p 512,0,0 max_rows 8
+//   entry k_4fa67524c220b277_gemm grid gemm_tiles block 128 p 8,1,0
 // kernel lm_head = lm_head (norm_lm_head)
 // absorbs: lm_head:lm_head final_norm:rms_norm
 //   b[0] %x2 bf16[B, S, 128]
@@ -198,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(128) k_a632e41c406bf67c_gemm(const 
 //   b[2] @lm_head int8[512, 128]
 //   b[3] @lm_head scales
 //   b[4] -> %logits f32[B, 512]
-extern "C" __global__ void __launch_bounds__(256) k_c45871bfab16ec9b_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_4fa67524c220b277_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {512, 0, 0, 0}, 1, 0, 1e-05f, 1};
@@ -208,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(256) k_c45871bfab16ec9b_gemv(const 
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_c45871bfab16ec9b_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_4fa67524c220b277_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {512, 0, 0, 0}, 1, 0, 1e-05f, 1};
