@@ -261,7 +261,7 @@ struct CudaSession::Impl {
     }
   }
 
-  // Grid of entry e for the step.
+  // Launches entry `en` of launch `l` with the grid its kind gives for this step.
   void launch_entry(const Entry& en, const Launch& l, int rows, int n_seq, const StepPlan& sp) {
     const CudaEntry& s = en.spec;
     auto cdiv = [](int64_t a, int64_t b) { return unsigned((a + b - 1) / b); };
