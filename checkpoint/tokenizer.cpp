@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <queue>
 
 #include "ir/assert.h"
@@ -232,6 +233,11 @@ void add_vocab(Writer& w, const Vocab& v) {
   w.add_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   w.add_bool("tokenizer.ggml.add_eos_token", false);
   if (v.model == "llama") w.add_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+}
+
+bool has_vocab(const File& f) {
+  std::optional<std::string> m = f.get_string_opt("tokenizer.ggml.model");
+  return m && *m != "no_vocab" && *m != "none";
 }
 
 Vocab read_vocab(const File& f) {

@@ -54,6 +54,9 @@ struct Vocab {
 Vocab synthetic_vocab(int64_t size);
 void add_vocab(Writer& w, const Vocab& v);
 // The vocabulary of a file (tokenizer.ggml.*); throws lathe::Error naming the key.
+// Whether the file has a vocabulary (tokenizer.ggml.model present and not llama.cpp's
+// "no_vocab" / "none" marker of a model without one).
+bool has_vocab(const File& f);
 Vocab read_vocab(const File& f);
 
 class Tokenizer {

@@ -174,7 +174,7 @@ int run_run(const RunArgs& a) {
   if (!from_plan && gguf::is_gguf_path(a.model)) {
     gguf_file = gguf::File::open(a.model);
     for (const std::string& n : gguf::model_notes(*gguf_file)) std::cerr << "lathe: warning: " << n << "\n";
-    if (gguf_file->get("tokenizer.ggml.model")) tokenizer.emplace(gguf::read_vocab(*gguf_file));
+    if (gguf::has_vocab(*gguf_file)) tokenizer.emplace(gguf::read_vocab(*gguf_file));
   }
   if (!a.prompt_text.empty()) {
     if (!a.tokens.empty()) throw Error("--prompt and --tokens cannot be combined");

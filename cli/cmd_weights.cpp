@@ -70,7 +70,7 @@ int run_convert(const ConvertArgs& a) {
   std::cout << "wrote " << a.out << ": " << p.model.name << " from " << from << ", matrices "
             << format_name(*fmt)
             << (vocabulary ? " (synthetic vocabulary: the checkpoint's tokenizer is not converted)"
-                           : " (no vocabulary: the checkpoint's tokenizer is not converted)")
+                           : " (no vocabulary, marked \"no_vocab\": the checkpoint's tokenizer is not converted)")
             << "\n";
   return 0;
 }
@@ -112,7 +112,9 @@ int run_info(const InfoArgs& a) {
   for (const auto& [n, c] : types)
     types_text += (types_text.empty() ? "" : ", ") + std::to_string(c) + " " + n;
   std::cout << "  tensor types " << types_text << "\n";
-  if (!tok.empty()) {
+  if (!tok.empty() && !gguf::has_vocab(*f)) {
+    std::cout << "  tokenizer    none (" << tok << ")\n";
+  } else if (!tok.empty()) {
     gguf::Vocab v = gguf::read_vocab(*f);
     std::cout << "  tokenizer    " << tok << ", " << v.tokens.size() << " tokens, bos " << v.bos
               << ", eos " << v.eos

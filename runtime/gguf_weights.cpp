@@ -177,7 +177,10 @@ void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& ma
     w.add_u32("llama.expert_used_count", uint32_t(m.moe->top_k));
     w.add_u32("llama.expert_feed_forward_length", uint32_t(m.moe->expert_ffn));
   }
+  // Without a vocabulary, llama.cpp's marker for a model that has none, so that it (and
+  // other GGUF tools) still load the file and run it on token ids.
   if (vocabulary) gguf::add_vocab(w, gguf::synthetic_vocab(m.vocab));
+  else w.add_string("tokenizer.ggml.model", "no_vocab");
 
   for (const gguf::WeightInfo& info : gguf::model_weights(m)) {
     Format fmt = gguf_tensor_format(info.name, info.shape, matrices);

@@ -66,6 +66,12 @@ for m in tiny-llama tiny-mixtral; do
   expect_rc 0 "$LATHE" run "$tmp/$m.gguf" --weights f32 --tokens 5,17,200,3,9 --gen 6 --threads 2 --logits "$tmp/$m-gguf.bin"
   [ -s "$tmp/$m-hf.bin" ] && cmp -s "$tmp/$m-hf.bin" "$tmp/$m-gguf.bin" ||
     bad "$m: logits of the converted GGUF differ from the Hugging Face checkpoint's"
+  # These vocabularies (256 tokens) are too small for the synthetic one: the file says
+  # so with llama.cpp's "no_vocab" marker (llama.cpp then loads it; bench/convert_parity.py),
+  # `weights info` shows it, and --prompt text is refused with the reason.
+  "$LATHE" weights info "$tmp/$m.gguf" | grep -q "tokenizer    none (no_vocab)" ||
+    bad "$m: weights info does not show the no_vocab marker"
+  expect_rc 2 "$LATHE" run "$tmp/$m.gguf" --weights f32 --prompt "hello" --gen 1
 done
 expect_rc 2 "$LATHE" weights convert "$tmp" -o "$tmp/y.gguf"
 [ ! -e "$tmp/y.gguf" ] || bad "a failed convert left a file"
