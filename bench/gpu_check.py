@@ -16,6 +16,10 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
 5. Predicted (against the probed spec) vs measured per phase, and the five kernels
    whose measured/predicted ratio is furthest from 1 among those taking >= 1% of
    their phase (from a --per-op run, which launches eagerly with events).
+6. Calibration: six more --per-op runs (batch 1/4/8, prompts 256-1024, bf16/int8/int4;
+   in runs.json) and `lathe calibrate --holdout 3` on them with the --per-op run of
+   step 5: the per-phase error of the probed spec and of the calibrated one, on fitted
+   and on held-out runs. (Rebuild the calibrated spec from runs.json if wanted.)
 Writes DIR/gpu-check.md and prints it. Every lathe call is logged to DIR/runs.log
 (command, exit code, seconds, stderr) and its JSON kept in DIR/runs.json; a call that
 fails leaves a FAILED row with its error and the rest of the table still runs.
@@ -31,6 +35,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 RUNS = {}
@@ -177,6 +182,31 @@ def main():
         for k in cands[:5]:
             w(f"| {k['name']} | {k['phase']} | {k['kernel']} | {k['measured_ms']:.4f} | {k['predicted_ms']:.4f} | "
               f"{k['measured_ms'] / k['predicted_ms']:.2f} |")
+    # Calibration: a few more eager --per-op runs (batch, prompt, weight format; kept in
+    # runs.json like every call) and `lathe calibrate` fitting the probed spec on two
+    # thirds of them with the error on the held-out third.
+    cal_dir = tempfile.mkdtemp(prefix="lathe-calibration-")
+    cal_path = os.path.join(cal_dir, "runs.jsonl")
+    cal_runs = [per] if per is not None else []
+    for b, p, g, fmt in ((1, 512, 32, "bf16"), (8, 512, 32, "bf16"), (4, 1024, 16, "bf16"), (1, 512, 32, "int8"),
+                         (1, 512, 32, "int4:g128"), (8, 256, 32, "int4:g128")):
+        P2 = str(min(p, a.prefill_tokens))
+        r = call(out, f"calibration-b{b}-p{P2}-{fmt}", L, "run", a.model, "--backend", a.backend, "--hw", hw,
+                 "--batch", str(b), "--prompt-tokens", P2, "--gen", str(g), "--weights", fmt, "--per-op",
+                 "--format", "json")
+        if r is not None:
+            cal_runs.append(r)
+    with open(cal_path, "w") as f:
+        for r in cal_runs:
+            f.write(json.dumps(r) + "\n")
+    cal = call(out, "calibrate", L, "calibrate", cal_path, "--hw", hw, "--holdout", "3", "-o",
+               os.path.join(cal_dir, "calibrated.toml"), "--format", "json") if len(cal_runs) >= 3 else None
+    if cal is not None:
+        e = cal["error"]
+        w(f"\n| calibration ({cal['train_runs']} runs fitted, {cal['test_runs']} held out) | mean per-phase error "
+          f"before | after |\n|---|---:|---:|")
+        w(f"| fitted runs | {100 * e['train_before']:.1f}% | {100 * e['train_after']:.1f}% |")
+        w(f"| held-out runs | {100 * e['test_before']:.1f}% | {100 * e['test_after']:.1f}% |")
     if FAILED:
         w("\nFailed calls (full stderr in runs.log):\n")
         for key, rc, why in FAILED:
