@@ -53,10 +53,10 @@ struct Vocab {
 // Needs size >= 262.
 Vocab synthetic_vocab(int64_t size);
 void add_vocab(Writer& w, const Vocab& v);
-// The vocabulary of a file (tokenizer.ggml.*); throws lathe::Error naming the key.
 // Whether the file has a vocabulary (tokenizer.ggml.model present and not llama.cpp's
 // "no_vocab" / "none" marker of a model without one).
 bool has_vocab(const File& f);
+// The vocabulary of a file (tokenizer.ggml.*); throws lathe::Error naming the key.
 Vocab read_vocab(const File& f);
 
 class Tokenizer {

@@ -270,7 +270,7 @@ __device__ __forceinline__ void warp_gemv(const void* w, const void* s, i64 n, c
 }
 
 // M up to 8 rows, handled 4 at a time (the unrolled 4-row dot keeps NVRTC's compile
-// time low; rows 5-8 re-read the weight row from L1/L2).
+// time low; rows 5-8 re-read the weight row from L2: weight loads bypass L1).
 template <typename T, int FMT, int K, int G, int WARPS, bool NORM>
 __device__ void gemv_kernel(const LatheCudaStep* st, const GemmDesc& d, const T* x, const T* normw, const void* const* W,
                             const void* const* S, void* const* out, const T* res) {

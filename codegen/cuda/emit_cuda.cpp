@@ -171,7 +171,6 @@ struct Emitter {
     const bool shape_ok = iepi == 0 ? int(n.outputs.size()) == nw : iepi == 1 ? nw == 1 : nw == 2 && widths[0] == widths[1];
     if (!last && float_w && dtype_name(w0.format.dtype) == g.attrs.s("act_dtype") && shape_ok) {
       CudaBlasPlan& bl = k.blas;
-      bl.on = true;
       bl.nw = nw;
       bl.K = K;
       bl.epilogue = iepi;

@@ -43,8 +43,8 @@ struct CudaEntry {
 // around them. Buffer indices are into the kernel's buffer array; offsets are bytes
 // into the device scratch.
 struct CudaBlasPlan {
-  bool on = false;
-  int nw = 0;
+  int nw = 0;  // GEMMs; 0: no cuBLAS route
+  bool on() const { return nw > 0; }
   int64_t K = 0, n[4] = {0, 0, 0, 0};
   int x = -1, w[4] = {-1, -1, -1, -1}, out[4] = {-1, -1, -1, -1}, residual = -1;
   int epilogue = 0;                      // 0 none, 1 residual (beta = 1 over a copy), 2 silu_mul

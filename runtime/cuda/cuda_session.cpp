@@ -63,6 +63,14 @@ int64_t value_offset(const Graph& g, ValueId v) {
 
 double cuda_session_bytes(const Plan& plan) { return cpu_session_bytes(plan); }
 
+CudaBinding cuda_binding(const Graph& g, const KernelBinding& kb) {
+  const Value& v = g.value(kb.value);
+  if (v.kind == ValueKind::weight) return CudaBinding::weight;
+  if (v.kind == ValueKind::input) return CudaBinding::tokens;
+  if (is_state_view(g, kb.value)) return CudaBinding::kv_cache;
+  return CudaBinding::arena;
+}
+
 std::vector<unsigned char> cuda_gain_payload(const WeightTensor& t, DType act) {
   const int64_t K = t.cols();
   std::vector<float> f(static_cast<size_t>(K));
@@ -121,19 +129,25 @@ struct CudaSession::Impl {
   // the first prefill is timed like any later one.
   void warm_blas() {
     const int64_t rows = plan.prefill.attrs.i("B") * plan.prefill.attrs.i("S");
-    const bool bf16 = plan.act_dtype == "bf16";
     bool any = false;
     for (const Launch& l : prefill.launches) {
       if (!l.blas) continue;
-      const CudaBlasPlan& b = l.bp;
-      CuDevicePtr a = b.norm_entry >= 0 ? scratch + CuDevicePtr(b.xn_offset) : l.x;
-      for (int i = 0; i < b.nw; ++i) {
-        CuDevicePtr c = b.epilogue == 2 ? scratch + CuDevicePtr(i == 0 ? b.t1_offset : b.t2_offset) : l.out[i];
-        api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, l.w[i], c, b.epilogue == 1 ? 1.0f : 0.0f);
-      }
+      blas_gemms(l, rows, plan.act_dtype == "bf16");
       any = true;
     }
     if (any) api.sync(stream);
+  }
+
+  // The library GEMMs of a cuBLAS-route launch: A is the normalized copy in scratch
+  // when the node has a norm prologue; C is the output (over a copy of the residual,
+  // beta = 1) or, for SiLU x up, the gate and up products in scratch.
+  void blas_gemms(const Launch& l, int64_t rows, bool bf16) {
+    const CudaBlasPlan& b = l.bp;
+    const CuDevicePtr a = b.norm_entry >= 0 ? scratch + CuDevicePtr(b.xn_offset) : l.x;
+    for (int i = 0; i < b.nw; ++i) {
+      const CuDevicePtr c = b.epilogue == 2 ? scratch + CuDevicePtr(i == 0 ? b.t1_offset : b.t2_offset) : l.out[i];
+      api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, l.w[i], c, b.epilogue == 1 ? 1.0f : 0.0f);
+    }
   }
   ~Impl() {
     for (Program* p : {&prefill, &decode}) api.graph_destroy(p->graph_exec);
@@ -233,23 +247,20 @@ struct CudaSession::Impl {
     for (Launch& l : prog.launches) {
       std::vector<uint64_t> ptrs;
       for (const KernelBinding& kb : kernel_bindings(g, l.node)) {
-        const Value& v = g.value(kb.value);
-        if (v.kind == ValueKind::weight) {
-          const auto& wp = dweights.at(v.name);
-          ptrs.push_back(kb.scales ? wp.second : wp.first);
-        } else if (v.kind == ValueKind::input) {
-          ptrs.push_back(stepbuf + off_tokens);
-        } else if (is_state_view(g, kb.value)) {
-          // The cache as written by kv_write / rope_kvwrite: attention kernels reach it
-          // through the step (st->kv, in the plan's layout); the slot keeps positions.
-          ptrs.push_back(kv);
-        } else {
-          ptrs.push_back(arena + uint64_t(value_offset(g, kb.value)));
+        switch (cuda_binding(g, kb)) {
+          case CudaBinding::weight: {
+            const auto& wp = dweights.at(g.value(kb.value).name);
+            ptrs.push_back(kb.scales ? wp.second : wp.first);
+            break;
+          }
+          case CudaBinding::tokens: ptrs.push_back(stepbuf + off_tokens); break;
+          case CudaBinding::kv_cache: ptrs.push_back(kv); break;
+          case CudaBinding::arena: ptrs.push_back(arena + uint64_t(value_offset(g, kb.value))); break;
         }
       }
       l.bufs = api.alloc(std::max<size_t>(ptrs.size(), 1) * 8, "kernel arguments");
       api.upload(l.bufs, ptrs.data(), ptrs.size() * 8);
-      if (l.bp.on && api.blas_available()) {
+      if (l.bp.on() && api.blas_available()) {
         l.blas = true;
         l.x = ptrs.at(size_t(l.bp.x));
         if (l.bp.residual >= 0) l.res = ptrs.at(size_t(l.bp.residual));
@@ -288,21 +299,10 @@ struct CudaSession::Impl {
   // residual (beta = 1 over a copy of it) or the SiLU x up entry.
   void launch_blas(const Launch& l, int rows, int n_seq, const StepPlan& sp, bool bf16) {
     const CudaBlasPlan& b = l.bp;
-    CuDevicePtr a = l.x;
-    if (b.norm_entry >= 0) {
-      launch_entry(l.entries[size_t(b.norm_entry)], l, rows, n_seq, sp);
-      a = scratch + CuDevicePtr(b.xn_offset);
-    }
-    if (b.epilogue == 2) {
-      api.gemm_nt(stream, bf16, rows, b.n[0], b.K, a, l.w[0], scratch + CuDevicePtr(b.t1_offset), 0.0f);
-      api.gemm_nt(stream, bf16, rows, b.n[1], b.K, a, l.w[1], scratch + CuDevicePtr(b.t2_offset), 0.0f);
-      launch_entry(l.entries[size_t(b.silu_entry)], l, rows, n_seq, sp);
-    } else if (b.epilogue == 1) {
-      api.copy_d2d(l.out[0], l.res, size_t(rows) * size_t(b.n[0]) * 2, stream);
-      api.gemm_nt(stream, bf16, rows, b.n[0], b.K, a, l.w[0], l.out[0], 1.0f);
-    } else {
-      for (int i = 0; i < b.nw; ++i) api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, l.w[i], l.out[i], 0.0f);
-    }
+    if (b.norm_entry >= 0) launch_entry(l.entries[size_t(b.norm_entry)], l, rows, n_seq, sp);
+    if (b.epilogue == 1) api.copy_d2d(l.out[0], l.res, size_t(rows) * size_t(b.n[0]) * 2, stream);
+    blas_gemms(l, rows, bf16);
+    if (b.epilogue == 2) launch_entry(l.entries[size_t(b.silu_entry)], l, rows, n_seq, sp);
   }
 
   void launch(const Launch& l, const StepPlan& sp, bool& bf16) {

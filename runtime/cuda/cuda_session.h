@@ -52,6 +52,13 @@ class CudaSession {
 // Device bytes a plan needs (weights, KV cache, arena, kernel scratch).
 double cuda_session_bytes(const Plan& plan);
 
+// What a kernel binding points at on the device: a weight (or its scales), the step's
+// token ids, the KV cache (the views kv_write / rope_kvwrite produce: attention reads
+// the cache through the step, in the plan's layout), or the value's arena offset.
+struct KernelBinding;  // codegen/cpu/emit_cpu.h
+enum class CudaBinding { weight, tokens, kv_cache, arena };
+CudaBinding cuda_binding(const Graph& g, const KernelBinding& kb);
+
 // The device bytes of a 1-D weight (a norm gain): its values in the activation dtype
 // `act` (bf16 or f16), which is how the kernels read gains, whatever the stored format.
 std::vector<unsigned char> cuda_gain_payload(const WeightTensor& t, DType act);

@@ -51,7 +51,7 @@ std::string cuda_listing(const Graph& g) {
       out += "//   entry " + e.symbol + " grid " + grid_name(e.grid) + " block " + std::to_string(e.block) + " p " +
              std::to_string(e.p0) + "," + std::to_string(e.p1) + "," + std::to_string(e.p2) +
              (e.max_rows >= 0 ? " max_rows " + std::to_string(e.max_rows) : "") + "\n";
-    if (k.blas.on) {
+    if (k.blas.on()) {
       const CudaBlasPlan& b = k.blas;
       out += "//   prefill via cuBLAS: " + std::to_string(b.nw) + " GEMM(s) K " + std::to_string(b.K) + " N";
       for (int i = 0; i < b.nw; ++i) out += " " + std::to_string(b.n[i]);
