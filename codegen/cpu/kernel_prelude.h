@@ -358,39 +358,87 @@ inline v32c wcodes(const void* w, i64 n, int kb) {
   }
   return r;
 }
-// int4 rows two blocks at a time: one 32-byte load holds the codes of blocks 2p and
-// 2p + 1 (16 bytes each); its low nibbles meet elements 0-15 of both blocks and its high
-// nibbles elements 16-31 (the PAIRED activation layout), so no byte shuffles are needed
-// and both products land in the same lanes (0-3: block 2p, 4-7: block 2p + 1), scaled
-// once: about half the instructions per weight of gemv_row_q.
+// Weight scales of blocks b .. b + 7 (one per 32 elements) as floats.
+template <int G>
+inline v8fl block_scales8(const u16* srow, int b) {
+#if defined(__F16C__)
+  if constexpr (G == 32) {
+    v8s h;
+    __builtin_memcpy(&h, srow + b, 16);
+    return __builtin_ia32_vcvtph2ps256(h);
+  }
+#endif
+  v8fl r;
+  for (int j = 0; j < 8; ++j) r[j] = h2f(srow[((b + j) * 32) / G]);
+  return r;
+}
+// One pair of int4 blocks (b, b + 1) of a row against M activation rows: one 32-byte
+// load holds the codes of both blocks (16 bytes each); its low nibbles meet elements
+// 0-15 of both blocks and its high nibbles elements 16-31 (the PAIRED activation
+// layout), so no byte shuffles are needed and both products land in the same lanes
+// (0-3: block b, 4-7: block b + 1). sc[m] holds the 8 combined scales (weight x
+// activation) of blocks b - J .. b - J + 7; lanes J and J + 1 scale this pair.
+template <int K, int J, int M>
+inline void q4_pair(const u8* p, int b, const i8* xq, const v8fl* sc, v8fl* acc) {
+  typedef unsigned char v32u __attribute__((vector_size(32)));
+  v32u wb;
+  __builtin_memcpy(&wb, p + b * 16, 32);
+  v32c lo = (v32c)(wb & 15), hi = (v32c)(wb >> 4);
+  for (int m = 0; m < M; ++m) {
+    v32c xa, xb;
+    __builtin_memcpy(&xa, xq + m * K + b * 32, 32);
+    __builtin_memcpy(&xb, xq + m * K + b * 32 + 32, 32);
+#ifdef LATHE_VNNI
+    v8i dot = __builtin_ia32_vpdpbusd256(__builtin_ia32_vpdpbusd256(v8i{}, (v8i)lo, (v8i)xa), (v8i)hi, (v8i)xb);
+#else
+    v8i dot = dot32(lo, xa) + dot32(hi, xb);
+#endif
+    acc[m] += __builtin_convertvector(dot, v8fl) * __builtin_shufflevector(sc[m], sc[m], J, J, J, J, J + 1, J + 1, J + 1, J + 1);
+  }
+}
+inline float hsum8(v8fl v) {
+  typedef float v4fl __attribute__((vector_size(16)));
+  v4fl a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+// int4 rows, eight blocks per step: the eight weight scales are converted at once and
+// multiplied by the activation scales in one vector, the code offset's correction is
+// one vector FMA, and each pair of blocks costs a load, two nibble masks, two integer
+// dot products and one FMA (1.6x fewer instructions per weight than scalar scales).
+// Remaining blocks (K / 32 not a multiple of 8) go a pair at a time, a last odd one in
+// element order.
 template <int K, int G, int M>
 inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
-  constexpr int NBK = K / 32;
-  typedef unsigned char v32u __attribute__((vector_size(32)));
+  constexpr int NBK = K / 32, NB8 = NBK - NBK % 8;
   const u8* p = (const u8*)w + n * (K / 2);
   const u16* srow = s + n * (K / G);
-  v8fl acc[M];
-  float corr[M];
-  for (int m = 0; m < M; ++m) acc[m] = v8fl{}, corr[m] = 0;
-  for (int b = 0; b + 1 < NBK; b += 2) {
-    v32u wb;
-    __builtin_memcpy(&wb, p + b * 16, 32);
-    v32c lo = (v32c)(wb & 15), hi = (v32c)(wb >> 4);
-    float d0 = h2f(srow[(b * 32) / G]), d1 = h2f(srow[(b * 32 + 32) / G]);
+  v8fl acc[M], corr[M];
+  float tail_corr[M];
+  for (int m = 0; m < M; ++m) acc[m] = corr[m] = v8fl{}, tail_corr[m] = 0;
+  for (int b = 0; b < NB8; b += 8) {
+    v8fl dw = block_scales8<G>(srow, b), sc[M];
     for (int m = 0; m < M; ++m) {
-      v32c xa, xb;
-      __builtin_memcpy(&xa, xq + m * K + b * 32, 32);
-      __builtin_memcpy(&xb, xq + m * K + b * 32 + 32, 32);
-#ifdef LATHE_VNNI
-      v8i dot = __builtin_ia32_vpdpbusd256(__builtin_ia32_vpdpbusd256(v8i{}, (v8i)lo, (v8i)xa), (v8i)hi, (v8i)xb);
-#else
-      v8i dot = dot32(lo, xa) + dot32(hi, xb);
-#endif
-      float s0 = d0 * xd[m * NBK + b], s1 = d1 * xd[m * NBK + b + 1];
-      v8fl sc = {s0, s0, s0, s0, s1, s1, s1, s1};
-      acc[m] += __builtin_convertvector(dot, v8fl) * sc;
-      corr[m] += d0 * xc[m * NBK + b] + d1 * xc[m * NBK + b + 1];
+      v8fl xdv, xcv;
+      __builtin_memcpy(&xdv, xd + m * NBK + b, 32);
+      __builtin_memcpy(&xcv, xc + m * NBK + b, 32);
+      corr[m] += dw * xcv;
+      sc[m] = dw * xdv;
     }
+    q4_pair<K, 0, M>(p, b, xq, sc, acc);
+    q4_pair<K, 2, M>(p, b + 2, xq, sc, acc);
+    q4_pair<K, 4, M>(p, b + 4, xq, sc, acc);
+    q4_pair<K, 6, M>(p, b + 6, xq, sc, acc);
+  }
+  for (int b = NB8; b + 1 < NBK; b += 2) {
+    float d0 = h2f(srow[(b * 32) / G]), d1 = h2f(srow[(b * 32 + 32) / G]);
+    v8fl sc[M];
+    for (int m = 0; m < M; ++m) {
+      float s0 = d0 * xd[m * NBK + b], s1 = d1 * xd[m * NBK + b + 1];
+      sc[m] = v8fl{s0, s1, s0, s0, s0, s0, s0, s0};
+      tail_corr[m] += d0 * xc[m * NBK + b] + d1 * xc[m * NBK + b + 1];
+    }
+    // lanes 0 and 1 of sc are this pair's scales
+    q4_pair<K, 0, M>(p, b, xq, sc, acc);
   }
   if constexpr (NBK % 2 == 1) {  // a last odd block, in element order
     constexpr int b = NBK - 1;
@@ -400,14 +448,10 @@ inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const
       v32c xv;
       __builtin_memcpy(&xv, xq + m * K + b * 32, 32);
       acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * (d0 * xd[m * NBK + b]);
-      corr[m] += d0 * xc[m * NBK + b];
+      tail_corr[m] += d0 * xc[m * NBK + b];
     }
   }
-  for (int m = 0; m < M; ++m) {
-    float sum = 0;
-    for (int i = 0; i < 8; ++i) sum += acc[m][i];
-    out[m] = sum - corr[m];
-  }
+  for (int m = 0; m < M; ++m) out[m] = hsum8(acc[m] - corr[m]) - tail_corr[m];
 }
 // ---- int4 GEMM on int8 activations (prefill): register tiles of RM activation rows x
 // RN weight rows, so each unpacked weight vector meets RM rows and each activation
@@ -520,39 +564,59 @@ inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const fl
     }
 }
 
-// out[m] = W[n] . x_m for M rows of quantized activations.
+// One block (J of a step of eight from block b) of an int8 row against M activation
+// rows, scaled by lane J of sc[m].
+template <int K, int J, int M>
+inline void q8_block(const void* w, i64 n, int b, const i8* xq, const v8fl* sc, v8fl* acc) {
+  v32c wc = wcodes<I8, K>(w, n, b + J);
+  for (int m = 0; m < M; ++m) {
+    v32c xv;
+    __builtin_memcpy(&xv, xq + m * K + (b + J) * 32, 32);
+    acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * __builtin_shufflevector(sc[m], sc[m], J, J, J, J, J, J, J, J);
+  }
+}
+// out[m] = W[n] . x_m for M rows of quantized activations (int8 weights here; int4
+// goes through gemv_row_q4p). Eight blocks per step with their scales in one vector,
+// as in gemv_row_q4p; a tail of K / 32 mod 8 blocks one at a time.
 template <int FMT, int K, int G, int M>
 inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
-  v8fl acc[M][2];
-  float corr[M];
-  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = v8fl{}, corr[m] = 0;
-  constexpr int NBK = K / 32;
+  static_assert(FMT == I8, "int4 rows go through gemv_row_q4p");
+  constexpr int NBK = K / 32, NB8 = NBK - NBK % 8;
+  v8fl acc[M], corr[M];
+  float tail_corr[M];
+  for (int m = 0; m < M; ++m) acc[m] = corr[m] = v8fl{}, tail_corr[m] = 0;
   const u16* srow = G > 0 ? s + n * (K / G) : nullptr;
-  auto block = [&](int kb, int slot) {
+  for (int b = 0; b < NB8; b += 8) {
+    v8fl dw = v8fl{} + 1.0f, sc[M];
+    if constexpr (G > 0) dw = block_scales8<G>(srow, b);
+    for (int m = 0; m < M; ++m) {
+      v8fl xdv, xcv;
+      __builtin_memcpy(&xdv, xd + m * NBK + b, 32);
+      __builtin_memcpy(&xcv, xc + m * NBK + b, 32);
+      corr[m] += dw * xcv;
+      sc[m] = dw * xdv;
+    }
+    q8_block<K, 0, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 1, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 2, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 3, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 4, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 5, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 6, M>(w, n, b, xq, sc, acc);
+    q8_block<K, 7, M>(w, n, b, xq, sc, acc);
+  }
+  for (int kb = NB8; kb < NBK; ++kb) {
     v32c wc = wcodes<FMT, K>(w, n, kb);
     float dw = G > 0 ? h2f(srow[(kb * 32) / G]) : 1.0f;
     for (int m = 0; m < M; ++m) {
       v32c xv;
       __builtin_memcpy(&xv, xq + m * K + kb * 32, 32);
-      v8fl f = __builtin_convertvector(dot32(wc, xv), v8fl) * (dw * xd[m * NBK + kb]);
-      if (slot == 0) acc[m][0] += f;
-      else acc[m][1] += f;
-      corr[m] += dw * xc[m * NBK + kb];
+      acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * (dw * xd[m * NBK + kb]);
+      tail_corr[m] += dw * xc[m * NBK + kb];
     }
-  };
-  int kb = 0;
-  for (; kb + 1 < NBK; kb += 2) {
-    block(kb, 0);
-    block(kb + 1, 1);
   }
-  if constexpr (NBK % 2 == 1) block(NBK - 1, 0);
   float rs = row_scale<FMT, G>(s, n);
-  for (int m = 0; m < M; ++m) {
-    v8fl t = acc[m][0] + acc[m][1];
-    float sum = 0;
-    for (int i = 0; i < 8; ++i) sum += t[i];
-    out[m] = (sum - corr[m]) * rs;
-  }
+  for (int m = 0; m < M; ++m) out[m] = (hsum8(acc[m] - corr[m]) - tail_corr[m]) * rs;
 }
 #endif
 
@@ -613,15 +677,16 @@ inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& g
           for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
           return;
       }
-    }
-    switch (M) {
-      case 1: return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
-      case 2: return gemv_row_q<FMT, K, G, 2>(w, s, n, q, d, c, out);
-      case 3: return gemv_row_q<FMT, K, G, 3>(w, s, n, q, d, c, out);
-      case 4: return gemv_row_q<FMT, K, G, 4>(w, s, n, q, d, c, out);
-      default:
-        for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
-        return;
+    } else {
+      switch (M) {
+        case 1: return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
+        case 2: return gemv_row_q<FMT, K, G, 2>(w, s, n, q, d, c, out);
+        case 3: return gemv_row_q<FMT, K, G, 3>(w, s, n, q, d, c, out);
+        case 4: return gemv_row_q<FMT, K, G, 4>(w, s, n, q, d, c, out);
+        default:
+          for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
+          return;
+      }
     }
   }
 #endif

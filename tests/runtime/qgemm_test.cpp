@@ -3,6 +3,8 @@
 //  - the decode GEMV on the same quantized activations (gemv_row_q4p): the same
 //    integer products summed in another order, so within float rounding (largest
 //    difference below 1e-5 of the outputs' RMS);
+//  - the GEMV over several activation rows at once (gemv_row_q4p with M = 1-4): the
+//    same bound against the one-row GEMV;
 //  - a float64 product of the dequantized weights with the unquantized activations:
 //    within the error of quantizing activations to int8 per 32-element block
 //    (relative RMS 1/254 = 0.0039 per element; the test allows 0.01).
@@ -26,7 +28,8 @@ namespace {
 // Returns 0 when the host has no integer dot products (the kernels then dequantize).
 const char* kHarness = R"(
 template <int K, int G>
-static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* tile_out, float* gemv_out) {
+static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* tile_out, float* gemv_out,
+               float* multi_out) {
 #ifdef LATHE_INT_DOT
   typedef lk::QGemm<K> Q;
   static lk::u8 xq[8 * Q::row_bytes];
@@ -56,26 +59,43 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
   for (int n = 0; n < N; ++n)
     for (int m = 0; m < M; ++m)
       lk::gemv_row_q4p<K, G, 1>(w, s, n, gq + m * K, gd + m * (K / 32), gc + m * (K / 32), gemv_out + m * N + n);
+  for (int n = 0; n < N; ++n)
+    for (int m0 = 0; m0 < M; m0 += 4) {
+      float o[4];
+      const lk::i8* q = gq + m0 * K;
+      const float *d = gd + m0 * (K / 32), *c = gc + m0 * (K / 32);
+      switch (M - m0 < 4 ? M - m0 : 4) {
+        case 1: lk::gemv_row_q4p<K, G, 1>(w, s, n, q, d, c, o); break;
+        case 2: lk::gemv_row_q4p<K, G, 2>(w, s, n, q, d, c, o); break;
+        case 3: lk::gemv_row_q4p<K, G, 3>(w, s, n, q, d, c, o); break;
+        default: lk::gemv_row_q4p<K, G, 4>(w, s, n, q, d, c, o); break;
+      }
+      for (int i = 0; i < 4 && m0 + i < M; ++i) multi_out[(m0 + i) * N + n] = o[i];
+    }
   return 1;
 #else
   return 0;
 #endif
 }
-extern "C" int qgemm_96_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b) {
-  return run<96, 32>(x, M, w, s, N, a, b);
+extern "C" int qgemm_96_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                              float* c) {
+  return run<96, 32>(x, M, w, s, N, a, b, c);
 }
-extern "C" int qgemm_256_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b) {
-  return run<256, 64>(x, M, w, s, N, a, b);
+extern "C" int qgemm_256_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                              float* c) {
+  return run<256, 64>(x, M, w, s, N, a, b, c);
 }
-extern "C" int qgemm_768_128(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b) {
-  return run<768, 128>(x, M, w, s, N, a, b);
+extern "C" int qgemm_768_128(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                              float* c) {
+  return run<768, 128>(x, M, w, s, N, a, b, c);
 }
-extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b) {
-  return run<768, 32>(x, M, w, s, N, a, b);
+extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                              float* c) {
+  return run<768, 32>(x, M, w, s, N, a, b, c);
 }
 )";
 
-using Fn = int (*)(const float*, int, const lk::u8*, const lk::u16*, int, float*, float*);
+using Fn = int (*)(const float*, int, const lk::u8*, const lk::u16*, int, float*, float*, float*);
 
 struct Shape {
   int K, G, M, N;
@@ -100,10 +120,10 @@ TEST_P(QGemm, MatchesGemvAndFloat64) {
     for (int g = 0; g < sh.K / sh.G; ++g)
       lk::quant_i4(&wf[size_t(n) * sh.K + g * sh.G], sh.G, &w[size_t(n) * sh.K / 2 + g * sh.G / 2],
                    &s[size_t(n) * (sh.K / sh.G) + g]);
-  std::vector<float> tile(size_t(sh.M) * sh.N, NAN), gemv(size_t(sh.M) * sh.N, NAN);
-  if (!fn(x.data(), sh.M, w.data(), s.data(), sh.N, tile.data(), gemv.data()))
+  std::vector<float> tile(size_t(sh.M) * sh.N, NAN), gemv(tile), multi(tile);
+  if (!fn(x.data(), sh.M, w.data(), s.data(), sh.N, tile.data(), gemv.data(), multi.data()))
     GTEST_SKIP() << "this host has no integer dot products (AVX2); int4 GEMMs dequantize to f32";
-  double err2 = 0, ref2 = 0, max_gap = 0, gemv2 = 0;
+  double err2 = 0, ref2 = 0, max_gap = 0, multi_gap = 0, gemv2 = 0;
   for (int m = 0; m < sh.M; ++m)
     for (int n = 0; n < sh.N; ++n) {
       double ref = 0;
@@ -116,17 +136,109 @@ TEST_P(QGemm, MatchesGemvAndFloat64) {
       double t = tile[size_t(m) * sh.N + n], g = gemv[size_t(m) * sh.N + n];
       ASSERT_TRUE(std::isfinite(t)) << "m " << m << " n " << n << " not written";
       max_gap = std::max(max_gap, std::abs(t - g));
+      double mu = multi[size_t(m) * sh.N + n];
+      ASSERT_TRUE(std::isfinite(mu)) << "m " << m << " n " << n << " not written";
+      multi_gap = std::max(multi_gap, std::abs(mu - g));
       gemv2 += g * g;
       err2 += (t - ref) * (t - ref);
       ref2 += ref * ref;
     }
-  EXPECT_LT(max_gap / std::sqrt(gemv2 / (sh.M * sh.N)), 1e-5) << "tile vs GEMV on the same int8 activations";
+  const double gemv_rms = std::sqrt(gemv2 / (sh.M * sh.N));
+  EXPECT_LT(max_gap / gemv_rms, 1e-5) << "tile vs GEMV on the same int8 activations";
+  EXPECT_LT(multi_gap / gemv_rms, 1e-5) << "GEMV over several activation rows vs one";
   EXPECT_LT(std::sqrt(err2 / ref2), 0.01) << "tile vs float64 with unquantized activations";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QGemm,
                          ::testing::Values(Shape{96, 32, 5, 4}, Shape{256, 64, 8, 6}, Shape{768, 128, 7, 5},
-                                           Shape{768, 32, 4, 3}, Shape{768, 32, 1, 1}),
+                                           Shape{768, 32, 4, 3}, Shape{768, 32, 1, 1}, Shape{256, 64, 3, 7}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
+                                  std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
+                         });
+
+// The int8 decode GEMV on int8 activations (gemv_row_q, through gemv_rows with M rows
+// at once) against a float64 product of the dequantized weights with the activations
+// quantized as the kernel does (int8 per 32-block, scale amax / 127): the same
+// integers, so within float rounding (1e-5 of the outputs' RMS). Per-row scales
+// (G 0) and per-32 scales (Q8_0), K with and without a tail of blocks after steps of
+// eight.
+const char* kInt8Harness = R"(
+template <int K, int G>
+static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* out) {
+#ifdef LATHE_VNNI
+  static float scratch[lk::gemv_x_floats(K, 4)];
+  lk::GemvX<lk::I8, K> gx;
+  gx.prepare(x, K, M, scratch);
+  for (int n = 0; n < N; ++n) {
+    float o[4];
+    lk::gemv_rows<lk::I8, K, G>(w, s, n, gx, 0, M, o);
+    for (int m = 0; m < M; ++m) out[m * N + n] = o[m];
+  }
+  return 1;
+#else
+  return 0;
+#endif
+}
+extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
+  return run8<256, 0>(x, M, w, s, N, o);
+}
+extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
+  return run8<288, 32>(x, M, w, s, N, o);
+}
+extern "C" int gemv8_768_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
+  return run8<768, 32>(x, M, w, s, N, o);
+}
+)";
+
+using Fn8 = int (*)(const float*, int, const lk::i8*, const lk::u16*, int, float*);
+
+class Int8Gemv : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Int8Gemv, MatchesFloat64) {
+  const Shape sh = GetParam();
+  const std::string source = std::string(cpu_prelude_text()) + kInt8Harness;
+  const std::string sym = "gemv8_" + std::to_string(sh.K) + "_" + std::to_string(sh.G);
+  auto fn = reinterpret_cast<Fn8>(testing::test_jit().get(source, sym, "qgemm_test"));
+  std::mt19937 rng(uint32_t(sh.K * 17 + sh.G + sh.M * 5 + sh.N));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(size_t(sh.M) * sh.K), wf(size_t(sh.N) * sh.K);
+  for (float& v : x) v = normal(rng);
+  for (float& v : wf) v = normal(rng);
+  const int per = sh.G > 0 ? sh.G : sh.K;  // elements per scale
+  std::vector<lk::i8> w(size_t(sh.N) * sh.K);
+  std::vector<lk::u16> s(size_t(sh.N) * (sh.K / per));
+  for (int n = 0; n < sh.N; ++n)
+    for (int g = 0; g < sh.K / per; ++g)
+      lk::quant_i8(&wf[size_t(n) * sh.K + g * per], per, &w[size_t(n) * sh.K + g * per], &s[size_t(n) * (sh.K / per) + g]);
+  std::vector<float> out(size_t(sh.M) * sh.N, NAN);
+  if (!fn(x.data(), sh.M, w.data(), s.data(), sh.N, out.data()))
+    GTEST_SKIP() << "this host has no VNNI; int8 GEMVs dequantize to f32";
+  std::vector<double> xq(x.size());  // the activations as the kernel quantizes them
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b + j]));
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (size_t j = 0; j < 32; ++j) xq[b + j] = double(std::round(x[b + j] * id)) * double(amax / 127.0f);
+  }
+  double max_gap = 0, ref2 = 0;
+  for (int m = 0; m < sh.M; ++m)
+    for (int n = 0; n < sh.N; ++n) {
+      double ref = 0;
+      for (int k = 0; k < sh.K; ++k)
+        ref += double(w[size_t(n) * sh.K + k]) * lk::h2f(s[size_t(n) * (sh.K / per) + k / per]) *
+               xq[size_t(m) * sh.K + k];
+      double o = out[size_t(m) * sh.N + n];
+      ASSERT_TRUE(std::isfinite(o)) << "m " << m << " n " << n << " not written";
+      max_gap = std::max(max_gap, std::abs(o - ref));
+      ref2 += ref * ref;
+    }
+  EXPECT_LT(max_gap / std::sqrt(ref2 / (sh.M * sh.N)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Int8Gemv,
+                         ::testing::Values(Shape{256, 0, 1, 9}, Shape{256, 0, 4, 3}, Shape{288, 32, 3, 5},
+                                           Shape{768, 32, 1, 4}, Shape{768, 32, 2, 4}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
