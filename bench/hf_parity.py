@@ -7,6 +7,9 @@ tests/runtime/hf_checkpoint_test.cpp reads without Python:
   tests/fixtures/hf/tiny-llama/    LlamaForCausalLM, F32 weights, sharded over two
                                    files with model.safetensors.index.json
   tests/fixtures/hf/tiny-mixtral/  MixtralForCausalLM, BF16 weights, tied embeddings
+  tests/fixtures/hf/tiny-llama31/  LlamaForCausalLM with Llama 3.1's "llama3" RoPE scaling
+                                   (original context 32, so the prompt's positions
+                                   already turn the scaled and blended pairs), F32
 
 Each holds config.json, the safetensors weights and reference_logits.json: a fixed
 prompt, three fixed decode tokens, and the logits transformers computes in float32
@@ -174,8 +177,14 @@ def main():
     llama = transformers.LlamaConfig(intermediate_size=128, rope_theta=10000.0, tie_word_embeddings=False, **common)
     mixtral = transformers.MixtralConfig(intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
                                          rope_theta=1e6, tie_word_embeddings=True, sliding_window=None, **common)
+    llama31 = transformers.LlamaConfig(intermediate_size=128, tie_word_embeddings=False,
+                                       rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                        "original_max_position_embeddings": 32},
+                                       **common)
     out = [make("tiny-llama", "llama", llama, 1234, torch.float32, 2),
-           make("tiny-mixtral", "mixtral", mixtral, 4321, torch.bfloat16, 1)]
+           make("tiny-mixtral", "mixtral", mixtral, 4321, torch.bfloat16, 1),
+           make("tiny-llama31", "llama", llama31, 3141, torch.float32, 1)]
     if a.check:
         for d, rows in out:
             check_with_lathe(a.check, d, rows)

@@ -1,6 +1,7 @@
 #include "checkpoint/gguf_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -41,15 +42,11 @@ std::string shape_text(const std::vector<int64_t>& v) {
 std::vector<std::string> model_notes(const File& f) {
   std::vector<std::string> notes;
   std::string type = f.get_string_opt("llama.rope.scaling.type").value_or("none");
-  if (type != "none")
+  if (type != "none" && type != "linear")
     notes.push_back("llama.rope.scaling.type = '" + type + "' (factor " +
                     std::to_string(f.get_float_opt("llama.rope.scaling.factor").value_or(1.0)) +
-                    ") is not applied: lathe uses plain RoPE, so positions differ from llama.cpp's " +
-                    (type == "linear" ? "everywhere" : "where the scaling acts"));
-  if (f.find("rope_freqs.weight"))
-    notes.push_back("tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors, Llama-3.1 style) is not "
-                    "applied: lathe uses plain RoPE, so the low-frequency dimensions differ from llama.cpp's at "
-                    "every position (slightly at short context)");
+                    ") is not applied: lathe applies linear scaling and per-dimension factors "
+                    "(rope_freqs.weight), so positions differ from llama.cpp's where this scaling acts");
   return notes;
 }
 
@@ -197,6 +194,33 @@ ModelSpec model_spec(const File& f) {
     throw Error(path +
                 ": keys 'llama.attention.layer_norm_rms_epsilon' and 'llama.rope.freq_base' must "
                 "be positive");
+  // RoPE scaling: linear by metadata, or per-dimension divisors in rope_freqs.weight
+  // (what llama.cpp's converter writes for Llama 3.1's llama3 rule).
+  if (f.get_string_opt("llama.rope.scaling.type").value_or("none") == "linear") {
+    double factor = f.get_float_opt("llama.rope.scaling.factor").value_or(1.0);
+    if (!(factor > 0) || !std::isfinite(factor))
+      throw Error(path + ": key 'llama.rope.scaling.factor' must be a positive number");
+    if (factor != 1.0) m.rope_scaling = RopeScaling{.type = "linear", .factor = factor};
+  }
+  if (const TensorInfo* rf = f.find("rope_freqs.weight")) {
+    if (rf->type != 0 || rf->ne.size() != 1 || rf->ne[0] != m.head_dim / 2)
+      throw Error(path + ": tensor 'rope_freqs.weight' has type " + type_name(rf->type) + " and ne " +
+                  shape_text(rf->ne) + ", expected F32 [" + std::to_string(m.head_dim / 2) +
+                  "] (one RoPE frequency factor per rotation pair)");
+    RopeScaling sc;
+    sc.type = "factors";
+    for (int64_t i = 0; i < rf->ne[0]; ++i) {
+      float v;
+      std::memcpy(&v, rf->data + 4 * i, 4);
+      if (!(v > 0) || !std::isfinite(v))
+        throw Error(path + ": tensor 'rope_freqs.weight' element " + std::to_string(i) + " is " + std::to_string(v) +
+                    ", not a positive factor");
+      sc.factors.push_back(double(v));
+    }
+    if (m.rope_scaling)  // linear and per-dimension factors together: llama.cpp applies both
+      for (double& d : sc.factors) d *= m.rope_scaling->factor;
+    m.rope_scaling = sc;
+  }
   int64_t experts = opt("expert_count").value_or(0);
   if (experts > 0) {
     MoeSpec moe;

@@ -41,7 +41,8 @@ ModelSpec model_spec(const File& f);
 // Opens `path` and reads its model (frontend's load_model uses this).
 ModelSpec load_model_spec(const std::string& path);
 // What the file asks for that lathe does not apply, one sentence each, for warnings:
-// RoPE scaling (llama.rope.scaling.type, Llama-3.1's rope_freqs.weight factors).
+// RoPE scaling of a type other than linear (yarn, longrope); linear scaling and
+// Llama-3.1's rope_freqs.weight factors are applied (ModelSpec::rope_scaling).
 std::vector<std::string> model_notes(const File& f);
 
 // The weights a model needs: lathe name and lathe (row-major) shape, in file order.

@@ -77,6 +77,8 @@ struct Builder {
     rq.set("heads", heads);
     rq.set("head_dim", m.head_dim);
     rq.set("theta", m.rope_theta);
+    if (m.rope_scaling)
+      rq.set("rope_divisors", rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim)));
     rq.set("layer", l);
     Attrs rk = rq;
     rk.set("heads", kv_heads);
@@ -166,6 +168,7 @@ struct Builder {
     g.attrs.set("vocab", m.vocab);
     g.attrs.set("max_context", m.max_context);
     g.attrs.set("rope_theta", m.rope_theta);
+    if (m.rope_scaling) g.attrs.set("rope_scaling", m.rope_scaling->type);
     g.attrs.set("norm_eps", m.norm_eps);
     g.attrs.set("tp", tp);
     g.attrs.set("act_dtype", std::string(dtype_name(o.act)));

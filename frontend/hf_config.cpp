@@ -257,15 +257,30 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     if (auto t = sub.get_double("rope_theta", 1.0, 1e12)) m.rope_theta = *t;
     std::string type =
         sub.get_string("rope_type").value_or(sub.get_string("type").value_or("default"));
-    if (type != "default") {
-      c.rope_scaling = true;
-      std::string where = type == "dynamic" ? "positions beyond the original context differ"
-                          : type == "llama3"
-                              ? "the low-frequency dimensions differ at every position, slightly at short context"
-                              : "positions differ";
-      c.notes.push_back(std::string(key) + " of type '" + type + "' is ignored: lathe applies plain RoPE (" +
-                        where + ")");
+    if (type == "default") continue;
+    c.rope_scaling = true;
+    if (type == "linear" || type == "llama3") {
+      RopeScaling sc;
+      sc.type = type;
+      auto factor = sub.get_double("factor", 1e-3, 1e6);
+      if (!factor) sub.fail(std::string(key) + ".factor", "missing (RoPE scaling of type '" + type + "' needs it)");
+      sc.factor = *factor;
+      if (type == "llama3") {
+        sc.low_freq_factor = sub.get_double("low_freq_factor", 1e-6, 1e6).value_or(1.0);
+        sc.high_freq_factor = sub.get_double("high_freq_factor", 1e-6, 1e6).value_or(4.0);
+        auto orig = sub.get_int("original_max_position_embeddings", 1, kMaxDim);
+        if (!orig)
+          sub.fail(std::string(key) + ".original_max_position_embeddings", "missing (llama3 RoPE scaling needs it)");
+        sc.original_max_context = *orig;
+        if (!(sc.high_freq_factor > sc.low_freq_factor))
+          sub.fail(std::string(key) + ".high_freq_factor", "must exceed low_freq_factor");
+      }
+      m.rope_scaling = sc;
+      continue;
     }
+    std::string where = type == "dynamic" ? "positions beyond the original context differ" : "positions differ";
+    c.notes.push_back(std::string(key) + " of type '" + type +
+                      "' is ignored: lathe applies plain RoPE or linear / llama3 scaling (" + where + ")");
   }
 
   // Weight dtype: torch_dtype (4.x) or dtype (5.x).
@@ -364,6 +379,17 @@ std::string hf_model_to_toml(const HfConfig& c) {
   o += "rope_theta = " + toml_float(m.rope_theta) + "\n";
   o += std::string("tie_embeddings = ") + (m.tie_embeddings ? "true" : "false") + "\n";
   o += "dtype = " + toml_string(std::string(dtype_name(m.dtype))) + "\n";
+  if (m.rope_scaling && m.rope_scaling->type != "factors") {
+    const RopeScaling& sc = *m.rope_scaling;
+    o += "\n[model.rope_scaling]\n";
+    o += "type = " + toml_string(sc.type) + "\n";
+    o += "factor = " + toml_float(sc.factor) + "\n";
+    if (sc.type == "llama3") {
+      o += "low_freq_factor = " + toml_float(sc.low_freq_factor) + "\n";
+      o += "high_freq_factor = " + toml_float(sc.high_freq_factor) + "\n";
+      o += "original_max_context = " + std::to_string(sc.original_max_context) + "\n";
+    }
+  }
   if (m.is_moe()) {
     o += "\n[model.moe]\n";
     o += "experts = " + std::to_string(m.moe->experts) + "\n";

@@ -23,7 +23,7 @@ struct HfConfig {
   std::string architecture;  // "LlamaForCausalLM" (or the model_type when no architectures)
   // Mistral / Qwen2 sliding-window attention (lathe attends to the whole context).
   std::optional<int64_t> sliding_window;
-  bool rope_scaling = false;    // a rope_scaling other than the default (lathe has none)
+  bool rope_scaling = false;    // a rope_scaling other than the default (applied when linear / llama3)
   bool attention_bias = false;  // q/k/v biases (Qwen2, or Llama with attention_bias = true)
   // What lathe does differently from the checkpoint's model (sliding window, RoPE
   // scaling, biases); written as comments into the TOML and printed as warnings.

@@ -108,6 +108,26 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
   m.norm_eps = r.get_double("norm_eps", 1e-12, 0.1).value_or(1e-5);
   m.rope_theta = r.get_double("rope_theta", 1.0, 1e12).value_or(10000.0);
   m.tie_embeddings = r.get_bool("tie_embeddings").value_or(false);
+  if (const TomlValue* rs = r.get_table("rope_scaling")) {
+    TableReader sr(*rs, "model.rope_scaling", source);
+    RopeScaling sc;
+    sc.type = sr.require_string("type");
+    if (sc.type != "linear" && sc.type != "llama3")
+      sr.fail_at(*rs->get("type"), "type", "expected \"linear\" or \"llama3\", got \"" + sc.type + "\"");
+    auto factor = sr.get_double("factor", 1e-3, 1e6);
+    if (!factor) sr.fail_missing("factor", "a number");
+    sc.factor = *factor;
+    if (sc.type == "llama3") {
+      sc.low_freq_factor = sr.get_double("low_freq_factor", 1e-6, 1e6).value_or(1.0);
+      sc.high_freq_factor = sr.get_double("high_freq_factor", 1e-6, 1e6).value_or(4.0);
+      sc.original_max_context = sr.require_int("original_max_context", 1, kMaxDim);
+      if (!(sc.high_freq_factor > sc.low_freq_factor))
+        sr.fail_table("high_freq_factor (" + std::to_string(sc.high_freq_factor) + ") must exceed low_freq_factor (" +
+                      std::to_string(sc.low_freq_factor) + ")");
+    }
+    sr.finish();
+    m.rope_scaling = sc;
+  }
   if (auto d = r.get_string("dtype")) {
     auto dt = parse_dtype(*d);
     if (!dt || (*dt != DType::f32 && *dt != DType::f16 && *dt != DType::bf16))

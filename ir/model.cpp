@@ -1,5 +1,7 @@
 #include "ir/model.h"
 
+#include <cmath>
+
 namespace lathe {
 
 int64_t ModelSpec::attention_params_per_layer() const {
@@ -21,6 +23,27 @@ int64_t ModelSpec::active_ffn_params_per_layer() const {
   if (!is_moe()) return norm + 3 * hidden * ffn;
   int64_t router = hidden * moe->experts;
   return norm + router + moe->top_k * 3 * hidden * moe->expert_ffn;
+}
+
+std::vector<double> rope_divisors(const RopeScaling& s, double theta, int64_t head_dim) {
+  const int64_t n = head_dim / 2;
+  if (s.type == "factors") return s.factors;
+  std::vector<double> d(size_t(n), s.type == "linear" ? s.factor : 1.0);
+  if (s.type != "llama3") return d;
+  // transformers' _compute_llama3_parameters, as a divisor of each frequency.
+  const double low_wavelen = double(s.original_max_context) / s.low_freq_factor;
+  const double high_wavelen = double(s.original_max_context) / s.high_freq_factor;
+  for (int64_t i = 0; i < n; ++i) {
+    double wavelen = 2.0 * M_PI * std::pow(theta, 2.0 * double(i) / double(head_dim));
+    if (wavelen > low_wavelen) {
+      d[size_t(i)] = s.factor;
+    } else if (wavelen >= high_wavelen) {
+      double smooth = (double(s.original_max_context) / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+      d[size_t(i)] = 1.0 / ((1.0 - smooth) / s.factor + smooth);
+    }
+  }
+  return d;
 }
 
 int64_t ModelSpec::param_count() const {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/dtype.h"
 
@@ -16,6 +17,25 @@ struct MoeSpec {
   int64_t top_k = 0;       // experts each token is routed to
   int64_t expert_ffn = 0;  // intermediate size of one expert
 };
+
+// RoPE frequency scaling of long-context checkpoints. Each rotation pair i turns at
+// theta^(-2i/D) / divisor[i]:
+//   linear  every divisor = factor (positions interpolated by 1 / factor);
+//   llama3  Llama 3.1's rule: divisor = factor where the wavelength exceeds
+//           original_max_context / low_freq_factor, 1 where it is below
+//           original_max_context / high_freq_factor, and a smooth blend between;
+//   factors the divisors as given (GGUF's rope_freqs.weight tensor).
+struct RopeScaling {
+  std::string type;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_context = 8192;
+  std::vector<double> factors;  // type "factors": head_dim / 2 divisors
+};
+
+// Divisors of the rotation frequencies (head_dim / 2 of them) for `s` at base theta.
+std::vector<double> rope_divisors(const RopeScaling& s, double theta, int64_t head_dim);
 
 struct ModelSpec {
   std::string name;
@@ -31,6 +51,7 @@ struct ModelSpec {
   int64_t max_context = 0;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;  // none: plain RoPE
   bool tie_embeddings = false;
   DType dtype = DType::bf16;  // stored weight dtype of the published checkpoint
   std::optional<MoeSpec> moe;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 
 #include "ir/graph.h"
 
@@ -72,6 +75,44 @@ std::string Attrs::s(std::string_view key, std::string_view def) const {
   if (!v) return std::string(def);
   if (auto p = std::get_if<std::string>(v)) return *p;
   return std::string(def);
+}
+
+std::string rope_divisors_text(const std::vector<double>& divisors) {
+  std::string out;
+  char buf[32];
+  for (double d : divisors) {
+    if (!out.empty()) out += ',';
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+    out += buf;
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> rope_divisors_of(const Attrs& a, std::string* why) {
+  std::vector<double> out;
+  if (!a.has("rope_divisors")) return out;
+  const std::string text = a.s("rope_divisors");
+  const int64_t want = a.i("head_dim") / 2;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    double v = 0;
+    auto r = std::from_chars(text.data() + pos, text.data() + end, v);
+    if (r.ec != std::errc() || r.ptr != text.data() + end || !(v > 0) || !std::isfinite(v)) {
+      if (why) *why = "rope_divisors: '" + text.substr(pos, end - pos) + "' is not a positive number";
+      return std::nullopt;
+    }
+    out.push_back(v);
+    pos = end + 1;
+  }
+  if (int64_t(out.size()) != want) {
+    if (why)
+      *why = "rope_divisors: " + std::to_string(out.size()) + " values for head_dim " +
+             std::to_string(a.i("head_dim")) + " (want " + std::to_string(want) + ")";
+    return std::nullopt;
+  }
+  return out;
 }
 
 std::optional<GemmParts> gemm_parts(OpKind k, const Attrs& a, size_t num_inputs) {
@@ -241,6 +282,7 @@ std::vector<TypeShape> infer_outputs(const Graph& g, const Node& n, std::string*
     }
     case OpKind::rope: {
       if (!c.arity(1) || !c.rank(0, 3)) return {};
+      if (std::string why; !rope_divisors_of(a, &why)) c.fail(why);
       c.same_dim(c.in(0).shape[2], Dim::c(a.i("heads") * a.i("head_dim")), "heads x head_dim");
       out.push_back(c.in(0).type());
       return done();
@@ -258,6 +300,7 @@ std::vector<TypeShape> infer_outputs(const Graph& g, const Node& n, std::string*
       if (a.i("layer") < 0 || !st.shape[0].is_const() || a.i("layer") >= st.shape[0].coef)
         c.fail("layer out of range");
       if (fused) {
+        if (std::string why; !rope_divisors_of(a, &why)) c.fail(why);
         c.same_dim(c.in(0).shape[2], Dim::c(a.i("heads") * d), "q width");
         out.push_back(c.in(0).type());
       }

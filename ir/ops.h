@@ -80,6 +80,13 @@ class Attrs {
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
 
+// RoPE frequency divisors of a rope / rope_kvwrite node (attribute "rope_divisors":
+// head_dim / 2 positive numbers, comma-separated; see RopeScaling in ir/model.h).
+// Empty when the node has plain RoPE. rope_divisors_of returns nullopt and sets *why
+// when the attribute is malformed (a plan file edited by hand).
+std::string rope_divisors_text(const std::vector<double>& divisors);
+std::optional<std::vector<double>> rope_divisors_of(const Attrs& a, std::string* why = nullptr);
+
 // Input positions of a GEMM-family node, derived from its attributes.
 struct GemmParts {
   int x = 0;            // activation input

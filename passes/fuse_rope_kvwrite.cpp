@@ -30,6 +30,7 @@ PassResult fuse_rope_kvwrite(Graph& g, const PassContext&) {
     f.attrs.set("kv_heads", w.attrs.i("kv_heads"));
     f.attrs.set("head_dim", w.attrs.i("head_dim"));
     f.attrs.set("theta", q.attrs.f("theta"));
+    if (q.attrs.has("rope_divisors")) f.attrs.set("rope_divisors", q.attrs.s("rope_divisors"));
     f.attrs.set("layer", layer);
     absorb(f, q);
     absorb(f, k);

@@ -167,6 +167,20 @@ void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& ma
   w.add_f32("llama.rope.freq_base", float(m.rope_theta));
   w.add_f32("llama.attention.layer_norm_rms_epsilon", float(m.norm_eps));
   w.add_u32("llama.rope.dimension_count", uint32_t(m.head_dim));
+  // RoPE scaling as llama.cpp reads it: linear by metadata, anything else (llama3,
+  // per-dimension factors) as the rope_freqs.weight divisors its converter writes.
+  if (m.rope_scaling && m.rope_scaling->type == "linear") {
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add_f32("llama.rope.scaling.factor", float(m.rope_scaling->factor));
+  } else if (m.rope_scaling) {
+    std::vector<double> div = rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim);
+    w.add_tensor("rope_freqs.weight", {int64_t(div.size())}, 0, [div](uint8_t* out) {
+      for (size_t i = 0; i < div.size(); ++i) {
+        float v = float(div[i]);
+        std::memcpy(out + 4 * i, &v, 4);
+      }
+    });
+  }
   if (m.head_dim * m.heads != m.hidden) {
     w.add_u32("llama.attention.key_length", uint32_t(m.head_dim));
     w.add_u32("llama.attention.value_length", uint32_t(m.head_dim));

@@ -143,13 +143,18 @@ std::vector<std::vector<double>> Reference::run(const Graph& g, const std::vecto
         const auto& x = in(0);
         int64_t H = a.i("heads");
         double theta = a.f("theta");
+        std::string why;
+        auto divisors = rope_divisors_of(a, &why);
+        if (!divisors) throw Error("reference: node '" + n.name + "': " + why);
         auto& y = out(0, rows * H * D);
         for (const Seq& s : seqs)
           for (int64_t i = 0; i < s.len; ++i) {
             int64_t r = s.row0 + i, pos = s.past + i;
             for (int64_t h = 0; h < H; ++h)
               for (int64_t p = 0; p < D / 2; ++p) {
-                double ang = double(pos) * std::pow(theta, -2.0 * double(p) / double(D));
+                double freq = std::pow(theta, -2.0 * double(p) / double(D));
+                if (!divisors->empty()) freq /= (*divisors)[size_t(p)];
+                double ang = double(pos) * freq;
                 double c = std::cos(ang), sn = std::sin(ang);
                 size_t o = size_t((r * H + h) * D + 2 * p);
                 y[o] = x[o] * c - x[o + 1] * sn;

@@ -65,6 +65,17 @@ struct Emitter {
     return n.attrs.i(key);
   }
 
+  // The node's RoPE divisors as a static table in the kernel and its name as the last
+  // argument of the rope call ("" for plain RoPE, which keeps the call as it was).
+  std::string rope_divisors_arg() {
+    std::string why;
+    auto d = rope_divisors_of(n.attrs, &why);
+    if (!d) fail(why);
+    if (d->empty()) return "";
+    code += "  static const double rope_div[" + std::to_string(d->size()) + "] = {" + rope_divisors_text(*d) + "};\n";
+    return ", rope_div";
+  }
+
   void bind() {
     KernelBuffers kb = kernel_buffers(g, n, " (f16)");
     data = std::move(kb.data), scales = std::move(kb.scales), outs = std::move(kb.outs);
@@ -208,10 +219,12 @@ struct Emitter {
                 (n.kind == OpKind::silu ? std::string("nullptr") : fin(1)) + ", " + fout(0) + ");\n";
         break;
       }
-      case OpKind::rope:
+      case OpKind::rope: {
+        std::string div = rope_divisors_arg();
         code += "  lk::rope_kernel<" + num(attr("heads")) + ", " + num(attr("head_dim")) + ">(ctx, st, " + fin(0) +
-                ", " + fout(0) + ", " + num(a.f("theta")) + ");\n";
+                ", " + fout(0) + ", " + num(a.f("theta")) + div + ");\n";
         break;
+      }
       case OpKind::kv_write:
         code += "  lk::kv_write_kernel<" + kv_args() + ", " + num(attr("head_dim")) + ">(ctx, st, int(ia[0]), " +
                 fin(0) + ", " + fin(1) + ");\n";
@@ -238,11 +251,13 @@ struct Emitter {
                 num(plan_S()) + ", " + num(plan_T()) + ">(ctx, st, " + fin(0) + ", " + fin(1) + ", " + fout(0) + ");\n";
         break;
       }
-      case OpKind::rope_kvwrite:
+      case OpKind::rope_kvwrite: {
+        std::string div = rope_divisors_arg();
         code += "  lk::rope_kvwrite_kernel<" + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
                 ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fin(1) + ", " + fin(2) + ", " + fout(0) + ", " +
-                num(a.f("theta")) + ");\n";
+                num(a.f("theta")) + div + ");\n";
         break;
+      }
       case OpKind::flash_attention:
       case OpKind::decode_attention: {
         int64_t split = n.kind == OpKind::decode_attention ? a.i("tune_split", 1) : 1;

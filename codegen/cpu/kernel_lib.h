@@ -457,12 +457,12 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
 // RoPE on Q and K of each row, K and V written to the cache (quantized for I8/I4).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
 void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, const float* k,
-                         const float* v, float* q_out, double theta) {
+                         const float* v, float* q_out, double theta, const double* rope_div = nullptr) {
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2], tmp[D];
     for (i64 r = b; r < e; ++r) {
       const int pos = st->row_pos[r], slot = st->seq[st->row_seq[r]].slot;
-      rope_table<D>(pos, theta, cs, sn);
+      rope_table<D>(pos, theta, cs, sn, rope_div);
       for (int h = 0; h < H; ++h) rope_rotate<D>(q + r * (H * D) + h * D, cs, sn, q_out + r * (H * D) + h * D);
       for (int h = 0; h < KVH; ++h) {
         rope_rotate<D>(k + r * (KVH * D) + h * D, cs, sn, tmp);
@@ -475,11 +475,12 @@ void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, cons
 
 // ---------------------------------------------------------------- unfused ops
 template <int H, int D>
-void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, double theta) {
+void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, double theta,
+                 const double* rope_div = nullptr) {
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2];
     for (i64 r = b; r < e; ++r) {
-      rope_table<D>(st->row_pos[r], theta, cs, sn);
+      rope_table<D>(st->row_pos[r], theta, cs, sn, rope_div);
       for (int h = 0; h < H; ++h) rope_rotate<D>(x + r * (H * D) + h * D, cs, sn, y + r * (H * D) + h * D);
     }
   });

@@ -750,11 +750,13 @@ inline void rms_norm_row(const float* x, const float* w, float eps, float* y) {
   for (int k = 0; k < K; ++k) y[k] = x[k] * r * w[k];
 }
 // cos/sin of position pos for the D/2 rotation pairs (2i, 2i+1), frequency
-// theta^(-2i/D); computed in double so long contexts stay accurate.
+// theta^(-2i/D), divided by div[i] when the model scales RoPE (div null: plain);
+// computed in double so long contexts stay accurate.
 template <int D>
-inline void rope_table(int pos, double theta, float* cs, float* sn) {
+inline void rope_table(int pos, double theta, float* cs, float* sn, const double* div = nullptr) {
   for (int i = 0; i < D / 2; ++i) {
     double freq = __builtin_pow(theta, -2.0 * double(i) / double(D));
+    if (div) freq /= div[i];
     double a = double(pos) * freq;
     cs[i] = float(__builtin_cos(a));
     sn[i] = float(__builtin_sin(a));

@@ -690,9 +690,12 @@ __device__ __forceinline__ void kv_put_warp(const LatheCudaStep* st, i64 v, cons
 }
 
 // cos/sin of the (2i, 2i+1) rotation at a position; the angle is reduced in double
-// so long contexts stay accurate under fast math.
-__device__ __forceinline__ void rope_cs(int pos, int i, int D, double theta, float* c, float* s) {
+// so long contexts stay accurate under fast math. div: the model's RoPE-scaling
+// divisors (null: plain RoPE).
+__device__ __forceinline__ void rope_cs(int pos, int i, int D, double theta, float* c, float* s,
+                                        const double* div = nullptr) {
   double freq = pow(theta, -2.0 * double(i) / double(D));
+  if (div) freq /= div[i];  // RoPE scaling (a divisor per rotation pair)
   double a = fmod(double(pos) * freq, 6.283185307179586);
   sincosf(float(a), s, c);
 }
@@ -701,7 +704,7 @@ __device__ __forceinline__ void rope_cs(int pos, int i, int D, double theta, flo
 // head. Rotated vectors are staged in shared memory for the quantizing store.
 template <typename T, int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
 __device__ void rope_kvwrite_kernel(const LatheCudaStep* st, int layer, const T* q, const T* k, const T* v, T* qo,
-                                    double theta) {
+                                    double theta, const double* rope_div = nullptr) {
   __shared__ float stage[8][D];
   // A block per (row, group of blockDim / 32 heads): decode's single row still
   // spreads its heads over several multiprocessors.
@@ -717,7 +720,7 @@ __device__ void rope_kvwrite_kernel(const LatheCudaStep* st, int layer, const T*
       float a = tof(src[2 * i]), b = tof(src[2 * i + 1]);
       if (h < H + KVH) {
         float c, sn;
-        rope_cs(pos, i, D, theta, &c, &sn);
+        rope_cs(pos, i, D, theta, &c, &sn, rope_div);
         s[2 * i] = a * c - b * sn;
         s[2 * i + 1] = a * sn + b * c;
       } else {
@@ -1034,14 +1037,15 @@ __device__ void decode_attention_kernel(const LatheCudaStep* st, int layer, cons
 
 // ---------------------------------------------------------------- unfused ops
 template <typename T, int H, int D>
-__device__ void rope_kernel(const LatheCudaStep* st, const T* x, T* y, double theta) {
+__device__ void rope_kernel(const LatheCudaStep* st, const T* x, T* y, double theta,
+                            const double* rope_div = nullptr) {
   const i64 r = blockIdx.x;
   if (r >= st->n_rows) return;
   const int pos = st->row_pos[r];
   for (int e = threadIdx.x; e < H * D / 2; e += blockDim.x) {
     int h = e / (D / 2), i = e % (D / 2);
     float c, s;
-    rope_cs(pos, i, D, theta, &c, &s);
+    rope_cs(pos, i, D, theta, &c, &s, rope_div);
     float a = tof(x[r * H * D + h * D + 2 * i]), b = tof(x[r * H * D + h * D + 2 * i + 1]);
     y[r * H * D + h * D + 2 * i] = fromf<T>(a * c - b * s);
     y[r * H * D + h * D + 2 * i + 1] = fromf<T>(a * s + b * c);

@@ -87,6 +87,17 @@ struct Emitter {
   // picks its own register budget, and GEMVs (sm_80 most of all) and the tensor-core
   // attention spilled; GEMVs ask for 2 blocks of 256 threads (<= 128 registers),
   // attention for 1.
+  // The node's RoPE divisors: a static table for the kernel body and its name as the
+  // rope call's last argument (both empty for plain RoPE, which keeps the call as it was).
+  std::pair<std::string, std::string> rope_divisors_arg() const {
+    std::string why;
+    auto d = rope_divisors_of(n.attrs, &why);
+    if (!d) fail(why);
+    if (d->empty()) return {"", ""};
+    return {"  static const double rope_div[" + std::to_string(d->size()) + "] = {" + rope_divisors_text(*d) + "};\n",
+            ", rope_div"};
+  }
+
   void entry(int index, const std::string& body, CudaGrid grid, int block, int64_t p0 = 0, int64_t p1 = 0,
              int64_t max_rows = -1, int64_t p2 = 0, int min_blocks = 0) {
     std::string bounds = std::to_string(block) + (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "");
@@ -249,11 +260,13 @@ struct Emitter {
               CudaGrid::elements, 256, width);
         break;
       }
-      case OpKind::rope:
-        entry(0, "  lk::rope_kernel<T, " + num(attr("heads")) + ", " + num(attr("head_dim")) + ">(st, " + act_in(0) +
-                     ", " + act_out(0) + ", " + fnum(a.f("theta")) + ");\n",
+      case OpKind::rope: {
+        auto [table, div] = rope_divisors_arg();
+        entry(0, table + "  lk::rope_kernel<T, " + num(attr("heads")) + ", " + num(attr("head_dim")) + ">(st, " +
+                     act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("theta")) + div + ");\n",
               CudaGrid::rows, 128);
         break;
+      }
       case OpKind::kv_write:
         entry(0, "  lk::kv_write_kernel<T, " + kv_args() + ", " + num(attr("head_dim")) + ">(st, int(layer), " +
                      act_in(0) + ", " + act_in(1) + ");\n",
@@ -287,12 +300,14 @@ struct Emitter {
               CudaGrid::seq_x, 128, h);
         break;
       }
-      case OpKind::rope_kvwrite:
-        entry(0, "  lk::rope_kvwrite_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
-                     ">(st, int(layer), " + act_in(0) + ", " + act_in(1) + ", " + act_in(2) + ", " + act_out(0) + ", " +
-                     fnum(a.f("theta")) + ");\n",
+      case OpKind::rope_kvwrite: {
+        auto [table, div] = rope_divisors_arg();
+        entry(0, table + "  lk::rope_kvwrite_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " +
+                     num(attr("head_dim")) + ">(st, int(layer), " + act_in(0) + ", " + act_in(1) + ", " + act_in(2) +
+                     ", " + act_out(0) + ", " + fnum(a.f("theta")) + div + ");\n",
               CudaGrid::rows_x, 256, (attr("heads") + 2 * attr("kv_heads") + 7) / 8);
         break;
+      }
       case OpKind::flash_attention:
         entry(0, "  lk::flash_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
                      ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) + "f);\n",

@@ -1,7 +1,8 @@
 // Every CUDA kernel that a built-in model x supported option combination can produce
 // compiles with NVRTC for sm_80 and sm_90 with zero register spills.
 //
-// The combinations: activations bf16 and f16; fusion passes on and off; every weight
+// Models: the built-ins and a fixture with RoPE scaling. The combinations: activations
+// bf16 and f16; fusion passes on and off; every weight
 // format (with the default KV cache); every KV dtype in every KV layout (with the
 // model's weights); batch 1 and 8 at a short and a long context (decode attention's
 // split count depends on the cache capacity). Kernels are deduplicated by their symbol
@@ -87,8 +88,11 @@ TEST(CudaCoverage, EveryKernelCompilesForSm80AndSm90WithoutSpills) {
       if (std::find(archs.begin(), archs.end(), a) == archs.end())
         GTEST_SKIP() << "NVRTC " << probe.version() << " cannot target sm_" << a;
   }
+  // tests/fixtures/rope-llama3.toml is tiny with llama3 RoPE scaling: its RoPE kernels
+  // carry a divisor table (the rest dedupes with tiny's).
+  const std::string rope_fixture = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/rope-llama3.toml";
   const char* models[] = {"tiny", "tiny-moe", "small", "tinyllama-1.1b", "llama-2-7b",
-                          "llama-3-8b", "mistral-7b", "mixtral-8x7b", "llama-3-70b"};
+                          "llama-3-8b", "mistral-7b", "mixtral-8x7b", "llama-3-70b", rope_fixture.c_str()};
   const char* weights[] = {"", "f16", "bf16", "fp8", "int8", "int8:g32", "int4:g32", "int4:g64", "int4:g128"};
   const char* kvs[] = {"", "f16", "bf16", "fp8", "int8", "int4"};
   const char* layouts[] = {"LHTD", "LTHD", "TLHD", "paged:16"};

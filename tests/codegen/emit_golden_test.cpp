@@ -9,6 +9,8 @@
 
 #include "codegen/cpu/emit_cpu.h"
 #include "codegen/cuda/emit_cuda.h"
+#include "frontend/specs.h"
+#include "ir/assert.h"
 #include "support/golden.h"
 #include "support/plans.h"
 
@@ -102,6 +104,52 @@ TEST(EmitGolden, CpuKernelsOfTinyPlans) {
   Lowered l = testing::lower_plan(b, o);
   testing::expect_golden("cpu/tiny.decode.cpp", cpu_listing(l.decode));
   testing::expect_golden("cpu/tiny.prefill.cpp", cpu_listing(l.prefill));
+}
+
+// RoPE scaling: every RoPE kernel (fused with the KV write or not) of a scaled model
+// holds the model's divisor table and passes it to the rotation; no other kernel does;
+// a malformed table in a plan is an error that names the attribute.
+TEST(EmitRopeScaling, KernelsCarryTheDivisorTable) {
+  const std::string fixture = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/rope-llama3.toml";
+  const ModelSpec m = load_model(fixture);
+  ASSERT_TRUE(m.rope_scaling.has_value());
+  const std::string table = "static const double rope_div[" + std::to_string(m.head_dim / 2) + "] = {" +
+                            rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim)) + "};";
+  for (bool fused : {true, false}) {
+    for (bool gpu : {true, false}) {
+      PlanOptions o;
+      if (!fused) o.pass_enabled["fuse-rope-kvwrite"] = false;
+      if (gpu) o.act_dtype = DType::bf16;
+      auto b = testing::build_plan_graphs(fixture, gpu ? "h100-sxm" : "cpu-host", {2, 16, 8}, o);
+      Lowered l = testing::lower_plan(b, o);
+      for (const Graph* g : {&l.prefill, &l.decode}) {
+        int rope_kernels = 0;
+        auto check = [&](const std::string& name, const std::string& label, const std::string& body) {
+          bool rope = label.find("rope") != std::string::npos;
+          rope_kernels += rope;
+          EXPECT_EQ(body.find(table) != std::string::npos, rope) << name << "\n" << body;
+          EXPECT_EQ(body.find(", rope_div);") != std::string::npos, rope) << name << "\n" << body;
+        };
+        if (gpu)
+          for (const CudaKernel& k : emit_cuda_kernels(*g)) check(k.node_name, k.label, k.body);
+        else
+          for (const CpuKernel& k : emit_cpu_kernels(*g)) check(k.node_name, k.label, k.body);
+        EXPECT_EQ(rope_kernels, m.layers * (fused ? 1 : 2)) << (gpu ? "cuda " : "cpu ") << (fused ? "fused" : "unfused");
+      }
+      // A plan whose table was edited by hand.
+      Graph bad = l.decode;
+      for (NodeId id : bad.topo_order())
+        if (bad.node(id).attrs.has("rope_divisors")) bad.node_mut(id).attrs.set("rope_divisors", std::string("1,2,x"));
+      try {
+        if (gpu) emit_cuda_kernels(bad);
+        else emit_cpu_kernels(bad);
+        ADD_FAILURE() << "a malformed rope_divisors attribute was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rope_divisors: 'x' is not a positive number"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

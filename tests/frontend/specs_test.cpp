@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
 
 #include "ir/assert.h"
@@ -46,6 +47,18 @@ TEST(Specs, EveryErrorNamesFileLineColumnAndKey) {
       {"[model]\nname = \"m\"\nhidden = 256\nlayers = 2\nheads = 4\nkv_heads = 3\nffn = 5\nvocab = 5\n", "kv_heads (3) must divide heads (4)"},
       // top_k > experts
       {"[model]\nname = \"m\"\nhidden = 256\nlayers = 2\nheads = 4\nvocab = 5\n[model.moe]\nexperts = 2\ntop_k = 3\nexpert_ffn = 8\n", "top_k (3) exceeds experts (2)"},
+      // RoPE scaling: unknown type, missing factor, llama3 without its original context
+      // or with high_freq_factor <= low_freq_factor
+      {std::string(kGood) + "[model.rope_scaling]\ntype = \"yarn\"\nfactor = 4.0\n",
+       "model.rope_scaling.type: expected \"linear\" or \"llama3\", got \"yarn\""},
+      {std::string(kGood) + "[model.rope_scaling]\ntype = \"linear\"\n", "missing required key 'factor'"},
+      {std::string(kGood) + "[model.rope_scaling]\ntype = \"llama3\"\nfactor = 8.0\n",
+       "missing required key 'original_max_context'"},
+      {std::string(kGood) +
+           "[model.rope_scaling]\ntype = \"llama3\"\nfactor = 8.0\nlow_freq_factor = 4.0\nhigh_freq_factor = "
+           "1.0\noriginal_max_context = 8192\n",
+       "must exceed low_freq_factor"},
+      {std::string(kGood) + "[model.rope_scaling]\ntype = \"linear\"\nfactor = -2.0\n", "model.rope_scaling.factor"},
       // TOML syntax error
       {"[model\nname = 1\n", "TOML syntax error"},
       // wrong top-level table
@@ -57,6 +70,34 @@ TEST(Specs, EveryErrorNamesFileLineColumnAndKey) {
     EXPECT_NE(e.find(c.want), std::string::npos) << "want '" << c.want << "' in: " << e;
     EXPECT_TRUE(std::regex_search(e, located)) << e;
   }
+}
+
+// Llama 3.1's rule: pairs whose wavelength exceeds original / low_freq_factor turn
+// factor times slower, pairs below original / high_freq_factor are unchanged, the band
+// between blends (transformers' _compute_llama3_parameters); linear divides every one.
+TEST(Specs, RopeScalingDivisors) {
+  ModelSpec m = parse_model_toml(std::string(kGood) +
+                                     "[model.rope_scaling]\ntype = \"llama3\"\nfactor = 8.0\nlow_freq_factor = "
+                                     "1.0\nhigh_freq_factor = 4.0\noriginal_max_context = 8192\n",
+                                 "m.toml");
+  ASSERT_TRUE(m.rope_scaling.has_value());
+  m.rope_theta = 500000.0;
+  m.head_dim = 128;  // Llama 3.1 8B
+  std::vector<double> d = rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim);
+  ASSERT_EQ(d.size(), 64u);
+  for (size_t i = 0; i < d.size(); ++i) {
+    double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 * double(i) / 128.0);
+    if (wavelen < 8192 / 4.0) EXPECT_EQ(d[i], 1.0) << i;
+    else if (wavelen > 8192 / 1.0) EXPECT_EQ(d[i], 8.0) << i;
+    else {
+      double smooth = (8192 / wavelen - 1.0) / (4.0 - 1.0);
+      EXPECT_NEAR(d[i], 1.0 / ((1 - smooth) / 8.0 + smooth), 1e-12) << i;
+    }
+  }
+  EXPECT_EQ(d[0], 1.0);
+  EXPECT_EQ(d[63], 8.0);
+  RopeScaling lin{.type = "linear", .factor = 2.5};
+  for (double v : rope_divisors(lin, 10000.0, 64)) EXPECT_EQ(v, 2.5);
 }
 
 TEST(Specs, MissingRequiredKey) {

@@ -150,22 +150,76 @@ TEST(GgufModel, SpecFromMetadataMatchesTheBuiltin) {
 // The store built from a GGUF file equals the store built from the synthetic source
 // with the same seed and format: byte for byte when the file holds that format
 // (direct copy), and also through the f32 detour (file F32, plan int8:g32).
-// RoPE scaling is not applied, so it must be reported: the type key and Llama-3.1's
-// rope_freqs tensor each give a warning; a plain file gives none.
-TEST(GgufModel, RopeScalingIsReported) {
+// RoPE scaling: a model written with llama3 scaling carries llama.cpp's
+// rope_freqs.weight divisors and reads back with those divisors; linear scaling goes
+// through the metadata keys; a plain file has none; types lathe does not apply (yarn)
+// are reported; a malformed rope_freqs tensor is an error naming it.
+TEST(GgufModel, RopeScalingRoundTrips) {
+  const ModelSpec plain = load_model("tiny");
   EXPECT_TRUE(gguf::model_notes(*gguf::File::open(model_file("tiny", "f32"))).empty());
+  EXPECT_FALSE(gguf::load_model_spec(model_file("tiny", "f32")).rope_scaling.has_value());
+
+  ModelSpec l3 = plain;
+  l3.rope_scaling = RopeScaling{.type = "llama3", .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                                .original_max_context = 64};
+  const std::vector<double> want = rope_divisors(*l3.rope_scaling, l3.rope_theta, l3.head_dim);
+  // The head size and theta put the pairs on both sides of the blend.
+  EXPECT_DOUBLE_EQ(want.front(), 1.0);
+  EXPECT_DOUBLE_EQ(want.back(), 8.0);
+  EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](double d) { return d > 1.0 && d < 8.0; }));
+  std::string path = temp_path("rope-llama3.gguf");
+  write_synthetic_gguf(l3, 7, *parse_weight_format("f32"), path);
+  ModelSpec back = gguf::load_model_spec(path);
+  ASSERT_TRUE(back.rope_scaling.has_value());
+  EXPECT_EQ(back.rope_scaling->type, "factors");
+  std::vector<double> got = rope_divisors(*back.rope_scaling, back.rope_theta, back.head_dim);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << i;
+  EXPECT_TRUE(gguf::model_notes(*gguf::File::open(path)).empty());
+
+  ModelSpec lin = plain;
+  lin.rope_scaling = RopeScaling{.type = "linear", .factor = 4};
+  path = temp_path("rope-linear.gguf");
+  write_synthetic_gguf(lin, 7, *parse_weight_format("f32"), path);
+  back = gguf::load_model_spec(path);
+  ASSERT_TRUE(back.rope_scaling.has_value());
+  EXPECT_EQ(back.rope_scaling->type, "linear");
+  EXPECT_EQ(back.rope_scaling->factor, 4.0);
+
   gguf::Writer w;
   w.add_string("general.architecture", "llama");
-  w.add_string("llama.rope.scaling.type", "linear");
+  w.add_string("llama.rope.scaling.type", "yarn");
   w.add_f32("llama.rope.scaling.factor", 4.0f);
-  w.add_tensor("rope_freqs.weight", {16}, 0, [](uint8_t*) {});
-  std::string path = temp_path("rope-scaling.gguf");
+  path = temp_path("rope-yarn.gguf");
   w.write(path);
   std::vector<std::string> notes = gguf::model_notes(*gguf::File::open(path));
-  ASSERT_EQ(notes.size(), 2u);
-  EXPECT_NE(notes[0].find("'linear'"), std::string::npos) << notes[0];
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("'yarn'"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("not applied"), std::string::npos) << notes[0];
-  EXPECT_NE(notes[1].find("rope_freqs.weight"), std::string::npos) << notes[1];
+}
+
+TEST(GgufModel, MalformedRopeFreqsIsAnError) {
+  // The tiny model's file with a rope_freqs tensor of the wrong length, then with a
+  // negative factor.
+  const ModelSpec m = load_model("tiny");
+  for (int64_t n : {m.head_dim / 2 - 1, m.head_dim / 2}) {
+    gguf::Writer w;
+    auto src = gguf::File::open(model_file("tiny", "f32"));
+    for (const gguf::TensorInfo& t : src->tensors())
+      w.add_tensor(t.name, t.ne, t.type, [&t](uint8_t* out) { std::memcpy(out, t.data, t.bytes); });
+    for (const auto& [key, value] : src->metadata()) w.add(key, value);
+    w.add_tensor("rope_freqs.weight", {n}, 0, [n](uint8_t* out) {
+      for (int64_t i = 0; i < n; ++i) {
+        float v = i == n - 1 ? -1.0f : 1.0f;
+        std::memcpy(out + 4 * i, &v, 4);
+      }
+    });
+    std::string path = temp_path("rope-bad.gguf");
+    w.write(path);
+    std::string e = error_of([&] { gguf::load_model_spec(path); });
+    EXPECT_NE(e.find("rope_freqs.weight"), std::string::npos) << e;
+    EXPECT_NE(e.find(n == m.head_dim / 2 ? "not a positive factor" : "expected F32"), std::string::npos) << e;
+  }
 }
 
 TEST(GgufWeights, LoadEqualsSyntheticPacking) {

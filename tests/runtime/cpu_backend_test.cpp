@@ -168,6 +168,16 @@ INSTANTIATE_TEST_SUITE_P(OddBlocks, CpuBackend,
                                   "_b" + std::to_string(i.param.batch);
                          });
 
+// RoPE scaling (llama3): the rope / rope_kvwrite kernels' divisor tables, fused and
+// unfused, against the reference interpreter (tests/fixtures/rope-llama3.toml).
+const std::string kRopeLlama3 = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/rope-llama3.toml";
+INSTANTIATE_TEST_SUITE_P(RopeScaling, CpuBackend,
+                         ::testing::Values(Config{kRopeLlama3, true, "LHTD", "f32", "f32", 3},
+                                           Config{kRopeLlama3, false, "paged:4", "f32", "f32", 3}),
+                         [](const ::testing::TestParamInfo<Config>& i) {
+                           return std::string("rope_llama3_") + (i.param.fusion ? "fused" : "unfused");
+                         });
+
 // KV-cache consistency: prefill of N tokens then decode gives the same logits as
 // feeding the same tokens one by one.
 TEST(CpuBackendKv, PrefillThenDecodeEqualsTokenByToken) {

@@ -115,7 +115,15 @@ TEST(HfConfig, TomlReadsBackToTheSameSpec) {
        R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
             "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "max_position_embeddings": 32768,
             "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
-            "sliding_window": 32768, "use_sliding_window": false, "_name_or_path": "Qwen/Qwen2-0.5B"})"}) {
+            "sliding_window": 32768, "use_sliding_window": false, "_name_or_path": "Qwen/Qwen2-0.5B"})",
+       R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+            "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+            "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
+       R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+            "intermediate_size": 8, "vocab_size": 10, "max_position_embeddings": 64,
+            "rope_scaling": {"type": "linear", "factor": 2.5}})"}) {
     HfConfig c = parse_hf_config(json, "config.json");
     ModelSpec back = parse_model_toml(hf_model_to_toml(c), "model.toml");
     const ModelSpec& m = c.model;
@@ -131,6 +139,12 @@ TEST(HfConfig, TomlReadsBackToTheSameSpec) {
     EXPECT_EQ(back.max_context, m.max_context);
     EXPECT_EQ(back.norm_eps, m.norm_eps);
     EXPECT_EQ(back.rope_theta, m.rope_theta);
+    ASSERT_EQ(back.rope_scaling.has_value(), m.rope_scaling.has_value());
+    if (m.rope_scaling) {
+      EXPECT_EQ(back.rope_scaling->type, m.rope_scaling->type);
+      EXPECT_EQ(rope_divisors(*back.rope_scaling, back.rope_theta, back.head_dim),
+                rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim));
+    }
     EXPECT_EQ(back.tie_embeddings, m.tie_embeddings);
     EXPECT_EQ(back.dtype, m.dtype);
     EXPECT_EQ(back.is_moe(), m.is_moe());
@@ -165,6 +179,10 @@ TEST(HfConfig, TomlReadsBackToTheSameSpec) {
                            "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
       "l31.json");
   EXPECT_TRUE(l31.rope_scaling);
+  ASSERT_TRUE(l31.model.rope_scaling.has_value());  // applied, so no note
+  EXPECT_EQ(l31.model.rope_scaling->type, "llama3");
+  EXPECT_EQ(l31.model.rope_scaling->original_max_context, 8192);
+  EXPECT_TRUE(l31.notes.empty());
   EXPECT_EQ(l31.model.param_count(), load_model("llama-3-8b").param_count());
   EXPECT_EQ(l31.model.rope_theta, 500000.0);
   HfConfig mistral = parse_hf_config(
@@ -619,7 +637,7 @@ TEST_P(HfParity, CpuBackendMatchesTransformers) {
   cpu_backend_matches(GetParam(), "int8", 3 * (0.0039 + 0.0039));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("tiny-llama", "tiny-mixtral"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("tiny-llama", "tiny-mixtral", "tiny-llama31"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            for (char& c : s)
