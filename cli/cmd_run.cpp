@@ -446,6 +446,10 @@ int run_probe(const ProbeArgs& a) {
                         {"threads", p.threads},         {"read_gbs", p.read_gbs},
                         {"read_gbs_one", p.read_gbs_one}, {"fma_gflops", p.fma_gflops_all},
                         {"fma_gflops_one", p.fma_gflops_one}, {"sgemm_gflops", p.gemm_gflops},
+                        {"sgemm_gflops_32_rows", p.gemm_gflops_small}, {"gemm_efficiency", p.gemm_efficiency},
+                        {"gemm_half_rows", p.gemm_half_rows}, {"int_gemm_gops", p.int_gemm_gops},
+                        {"int_gemm_gops_k512", p.int_gemm_gops_short}, {"int_dot_efficiency", p.int_dot_efficiency},
+                        {"int_dot_half_k", p.int_dot_half_k},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
                         {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";
@@ -457,8 +461,10 @@ int run_probe(const ProbeArgs& a) {
     write_file_atomic(a.out, toml);
     std::cout << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
               << fmt_double(p.fma_gflops_all, 1) << " GFLOP/s (" << fmt_double(p.fma_gflops_one, 1)
-              << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s, "
+              << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s ("
+              << fmt_double(p.gemm_gflops_small, 1) << " at 32 rows), "
               << (p.int8_gops_all > 0 ? "int8 dot " + fmt_double(p.int8_gops_all, 1) + " GOP/s, " : std::string())
+              << (p.int_gemm_gops > 0 ? "int4 GEMM " + fmt_double(p.int_gemm_gops, 1) + " GOP/s, " : std::string())
               << "loop overhead "
               << fmt_double(p.loop_overhead_us, 2) << " us\n";
   }

@@ -56,6 +56,8 @@ const TargetField kTargetFields[] = {
     TF("unified_memory", unified_memory, "0/1", "CPU and accelerator share memory"),
     TF("gemm_tile_m", gemm_tile_m, "rows", "GEMM tile rows for wave quantization"),
     TF("gemm_tile_n", gemm_tile_n, "cols", "GEMM tile columns for wave quantization"),
+    TF("gemm_half_rows", gemm_half_rows, "rows", "CPU GEMMs: rows at which efficiency is half its large-M value (0 = flat)"),
+    TF("int_dot_half_k", int_dot_half_k, "K", "CPU integer GEMMs: reduction length at which efficiency.int_dot halves (0 = flat)"),
     TF("roofline_exponent", roofline_exponent, "p", "busy = (compute^p + memory^p)^(1/p); large p = pure max"),
     EF("efficiency.gemm", gemm, "large GEMMs, of matrix peak"),
     EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),
@@ -63,6 +65,7 @@ const TargetField kTargetFields[] = {
     EF("efficiency.elementwise", elementwise, "norms/RoPE/elementwise, of memory bandwidth"),
     EF("efficiency.dequant", dequant, "speed of dequantization ALU work (1 = as modelled)"),
     EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
+    EF("efficiency.int_dot", int_dot, "CPU integer-dot-product GEMMs (int4/int8 weights), of the 8-bit dot peak"),
 };
 #undef TF
 #undef EF

@@ -25,6 +25,7 @@ struct Efficiency {
   double elementwise = 0.70;  // norms, RoPE, small elementwise kernels, of bandwidth
   double dequant = 1.0;       // relative speed of dequantization ALU work (1 = as modelled)
   double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
+  double int_dot = 0.375;     // CPUs: integer-dot-product GEMMs/GEMVs, of the 8-bit dot peak
 };
 
 struct Target {
@@ -48,6 +49,12 @@ struct Target {
   double price_per_hour = 0;           // USD per device-hour, for cost objectives
   double unified_memory = 0;           // 1 when CPU and GPU share the memory (Jetson)
   double gemm_tile_m = 128, gemm_tile_n = 128;  // tile shape for wave quantization
+  // CPUs: rows at which a BLAS GEMM reaches half its large-M efficiency (packing the
+  // weight panel costs the same for any row count); 0 = efficiency flat in M.
+  double gemm_half_rows = 0;
+  // CPUs: reduction length at which the integer-dot-product GEMM reaches half of
+  // efficiency.int_dot (each register tile's setup and reduction); 0 = flat in K.
+  double int_dot_half_k = 0;
   // Kernels overlap compute and memory imperfectly near the ridge point: busy time is
   // (compute^p + memory^p)^(1/p). p = 2 gives 1.41 x max at the ridge; a large p is
   // the pure roofline max.

@@ -202,10 +202,18 @@ struct Costing {
 
   // Compute efficiency of a GEMM of M rows and N columns on this target: tile
   // padding and wave quantization on GPUs (best of a few tile shapes, as cuBLAS
-  // heuristics pick), flat on CPUs.
+  // heuristics pick); on CPUs, for BLAS GEMMs, the large-M efficiency times
+  // M / (M + gemm_half_rows): the share of time spent multiplying when packing the
+  // weights costs a fixed gemm_half_rows rows' worth (`lathe probe` measures both at
+  // two row counts).
   double gemm_efficiency(double M, double N) const {
     if (o.ideal) return 1.0;
-    if (!t.is_gpu() || M <= 0 || N <= 0) return t.eff.gemm;
+    if (!t.is_gpu()) {
+      // The generated GEMV kernels (at most kCpuGemvRows rows) pack nothing.
+      const bool blas = M > double(kCpuGemvRows) && t.gemm_half_rows > 0;
+      return t.eff.gemm * (blas ? M / (M + t.gemm_half_rows) : 1.0);
+    }
+    if (M <= 0 || N <= 0) return t.eff.gemm;
     double sms = std::max(1.0, t.sm_count);
     auto tile_eff = [&](double tm, double tn, double rel, bool split_k) {
       double mt = std::ceil(M / tm), nt = std::ceil(N / tn);
@@ -271,17 +279,20 @@ struct Costing {
     // host has VNNI): the CPU backend's integer kernels quantize the activations to
     // int8 and multiply with dot products instead of dequantizing the weights, for
     // int4 everywhere except MoE prefill, for int8 in GEMVs (at most kCpuGemvRows rows,
-    // 16 token-expert pairs). Their register tiles issue two dot products and two float
-    // operations (convert, scale) per 64 multiply-adds on the two pipes that run both,
-    // so they reach at most half the dot-product peak.
+    // 16 token-expert pairs). They reach efficiency.int_dot of the dot-product peak
+    // (`lathe probe` measures the int4 GEMM at two reduction lengths; its register tiles
+    // also convert and scale every block, so well under the peak).
     const bool expert = f.kind == OpKind::expert_matmul;
     const bool gemv_rows = expert ? M <= 16 : M <= kCpuGemvRows;
     const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) &&
                          (wdtype == DType::int4 ? (!expert || gemv_rows) : gemv_rows);
     if (int_dot) {
       c.math = DType::int8;
-      double e = gemm_efficiency(M, sumN / p.num_weights);
-      c.compute_s = c.flops / (t.peak_int8 * 1e12 * (o.ideal ? 1.0 : 0.5) * std::max(1e-6, e));
+      // lathe's own register tiles, not BLAS: no packing pass, so flat in M; each tile's
+      // fixed setup and reduction weigh as int_dot_half_k of reduction length (GEMMs).
+      double e = eff(t.eff.int_dot);
+      if (!o.ideal && !gemv_rows && t.int_dot_half_k > 0) e *= K / (K + t.int_dot_half_k);
+      c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {
       c.flops += 4.0 * rows * K;

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/cpu/abi.h"
+#include "codegen/cpu/emit_cpu.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/weights.h"
@@ -81,6 +83,36 @@ extern "C" float lathe_probe_read(const float* p, long n) {
   return r;
 }
 )";
+// The integer GEMM of int4 prefill (qgemm_kernel, as the plans' kernels run it: gemm_kernel
+// with int4:g32 weights and K = 2048), compiled from the kernels' own prelude. Returns 0
+// when the host has no integer dot products (int4 GEMMs then dequantize).
+const char* kProbeQgemmSource = R"(
+template <int K>
+static int probe_qgemm(const LatheCtx* c, const LatheStep* st, const float* x, const void* w, const unsigned short* s,
+                       long N, float* out) {
+#ifdef LATHE_INT_DOT
+  if constexpr (lk::GemvX<lk::I4, K>::quantized) {
+    lk::GemmDesc d = {1, {N, 0, 0, 0}, lk::PRO_NONE, lk::EPI_NONE, 0.0f, 0};
+    const void* W[1] = {w};
+    const unsigned short* S[1] = {s};
+    float* O[1] = {out};
+    lk::gemm_kernel<lk::I4, K, 32>(c, st, d, x, nullptr, W, S, O, nullptr);
+    return 1;
+  }
+#endif
+  return 0;
+}
+extern "C" int lathe_probe_qgemm_512(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,
+                                     const unsigned short* s, long N, float* out) {
+  return probe_qgemm<512>(c, st, x, w, s, N, out);
+}
+extern "C" int lathe_probe_qgemm_2048(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,
+                                      const unsigned short* s, long N, float* out) {
+  return probe_qgemm<2048>(c, st, x, w, s, N, out);
+}
+)";
+constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128;
+
 constexpr double kFlopsPerIter = 12.0 * 16 * 2;
 constexpr double kDotOpsPerIter = 12.0 * 32 * 2;  // 32 8-bit multiply-adds per instruction
 
@@ -216,32 +248,117 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     r.read_gbs = std::max(r.read_gbs, double(job.per_item) * items * 4 / s / 1e9);
   }
 
-  // GEMM efficiency of the path prefill kernels take: each thread multiplies a
-  // 256-row activation tile by its share of a 2048 x 2048 weight (sgemm_nt).
+  // GEMM efficiency of the path prefill kernels take: each thread multiplies an M-row
+  // activation tile by its share of a 2048 x 2048 weight (sgemm_nt), at M = 256 and
+  // M = 32. Packing the weight panel costs the same at any M, so 1 / efficiency(M) =
+  // 1 / e_large + c / M; the two points give e_large and gemm_half_rows = c x e_large,
+  // the rows at which efficiency is half of e_large.
   {
-    const long M = 256, N = 2048, K = 2048;
-    AlignedBuffer A(size_t(M * K) * 4), B(size_t(N * K) * 4), C(size_t(M * N) * 4);
-    for (long i = 0; i < M * K; ++i) static_cast<float*>(A.data())[i] = float(i % 7) * 0.1f;
+    const long N = 2048, K = 2048, M_big = 256, M_small = 32;
+    AlignedBuffer A(size_t(M_big * K) * 4), B(size_t(N * K) * 4), C(size_t(M_big * N) * 4);
+    for (long i = 0; i < M_big * K; ++i) static_cast<float*>(A.data())[i] = float(i % 7) * 0.1f;
     for (long i = 0; i < N * K; ++i) static_cast<float*>(B.data())[i] = float(i % 5) * 0.1f;
     struct Job {
       float *a, *b, *c;
       long M, N, K, per;
-    } job{static_cast<float*>(A.data()), static_cast<float*>(B.data()), static_cast<float*>(C.data()), M, N, K,
-          N / r.threads};
-    for (int rep = 0; rep < 4; ++rep) {
-      auto t0 = Clock::now();
-      pool.parallel_for(
-          r.threads, 1,
-          [](void* c, long b, long e, int) {
-            auto* j = static_cast<Job*>(c);
-            for (long i = b; i < e; ++i)
-              sgemm_nt(j->M, j->per, j->K, j->a, j->K, j->b + i * j->per * j->K, j->K, j->c + i * j->per, j->N, 0.0f);
-          },
-          &job);
-      double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      r.gemm_gflops = std::max(r.gemm_gflops, 2.0 * M * (job.per * r.threads) * K / s / 1e9);
+    };
+    auto gflops = [&](long M, int reps) {
+      Job job{static_cast<float*>(A.data()), static_cast<float*>(B.data()), static_cast<float*>(C.data()), M, N, K,
+              N / r.threads};
+      double best = 0;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = Clock::now();
+        pool.parallel_for(
+            r.threads, 1,
+            [](void* c, long b, long e, int) {
+              auto* j = static_cast<Job*>(c);
+              for (long i = b; i < e; ++i)
+                sgemm_nt(j->M, j->per, j->K, j->a, j->K, j->b + i * j->per * j->K, j->K, j->c + i * j->per, j->N,
+                         0.0f);
+            },
+            &job);
+        double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        best = std::max(best, 2.0 * double(M) * double(job.per * r.threads) * double(K) / s / 1e9);
+      }
+      return best;
+    };
+    r.gemm_gflops = gflops(M_big, 4);
+    r.gemm_gflops_small = gflops(M_small, 12);
+    const double peak = r.fma_gflops_all;
+    r.gemm_efficiency = peak > 0 ? std::min(1.0, r.gemm_gflops / peak) : 0.7;
+    if (peak > 0 && r.gemm_gflops_small > 0 && r.gemm_gflops_small < r.gemm_gflops) {
+      const double inv_big = peak / r.gemm_gflops, inv_small = peak / r.gemm_gflops_small;
+      const double c = (inv_small - inv_big) / (1.0 / double(M_small) - 1.0 / double(M_big));
+      const double inv_large = inv_big - c / double(M_big);
+      if (inv_large > 0) {
+        r.gemm_efficiency = std::min(1.0, 1.0 / inv_large);
+        r.gemm_half_rows = c / inv_large;
+      }
     }
-    r.gemm_efficiency = r.fma_gflops_all > 0 ? std::min(1.0, r.gemm_gflops / r.fma_gflops_all) : 0.7;
+  }
+
+  // Integer GEMM efficiency (int4 weights against int8-quantized activations), of the
+  // 8-bit dot-product peak: the generated kernel's own path (gemm_kernel, int4:g32) at
+  // 128 rows x 2048 columns, activation quantization and weight-scale preparation
+  // included, at reduction lengths K = 2048 and 512. Each register tile pays a fixed
+  // setup and reduction besides its K / 64 dot-product steps, so 1 / efficiency(K) =
+  // 1 / e_long + c / K; the two points give e_long and int_dot_half_k = c x e_long.
+  if (r.int8_gops_all > 0) {
+    using Qgemm = int (*)(const LatheCtx*, const LatheStep*, const float*, const void*, const unsigned short*, long,
+                          float*);
+    const std::string src = std::string(cpu_prelude_text()) + kProbeQgemmSource;
+    auto q2048 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_qgemm_2048", "probe-qgemm"));
+    auto q512 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_qgemm_512", "probe-qgemm"));
+    const long M = kQgemmM, N = kQgemmN, KM = kQgemmKMax;
+    AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM / 2)), S(size_t(N * KM / 32) * 2), O(size_t(M * N) * 4);
+    for (long i = 0; i < M * KM; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;
+    for (long i = 0; i < N * KM / 2; ++i) static_cast<unsigned char*>(W.data())[i] = static_cast<unsigned char>(i * 37);
+    for (long i = 0; i < N * KM / 32; ++i) static_cast<unsigned short*>(S.data())[i] = 0x2000;  // 2^-7 in f16
+    const long scratch_floats = 1L << 19, shared_floats = 1L << 20;
+    AlignedBuffer scratch(size_t(scratch_floats * r.threads) * 4), shared(size_t(shared_floats) * 4);
+    std::vector<float*> per_thread;
+    for (int t = 0; t < r.threads; ++t) per_thread.push_back(static_cast<float*>(scratch.data()) + t * scratch_floats);
+    LatheCtx ctx{};
+    ctx.pool = &pool;
+    ctx.parallel_for = ThreadPool::run;
+    ctx.threads = r.threads;
+    ctx.scratch = per_thread.data();
+    ctx.scratch_floats = scratch_floats;
+    ctx.shared = static_cast<float*>(shared.data());
+    ctx.shared_floats = shared_floats;
+    ctx.sgemm_nt = sgemm_nt;
+    std::vector<int> row_seq(static_cast<size_t>(M), 0), row_pos(static_cast<size_t>(M), 0);
+    for (long i = 0; i < M; ++i) row_pos[size_t(i)] = int(i);
+    LatheSeq seq{0, 0, int(M), 0};
+    LatheStep step{1, int(M), &seq, row_seq.data(), row_pos.data(), nullptr, 0};
+    auto gops = [&](Qgemm fn, long K, int reps) {
+      const float* x = static_cast<const float*>(X.data());
+      const auto* sc = static_cast<const unsigned short*>(S.data());
+      float* o = static_cast<float*>(O.data());
+      if (!fn(&ctx, &step, x, W.data(), sc, N, o)) return 0.0;  // also the warm-up
+      double best = 1e30;
+      for (int rep = 0; rep < reps; ++rep) {
+        auto t0 = Clock::now();
+        fn(&ctx, &step, x, W.data(), sc, N, o);
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      return 2.0 * double(M) * double(N) * double(K) / best / 1e9;
+    };
+    r.int_gemm_gops = gops(q2048, 2048, 6);
+    r.int_gemm_gops_short = gops(q512, 512, 16);
+    if (r.int_gemm_gops > 0) {
+      const double peak = r.int8_gops_all;
+      r.int_dot_efficiency = std::min(1.0, r.int_gemm_gops / peak);
+      if (r.int_gemm_gops_short > 0 && r.int_gemm_gops_short < r.int_gemm_gops) {
+        const double inv_long = peak / r.int_gemm_gops, inv_short = peak / r.int_gemm_gops_short;
+        const double c = (inv_short - inv_long) / (1.0 / 512.0 - 1.0 / 2048.0);
+        const double inv_inf = inv_long - c / 2048.0;
+        if (inv_inf > 0) {
+          r.int_dot_efficiency = std::min(1.0, 1.0 / inv_inf);
+          r.int_dot_half_k = c / inv_inf;
+        }
+      }
+    }
   }
 
   // Loop overhead: empty parallel loops.
@@ -273,13 +390,20 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
     std::snprintf(int8_line, sizeof int8_line,
                   "int8 = %.5f                    # measured 8-bit dot-product throughput (VNNI), all threads\n",
                   p.int8_gops_all / 1e3);
+  char int_dot_line[200] = "";
+  if (p.int_dot_efficiency > 0)
+    std::snprintf(int_dot_line, sizeof int_dot_line,
+                  "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n",
+                  p.int_dot_efficiency);
   char buf[4096];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
                 "# Streaming read %.1f GB/s (one thread %.1f GB/s); f32 FMA %.1f GFLOP/s all threads,\n"
-                "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA).\n"
-                "# efficiency.gemm is that measurement; the others are lathe's CPU defaults until\n"
-                "# `lathe calibrate` fits them.\n"
+                "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA)\n"
+                "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512.\n"
+                "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
+                "# gemm x M / (M + gemm_half_rows)); the other efficiencies are lathe's CPU defaults\n"
+                "# until `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
                 "description = \"%s, %d threads (measured %s)\"\n"
@@ -291,20 +415,25 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "l2_mb = %.1f                   # last-level cache\n"
                 "smem_per_sm_kb = 0\n"
                 "launch_overhead_us = %.2f      # measured parallel-loop round trip\n"
+                "gemm_half_rows = %.1f          # measured: sgemm at 32 and 256 rows\n"
+                "int_dot_half_k = %.1f          # measured: the int4 GEMM at K = 512 and 2048\n"
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
                 "price_per_hour = 0\n\n"
                 "[hardware.peak_tflops]\n"
                 "fp32 = %.5f                    # measured FMA throughput, all threads\n"
                 "%s\n"
                 "[hardware.efficiency]\n"
-                "gemm = %.3f                    # measured sgemm / FMA peak\n"
+                "gemm = %.3f                    # measured sgemm / FMA peak, large-M limit\n"
                 "attention = 0.40\n"
                 "memory = 0.85\n"
-                "elementwise = 0.50\n",
+                "elementwise = 0.50\n"
+                "%s",
                 date, p.cpu_model.c_str(), p.isa.c_str(), p.threads, p.read_gbs, p.read_gbs_one, p.fma_gflops_all,
-                p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops, 100.0 * p.gemm_efficiency, name.c_str(),
-                p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs, p.l3_mb,
-                p.loop_overhead_us, p.fma_gflops_all / 1e3, int8_line, std::max(0.05, p.gemm_efficiency));
+                p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops,
+                p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
+                p.int_gemm_gops, p.int_gemm_gops_short, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
+                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.fma_gflops_all / 1e3, int8_line,
+                std::max(0.05, p.gemm_efficiency), int_dot_line);
   return buf;
 }
 

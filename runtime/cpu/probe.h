@@ -16,9 +16,15 @@ struct ProbeResult {
   double fma_gflops_one = 0;       // one thread
   double fma_gflops_all = 0;       // all threads
   double int8_gops_all = 0;        // 8-bit dot products (VNNI), all threads; 0 = no VNNI
+  double int_gemm_gops = 0;        // the int4 prefill GEMM (int8 dot products), all threads, K 2048
+  double int_gemm_gops_short = 0;  // the same at K 512
+  double int_dot_efficiency = 0;   // long-K int GEMM / int8_gops_all (fit; 0: not measured)
+  double int_dot_half_k = 0;       // K at which the int GEMM reaches half of that (0: flat)
   double loop_overhead_us = 0;     // parallel_for round trip with an empty body
-  double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads
-  double gemm_efficiency = 0;      // gemm_gflops / fma_gflops_all
+  double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads, 256 rows
+  double gemm_gflops_small = 0;    // the same at 32 rows
+  double gemm_efficiency = 0;      // large-M sgemm / fma_gflops_all (fit of the two points)
+  double gemm_half_rows = 0;       // rows at which sgemm reaches half of that (0: flat)
   double memory_gb = 0;            // MemTotal
   double l3_mb = 0;
   double clock_mhz = 0;

@@ -161,9 +161,13 @@ grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "
 expect_rc 0 "$LATHE" probe --buffer-mb 64 -o "$tmp/probe.toml"
 expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
+# The sgemm efficiency is fitted at two row counts.
+grep -qE "^gemm_half_rows = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no gemm_half_rows"
 # The 8-bit dot-product peak is measured exactly where the host has VNNI.
 if grep -qwE "avx512_vnni|avx_vnni" /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
   grep -qE "^int8 = [0-9.]+" "$tmp/probe.toml" || bad "probe on a VNNI host wrote no int8 peak"
+  # ... and the int4 GEMM efficiency the cost model runs integer GEMMs at.
+  grep -qE "^int_dot = 0\.[0-9]+" "$tmp/probe.toml" || bad "probe on a VNNI host wrote no int_dot efficiency"
 elif ! grep -qw avx_vnni /proc/cpuinfo; then
   grep -q "^int8 =" "$tmp/probe.toml" && bad "probe wrote an int8 peak on a host without VNNI"
 fi

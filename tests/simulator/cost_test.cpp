@@ -98,13 +98,34 @@ TEST(Cost, CpuIntegerDotProducts) {
       const bool uses_dot = std::string(fmt) == "int4:g32" || phase == 1;
       if (uses_dot) {
         EXPECT_EQ(c.math, DType::int8) << fmt << " phase " << phase;
-        EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * 0.5 * dot.eff.gemm)) << fmt << " phase " << phase;
+        EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * dot.eff.int_dot)) << fmt << " phase " << phase;
       } else {
         EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s) << "int8 prefill GEMMs dequantize";
       }
       EXPECT_DOUBLE_EQ(c.bytes, a.bytes);
     }
   }
+}
+
+// CPU BLAS GEMMs: efficiency gemm x M / (M + gemm_half_rows) above the GEMV row count,
+// flat for the generated GEMVs (decode) and when gemm_half_rows is 0 (the default).
+TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
+  auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4});
+  Target flat = p.target, rows = p.target;
+  ASSERT_EQ(flat.gemm_half_rows, 0);
+  rows.gemm_half_rows = 32;
+  CostOptions co;
+  const Node& wq = p.prefill.node(p.prefill.find_node("l0.wq"));
+  for (int64_t M : {16, 64, 512}) {
+    Bindings b{1, M, M};
+    NodeCost a = cost_node(p.prefill, wq, flat, b, co), c = cost_node(p.prefill, wq, rows, b, co);
+    EXPECT_DOUBLE_EQ(a.compute_s, a.flops / (flat.peak_fp32 * 1e12 * flat.eff.gemm)) << M;
+    EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * (double(M) + 32) / double(M)) << M;
+  }
+  const Node& dq = p.decode.node(p.decode.find_node("l0.wq"));
+  Bindings one{1, 1, 65};
+  EXPECT_DOUBLE_EQ(cost_node(p.decode, dq, rows, one, co).compute_s, cost_node(p.decode, dq, flat, one, co).compute_s)
+      << "decode GEMVs pack nothing";
 }
 
 TEST(Cost, CollectivesUseTheInterconnect) {
