@@ -372,6 +372,19 @@ inline v8fl block_scales8(const u16* srow, int b) {
   for (int j = 0; j < 8; ++j) r[j] = h2f(srow[((b + j) * 32) / G]);
   return r;
 }
+// A step of eight blocks for M activation rows (row m's per-block scales at xd + m x
+// nbk, offset terms at xc + m x nbk): sc[m] = the combined scales (weight dw x
+// activation), corr[m] += the code-offset correction dw x offset term.
+template <int M>
+inline void step_scales(v8fl dw, const float* xd, const float* xc, int nbk, v8fl* sc, v8fl* corr) {
+  for (int m = 0; m < M; ++m) {
+    v8fl xdv, xcv;
+    __builtin_memcpy(&xdv, xd + m * nbk, 32);
+    __builtin_memcpy(&xcv, xc + m * nbk, 32);
+    corr[m] += dw * xcv;
+    sc[m] = dw * xdv;
+  }
+}
 // One pair of int4 blocks (b, b + 1) of a row against M activation rows: one 32-byte
 // load holds the codes of both blocks (16 bytes each); its low nibbles meet elements
 // 0-15 of both blocks and its high nibbles elements 16-31 (the PAIRED activation
@@ -416,14 +429,8 @@ inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const
   float tail_corr[M];
   for (int m = 0; m < M; ++m) acc[m] = corr[m] = v8fl{}, tail_corr[m] = 0;
   for (int b = 0; b < NB8; b += 8) {
-    v8fl dw = block_scales8<G>(srow, b), sc[M];
-    for (int m = 0; m < M; ++m) {
-      v8fl xdv, xcv;
-      __builtin_memcpy(&xdv, xd + m * NBK + b, 32);
-      __builtin_memcpy(&xcv, xc + m * NBK + b, 32);
-      corr[m] += dw * xcv;
-      sc[m] = dw * xdv;
-    }
+    v8fl sc[M];
+    step_scales<M>(block_scales8<G>(srow, b), xd + b, xc + b, NBK, sc, corr);
     q4_pair<K, 0, M>(p, b, xq, sc, acc);
     q4_pair<K, 2, M>(p, b + 2, xq, sc, acc);
     q4_pair<K, 4, M>(p, b + 4, xq, sc, acc);
@@ -589,13 +596,7 @@ inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const f
   for (int b = 0; b < NB8; b += 8) {
     v8fl dw = v8fl{} + 1.0f, sc[M];
     if constexpr (G > 0) dw = block_scales8<G>(srow, b);
-    for (int m = 0; m < M; ++m) {
-      v8fl xdv, xcv;
-      __builtin_memcpy(&xdv, xd + m * NBK + b, 32);
-      __builtin_memcpy(&xcv, xc + m * NBK + b, 32);
-      corr[m] += dw * xcv;
-      sc[m] = dw * xdv;
-    }
+    step_scales<M>(dw, xd + b, xc + b, NBK, sc, corr);
     q8_block<K, 0, M>(w, n, b, xq, sc, acc);
     q8_block<K, 1, M>(w, n, b, xq, sc, acc);
     q8_block<K, 2, M>(w, n, b, xq, sc, acc);

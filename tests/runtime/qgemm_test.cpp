@@ -78,19 +78,19 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
 #endif
 }
 extern "C" int qgemm_96_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                              float* c) {
+                           float* c) {
   return run<96, 32>(x, M, w, s, N, a, b, c);
 }
 extern "C" int qgemm_256_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                              float* c) {
+                           float* c) {
   return run<256, 64>(x, M, w, s, N, a, b, c);
 }
 extern "C" int qgemm_768_128(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                              float* c) {
+                           float* c) {
   return run<768, 128>(x, M, w, s, N, a, b, c);
 }
 extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                              float* c) {
+                           float* c) {
   return run<768, 32>(x, M, w, s, N, a, b, c);
 }
 )";
