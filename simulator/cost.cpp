@@ -277,15 +277,14 @@ struct Costing {
     }
     // CPUs with 8-bit dot products (peak_int8, which `lathe probe` measures where the
     // host has VNNI): the CPU backend's integer kernels quantize the activations to
-    // int8 and multiply with dot products instead of dequantizing the weights, for
-    // int4 everywhere except MoE prefill, for int8 in GEMVs (at most kCpuGemvRows rows,
-    // 16 token-expert pairs). They reach efficiency.int_dot of the dot-product peak
+    // int8 and multiply with dot products instead of dequantizing the weights, for int4
+    // and int8 everywhere except MoE prefill (expert GEMMs of more than 16 token-expert
+    // pairs). They reach efficiency.int_dot of the dot-product peak
     // (`lathe probe` measures the int4 GEMM at two reduction lengths; its register tiles
     // also convert and scale every block, so well under the peak).
     const bool expert = f.kind == OpKind::expert_matmul;
     const bool gemv_rows = expert ? M <= 16 : M <= kCpuGemvRows;
-    const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) &&
-                         (wdtype == DType::int4 ? (!expert || gemv_rows) : gemv_rows);
+    const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) && (!expert || gemv_rows);
     if (int_dot) {
       c.math = DType::int8;
       // lathe's own register tiles, not BLAS: no packing pass, so flat in M; each tile's

@@ -37,15 +37,16 @@ struct GemmDesc {
 #ifdef LATHE_INT_DOT
 constexpr int kQRows = 4, kQCols = 3;  // register tile of qgemm_tile: activation x weight rows
 
-// The GEMM path of gemm_kernel for int4 weights on hosts with integer dot products:
+// The GEMM path of gemm_kernel for int4 weights on hosts with integer dot products (and
+// int8 weights on hosts with VNNI, whose dot products do not saturate):
 // each tile of TR rows is quantized to int8 once (prologue applied on the way,
 // qgemm_xrow), then every thread takes column blocks of CB weight rows, expands their
 // scales (qgemm_wscales) and runs register tiles over them, writing the epilogue
 // straight into the output: no dequantized weights, no f32 GEMM.
-template <int K, int G, int TR, i64 CB, class SrcRow>
+template <int FMT, int K, int G, int TR, i64 CB, class SrcRow>
 void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src_row, const float* x,
                   const float* norm, const void* const* W, const u16* const* S, float* const* out, const float* res) {
-  static_assert(G > 0, "int4 weights have group scales");
+  static_assert(FMT == I8 || G > 0, "int4 weights have group scales");
   typedef QGemm<K> Q;
   u8* xq = (u8*)c->shared;  // [TR] quantized rows
   for (i64 r0 = 0; r0 < M; r0 += TR) {
@@ -58,7 +59,7 @@ void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src
           rms_norm_row<K>(src, norm, d.eps, tmp);
           src = tmp;
         }
-        qgemm_xrow<K>(src, xq + i * Q::row_bytes);
+        qgemm_xrow<K, FMT == I4 ? 8 : 128>(src, xq + i * Q::row_bytes);
       }
     });
     const bool gated = d.epilogue == EPI_SILU_MUL;
@@ -88,8 +89,8 @@ void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src
                 wsb[j] = ws + (CB + jj) * Q::wscale_floats;
               }
               float ta[kQRows * kQCols], tb[kQRows * kQCols];
-              qgemm_tile<K, kQRows, kQCols>(xr, wa, wn, wsa, ta, kQCols);
-              if (gated) qgemm_tile<K, kQRows, kQCols>(xr, wb, wn, wsb, tb, kQCols);
+              qgemm_tile<K, kQRows, kQCols, FMT>(xr, wa, wn, wsa, ta, kQCols);
+              if (gated) qgemm_tile<K, kQRows, kQCols, FMT>(xr, wb, wn, wsb, tb, kQCols);
               const i64 ni = min64(kQRows, mt - i0), nj = min64(kQCols, nb - j0);
               for (i64 i = 0; i < ni; ++i) {
                 const i64 o = (r0 + i0 + i) * N + n0 + j0;
@@ -166,8 +167,8 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
   }
   constexpr i64 CB = TC > 0 ? TC : kTileCols;  // column block of the scratch layout
 #ifdef LATHE_INT_DOT
-  if constexpr (FMT == I4 && GemvX<FMT, K>::quantized) {
-    qgemm_kernel<K, G, TR, CB>(c, d, M, src_row, x, norm, W, S, out, res);
+  if constexpr ((FMT == I4 || FMT == I8) && GemvX<FMT, K>::quantized) {
+    qgemm_kernel<FMT, K, G, TR, CB>(c, d, M, src_row, x, norm, W, S, out, res);
     return;
   }
 #endif

@@ -460,14 +460,18 @@ inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const
   }
   for (int m = 0; m < M; ++m) out[m] = hsum8(acc[m] - corr[m]) - tail_corr[m];
 }
-// ---- int4 GEMM on int8 activations (prefill): register tiles of RM activation rows x
-// RN weight rows, so each unpacked weight vector meets RM rows and each activation
-// vector RN rows. The weight code offset is folded into the integer accumulator's
-// start value (-8 x the block's code sum), so no correction is left per output.
+// ---- int4 / int8 GEMM on int8 activations (prefill): register tiles of RM activation
+// rows x RN weight rows, so each unpacked weight vector meets RM rows and each activation
+// vector RN rows. The weight code offset O (8 for int4 codes, 128 for int8 weights read
+// as unsigned w + 128) is folded into the integer accumulator's start value (-O x the
+// block's activation code sum), so no correction is left per output.
 // An activation row (qgemm_row_bytes) is a run of slots, one per pair of blocks 2p,
 // 2p + 1 (a last odd block has a slot of its own, in element order): 64 code bytes in
 // the PAIRED order of quant_x, the scale vector {d(2p) x4, d(2p+1) x4} and the start
-// vector {-8 sum(2p), 0, 0, 0, -8 sum(2p+1), 0, 0, 0} (int32).
+// vector {-O sum(2p), 0, 0, 0, -O sum(2p+1), 0, 0, 0} (int32). int4 weight bytes hold
+// the two blocks' codes in that order already (low and high nibbles); int8 rows are
+// regrouped at load (elements 0-15 of both blocks, then 16-31), which needs no shuffle
+// across 128-bit lanes.
 template <int K>
 struct QGemm {
   static constexpr int NBK = K / 32, NS = (NBK + 1) / 2;
@@ -476,7 +480,7 @@ struct QGemm {
   // Weight row scales for one slot, as lanes of the dot products: {dw(2p) x4, dw(2p+1) x4}.
   static constexpr i64 wscale_floats = NS * 8;
 };
-template <int K>
+template <int K, int O = 8>
 inline void qgemm_xrow(const float* x, u8* row) {
   constexpr int NBK = K / 32;
   for (int p = 0; p < QGemm<K>::NS; ++p) {
@@ -485,11 +489,11 @@ inline void qgemm_xrow(const float* x, u8* row) {
     int init[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int b = 2 * p;
     if (b + 1 < NBK) {
-      init[0] = -8 * quant_xblock(x + b * 32, (i8*)slot, 32, &d[0]);
-      init[4] = -8 * quant_xblock(x + b * 32 + 32, (i8*)slot + 16, 32, &d[4]);
+      init[0] = -O * quant_xblock(x + b * 32, (i8*)slot, 32, &d[0]);
+      init[4] = -O * quant_xblock(x + b * 32 + 32, (i8*)slot + 16, 32, &d[4]);
       for (int i = 1; i < 4; ++i) d[i] = d[0], d[4 + i] = d[4];
     } else {
-      init[0] = -8 * quant_xblock(x + b * 32, (i8*)slot, 16, &d[0]);
+      init[0] = -O * quant_xblock(x + b * 32, (i8*)slot, 16, &d[0]);
       for (int i = 1; i < 8; ++i) d[i] = d[0];
     }
     __builtin_memcpy(slot + 64, d, 32);
@@ -499,19 +503,26 @@ inline void qgemm_xrow(const float* x, u8* row) {
 template <int K, int G>
 inline void qgemm_wscales(const u16* s, i64 n, float* out) {
   constexpr int NBK = K / 32;
-  const u16* srow = s + n * (K / G);
+  const u16* srow = s + n * (G > 0 ? K / G : 1);  // G 0: one scale per row (int8)
   for (int p = 0; p < QGemm<K>::NS; ++p) {
     int b = 2 * p;
-    float d0 = h2f(srow[(b * 32) / G]), d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / G]) : d0;
+    if constexpr (G == 0) {
+      float d = h2f(srow[0]);
+      for (int i = 0; i < 8; ++i) out[p * 8 + i] = d;
+      continue;
+    }
+    float d0 = h2f(srow[(b * 32) / (G > 0 ? G : 1)]), d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / (G > 0 ? G : 1)]) : d0;
     for (int i = 0; i < 4; ++i) out[p * 8 + i] = d0, out[p * 8 + 4 + i] = d1;
   }
 }
 // out[m][j] = W[wn[j]] . x_m for RM activation rows xr[m] (qgemm_xrow) and RN weight
 // rows; ws[j]: the row's qgemm_wscales.
-template <int K, int RM, int RN>
+template <int K, int RM, int RN, int FMT = I4>
 inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const float* const* ws, float* out, i64 ldo) {
+  static_assert(FMT == I4 || FMT == I8, "integer weights only");
   constexpr int NBK = K / 32;
   typedef unsigned char v32u __attribute__((vector_size(32)));
+  typedef char v16c __attribute__((vector_size(16)));
   v8fl acc[RM][RN];
   for (int m = 0; m < RM; ++m)
     for (int j = 0; j < RN; ++j) acc[m][j] = v8fl{};
@@ -519,10 +530,23 @@ inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const fl
     v32c lo[RN], hi[RN];
     v8fl dw[RN];
     for (int j = 0; j < RN; ++j) {
-      v32u wb;
-      __builtin_memcpy(&wb, w + wn[j] * (K / 2) + p * 32, 32);
-      lo[j] = (v32c)(wb & 15);
-      hi[j] = (v32c)(wb >> 4);
+      if constexpr (FMT == I4) {
+        v32u wb;
+        __builtin_memcpy(&wb, w + wn[j] * (K / 2) + p * 32, 32);
+        lo[j] = (v32c)(wb & 15);
+        hi[j] = (v32c)(wb >> 4);
+      } else {  // blocks 2p and 2p + 1 of an int8 row: elements 0-15 of both, then 16-31
+        const u8* r = w + wn[j] * K + p * 64;
+        v16c a0, a1, b0, b1;
+        __builtin_memcpy(&a0, r, 16);
+        __builtin_memcpy(&a1, r + 16, 16);
+        __builtin_memcpy(&b0, r + 32, 16);
+        __builtin_memcpy(&b1, r + 48, 16);
+        lo[j] = __builtin_shufflevector(a0, b0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31) ^ (char)0x80;
+        hi[j] = __builtin_shufflevector(a1, b1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31) ^ (char)0x80;
+      }
       __builtin_memcpy(&dw[j], ws[j] + p * 8, 32);
     }
     for (int m = 0; m < RM; ++m) {
@@ -547,7 +571,7 @@ inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const fl
   if constexpr (NBK % 2 == 1) {  // the last odd block's slot, in element order
     constexpr int p = NBK / 2;
     for (int j = 0; j < RN; ++j) {
-      v32c wc = wcodes<I4, K>(w, wn[j], NBK - 1);
+      v32c wc = wcodes<FMT, K>(w, wn[j], NBK - 1);
       v8fl dw;
       __builtin_memcpy(&dw, ws[j] + p * 8, 32);
       for (int m = 0; m < RM; ++m) {

@@ -9,8 +9,8 @@
 // (std a / sqrt(3)) int8 (step a / 127) gives e8 = 1 / 254 = 0.0039 and int4 (Q4_0
 // rule, step a / 8) gives e4 = 1 / 16 = 0.0625. K and V vectors are peakier than
 // uniform (amax ~ 2.5 std for Gaussian-like values), raising e to 0.0057 / 0.09.
-// Decode GEMVs with integer weights and int4 prefill GEMMs also quantize their
-// activations to int8 per 32-element block for integer dot products
+// GEMVs and GEMMs with integer weights also quantize their activations to int8 per
+// 32-element block for integer dot products (int8 weights only where the host has VNNI)
 // (codegen/cpu/kernel_prelude.h), which adds e_x = 1 / 254 = 0.0039. Errors add along the network; we allow
 // 3 x (e_weights + e_x + e_kv).
 // MoE adds a discrete effect: quantization noise can flip a near-tied top-2 expert

@@ -634,7 +634,10 @@ void cpu_backend_matches(const std::string& name, const std::string& weights, do
 TEST_P(HfParity, CpuBackendMatchesTransformers) {
   cpu_backend_matches(GetParam(), "f32");
   cpu_backend_matches(GetParam(), "model");
-  cpu_backend_matches(GetParam(), "int8", 3 * (0.0039 + 0.0039));
+  // The fixtures' weights are Gaussian (N(0, 1 / in)), and so are the activations, so
+  // int8 weights per row and int8 activations per 32-block each carry the peaky-value
+  // error of cpu_backend_test.cpp (amax ~ 2.5 std: e = 0.0057), not the uniform 0.0039.
+  cpu_backend_matches(GetParam(), "int8", 3 * (0.0057 + 0.0057));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::Values("tiny-llama", "tiny-mixtral", "tiny-llama31"),

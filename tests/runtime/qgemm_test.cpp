@@ -158,40 +158,65 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QGemm,
                          });
 
 // The int8 decode GEMV on int8 activations (gemv_row_q, through gemv_rows with M rows
-// at once) against a float64 product of the dequantized weights with the activations
+// at once) and the prefill GEMM's register tiles (qgemm_tile with int8 weights) against
+// a float64 product of the dequantized weights with the activations
 // quantized as the kernel does (int8 per 32-block, scale amax / 127): the same
 // integers, so within float rounding (1e-5 of the outputs' RMS). Per-row scales
 // (G 0) and per-32 scales (Q8_0), K with and without a tail of blocks after steps of
 // eight.
 const char* kInt8Harness = R"(
 template <int K, int G>
-static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* out) {
+static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* out, float* tile_out) {
 #ifdef LATHE_VNNI
-  static float scratch[lk::gemv_x_floats(K, 4)];
+  static float scratch[lk::gemv_x_floats(K, 8)];
   lk::GemvX<lk::I8, K> gx;
   gx.prepare(x, K, M, scratch);
   for (int n = 0; n < N; ++n) {
-    float o[4];
+    float o[8];
     lk::gemv_rows<lk::I8, K, G>(w, s, n, gx, 0, M, o);
     for (int m = 0; m < M; ++m) out[m * N + n] = o[m];
   }
+  // The prefill GEMM's register tiles on the same weights (int8 read as w + 128).
+  typedef lk::QGemm<K> Q;
+  static lk::u8 xq[8 * Q::row_bytes];
+  static float ws[16 * Q::wscale_floats];
+  for (int m = 0; m < M; ++m) lk::qgemm_xrow<K, 128>(x + m * K, xq + m * Q::row_bytes);
+  for (int n = 0; n < N; ++n) lk::qgemm_wscales<K, G>(s, n, ws + n * Q::wscale_floats);
+  for (int i0 = 0; i0 < M; i0 += 4)
+    for (int j0 = 0; j0 < N; j0 += 3) {
+      const lk::u8* xr[4];
+      lk::i64 wn[3];
+      const float* wsp[3];
+      for (int i = 0; i < 4; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * Q::row_bytes;
+      for (int j = 0; j < 3; ++j) {
+        wn[j] = j0 + j < N ? j0 + j : N - 1;
+        wsp[j] = ws + wn[j] * Q::wscale_floats;
+      }
+      float t[12];
+      lk::qgemm_tile<K, 4, 3, lk::I8>(xr, (const lk::u8*)w, wn, wsp, t, 3);
+      for (int i = 0; i < 4 && i0 + i < M; ++i)
+        for (int j = 0; j < 3 && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * 3 + j];
+    }
   return 1;
 #else
   return 0;
 #endif
 }
-extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
-  return run8<256, 0>(x, M, w, s, N, o);
+extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<256, 0>(x, M, w, s, N, o, t);
 }
-extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
-  return run8<288, 32>(x, M, w, s, N, o);
+extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<288, 32>(x, M, w, s, N, o, t);
 }
-extern "C" int gemv8_768_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o) {
-  return run8<768, 32>(x, M, w, s, N, o);
+extern "C" int gemv8_768_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<768, 32>(x, M, w, s, N, o, t);
 }
 )";
 
-using Fn8 = int (*)(const float*, int, const lk::i8*, const lk::u16*, int, float*);
+using Fn8 = int (*)(const float*, int, const lk::i8*, const lk::u16*, int, float*, float*);
 
 class Int8Gemv : public ::testing::TestWithParam<Shape> {};
 
@@ -211,8 +236,8 @@ TEST_P(Int8Gemv, MatchesFloat64) {
   for (int n = 0; n < sh.N; ++n)
     for (int g = 0; g < sh.K / per; ++g)
       lk::quant_i8(&wf[size_t(n) * sh.K + g * per], per, &w[size_t(n) * sh.K + g * per], &s[size_t(n) * (sh.K / per) + g]);
-  std::vector<float> out(size_t(sh.M) * sh.N, NAN);
-  if (!fn(x.data(), sh.M, w.data(), s.data(), sh.N, out.data()))
+  std::vector<float> out(size_t(sh.M) * sh.N, NAN), tile(out);
+  if (!fn(x.data(), sh.M, w.data(), s.data(), sh.N, out.data(), tile.data()))
     GTEST_SKIP() << "this host has no VNNI; int8 GEMVs dequantize to f32";
   std::vector<double> xq(x.size());  // the activations as the kernel quantizes them
   for (size_t b = 0; b < x.size(); b += 32) {
@@ -221,24 +246,27 @@ TEST_P(Int8Gemv, MatchesFloat64) {
     float id = amax > 0 ? 127.0f / amax : 0.0f;
     for (size_t j = 0; j < 32; ++j) xq[b + j] = double(std::round(x[b + j] * id)) * double(amax / 127.0f);
   }
-  double max_gap = 0, ref2 = 0;
+  double max_gap = 0, tile_gap = 0, ref2 = 0;
   for (int m = 0; m < sh.M; ++m)
     for (int n = 0; n < sh.N; ++n) {
       double ref = 0;
       for (int k = 0; k < sh.K; ++k)
         ref += double(w[size_t(n) * sh.K + k]) * lk::h2f(s[size_t(n) * (sh.K / per) + k / per]) *
                xq[size_t(m) * sh.K + k];
-      double o = out[size_t(m) * sh.N + n];
-      ASSERT_TRUE(std::isfinite(o)) << "m " << m << " n " << n << " not written";
+      double o = out[size_t(m) * sh.N + n], t = tile[size_t(m) * sh.N + n];
+      ASSERT_TRUE(std::isfinite(o) && std::isfinite(t)) << "m " << m << " n " << n << " not written";
       max_gap = std::max(max_gap, std::abs(o - ref));
+      tile_gap = std::max(tile_gap, std::abs(t - ref));
       ref2 += ref * ref;
     }
-  EXPECT_LT(max_gap / std::sqrt(ref2 / (sh.M * sh.N)), 1e-5);
+  EXPECT_LT(max_gap / std::sqrt(ref2 / (sh.M * sh.N)), 1e-5) << "decode GEMV";
+  EXPECT_LT(tile_gap / std::sqrt(ref2 / (sh.M * sh.N)), 1e-5) << "prefill GEMM tiles";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Gemv,
                          ::testing::Values(Shape{256, 0, 1, 9}, Shape{256, 0, 4, 3}, Shape{288, 32, 3, 5},
-                                           Shape{768, 32, 1, 4}, Shape{768, 32, 2, 4}),
+                                           Shape{768, 32, 1, 4}, Shape{768, 32, 2, 4}, Shape{288, 32, 7, 8},
+                                           Shape{256, 0, 8, 7}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);

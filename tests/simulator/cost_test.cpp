@@ -74,9 +74,9 @@ TEST(Cost, QuantizedWeightBytesCountScales) {
   EXPECT_DOUBLE_EQ(c.bytes, w + 2 * 4096 * 2);
 }
 
-// A CPU with 8-bit dot products runs int4 GEMMs and GEMVs and int8 GEMVs on them (half
-// the dot-product peak x efficiency.gemm, no dequantization); int8 prefill GEMMs and
-// CPUs without an int8 peak keep the dequantization model.
+// A CPU with 8-bit dot products runs int4 and int8 GEMMs and GEMVs on them (the
+// dot-product peak x efficiency.int_dot, no dequantization); CPUs without an int8 peak
+// keep the dequantization model.
 TEST(Cost, CpuIntegerDotProducts) {
   for (const char* fmt : {"int4:g32", "int8"}) {
     PlanOptions o;
@@ -95,13 +95,9 @@ TEST(Cost, CpuIntegerDotProducts) {
       NodeCost a = cost_node(g, wq(g), plain, b, co), c = cost_node(g, wq(g), dot, b, co);
       const double fp32_s = a.flops / (plain.peak_fp32 * 1e12 * plain.eff.gemm);
       EXPECT_GT(a.compute_s, 1.01 * fp32_s) << fmt << " phase " << phase << ": dequantization is costed";
-      const bool uses_dot = std::string(fmt) == "int4:g32" || phase == 1;
-      if (uses_dot) {
-        EXPECT_EQ(c.math, DType::int8) << fmt << " phase " << phase;
-        EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * dot.eff.int_dot)) << fmt << " phase " << phase;
-      } else {
-        EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s) << "int8 prefill GEMMs dequantize";
-      }
+      // int4 and int8, GEMV and GEMM (here K = 512, no int_dot_half_k: flat).
+      EXPECT_EQ(c.math, DType::int8) << fmt << " phase " << phase;
+      EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * dot.eff.int_dot)) << fmt << " phase " << phase;
       EXPECT_DOUBLE_EQ(c.bytes, a.bytes);
     }
   }
