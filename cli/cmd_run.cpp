@@ -449,7 +449,9 @@ int run_probe(const ProbeArgs& a) {
                         {"sgemm_gflops_32_rows", p.gemm_gflops_small}, {"gemm_efficiency", p.gemm_efficiency},
                         {"gemm_half_rows", p.gemm_half_rows}, {"int_gemm_gops", p.int_gemm_gops},
                         {"int_gemm_gops_k512", p.int_gemm_gops_short}, {"int_dot_efficiency", p.int_dot_efficiency},
-                        {"int_dot_half_k", p.int_dot_half_k},
+                        {"int_dot_half_k", p.int_dot_half_k}, {"int8_gemm_gops", p.int8_gemm_gops},
+                        {"int8_gemm_gops_k512", p.int8_gemm_gops_short}, {"int8_dot_efficiency", p.int8_dot_efficiency},
+                        {"int8_dot_half_k", p.int8_dot_half_k},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
                         {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";

@@ -58,6 +58,7 @@ const TargetField kTargetFields[] = {
     TF("gemm_tile_n", gemm_tile_n, "cols", "GEMM tile columns for wave quantization"),
     TF("gemm_half_rows", gemm_half_rows, "rows", "CPU GEMMs: rows at which efficiency is half its large-M value (0 = flat)"),
     TF("int_dot_half_k", int_dot_half_k, "K", "CPU integer GEMMs: reduction length at which efficiency.int_dot halves (0 = flat)"),
+    TF("int8_dot_half_k", int8_dot_half_k, "K", "the same for int8 weights and efficiency.int8_dot"),
     TF("roofline_exponent", roofline_exponent, "p", "busy = (compute^p + memory^p)^(1/p); large p = pure max"),
     EF("efficiency.gemm", gemm, "large GEMMs, of matrix peak"),
     EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),
@@ -65,7 +66,8 @@ const TargetField kTargetFields[] = {
     EF("efficiency.elementwise", elementwise, "norms/RoPE/elementwise, of memory bandwidth"),
     EF("efficiency.dequant", dequant, "speed of dequantization ALU work (1 = as modelled)"),
     EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
-    EF("efficiency.int_dot", int_dot, "CPU integer-dot-product GEMMs (int4/int8 weights), of the 8-bit dot peak"),
+    EF("efficiency.int_dot", int_dot, "CPU integer-dot-product GEMMs with int4 weights, of the 8-bit dot peak"),
+    EF("efficiency.int8_dot", int8_dot, "CPU integer-dot-product GEMMs with int8 weights, of the 8-bit dot peak"),
 };
 #undef TF
 #undef EF

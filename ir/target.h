@@ -25,7 +25,8 @@ struct Efficiency {
   double elementwise = 0.70;  // norms, RoPE, small elementwise kernels, of bandwidth
   double dequant = 1.0;       // relative speed of dequantization ALU work (1 = as modelled)
   double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
-  double int_dot = 0.375;     // CPUs: integer-dot-product GEMMs/GEMVs, of the 8-bit dot peak
+  double int_dot = 0.375;     // CPUs: int4 integer-dot-product GEMMs/GEMVs, of the 8-bit dot peak
+  double int8_dot = 0.375;    // the same with int8 weights
 };
 
 struct Target {
@@ -55,6 +56,7 @@ struct Target {
   // CPUs: reduction length at which the integer-dot-product GEMM reaches half of
   // efficiency.int_dot (each register tile's setup and reduction); 0 = flat in K.
   double int_dot_half_k = 0;
+  double int8_dot_half_k = 0;  // the same for int8 weights
   // Kernels overlap compute and memory imperfectly near the ridge point: busy time is
   // (compute^p + memory^p)^(1/p). p = 2 gives 1.41 x max at the ridge; a large p is
   // the pure roofline max.

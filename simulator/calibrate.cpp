@@ -112,7 +112,7 @@ const Param kParams[] = {
     {"efficiency.gemm", 0.005, 1.5, true},     {"efficiency.attention", 0.005, 1.5, true},
     {"efficiency.memory", 0.005, 1.5, true},   {"efficiency.elementwise", 0.005, 1.5, true},
     {"efficiency.dequant", 0.05, 16.0, true},  {"efficiency.scalar", 0.005, 1.5, true},
-    {"efficiency.int_dot", 0.005, 1.5, true},
+    {"efficiency.int_dot", 0.005, 1.5, true},  {"efficiency.int8_dot", 0.005, 1.5, true},
     {"launch_overhead_us", 0.0, 200.0, false},
 };
 

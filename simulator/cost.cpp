@@ -279,9 +279,9 @@ struct Costing {
     // host has VNNI): the CPU backend's integer kernels quantize the activations to
     // int8 and multiply with dot products instead of dequantizing the weights, for int4
     // and int8 everywhere except MoE prefill (expert GEMMs of more than 16 token-expert
-    // pairs). They reach efficiency.int_dot of the dot-product peak
-    // (`lathe probe` measures the int4 GEMM at two reduction lengths; its register tiles
-    // also convert and scale every block, so well under the peak).
+    // pairs). They reach efficiency.int_dot (int4) / int8_dot (int8) of the dot-product
+    // peak (`lathe probe` measures both GEMMs at two reduction lengths; the register
+    // tiles also unpack, convert and scale every block, so well under the peak).
     const bool expert = f.kind == OpKind::expert_matmul;
     const bool gemv_rows = expert ? M <= 16 : M <= kCpuGemvRows;
     const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) && (!expert || gemv_rows);
@@ -289,8 +289,10 @@ struct Costing {
       c.math = DType::int8;
       // lathe's own register tiles, not BLAS: no packing pass, so flat in M; each tile's
       // fixed setup and reduction weigh as int_dot_half_k of reduction length (GEMMs).
-      double e = eff(t.eff.int_dot);
-      if (!o.ideal && !gemv_rows && t.int_dot_half_k > 0) e *= K / (K + t.int_dot_half_k);
+      const bool i4 = wdtype == DType::int4;
+      double e = eff(i4 ? t.eff.int_dot : t.eff.int8_dot);
+      const double half_k = i4 ? t.int_dot_half_k : t.int8_dot_half_k;
+      if (!o.ideal && !gemv_rows && half_k > 0) e *= K / (K + half_k);
       c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {

@@ -87,29 +87,30 @@ extern "C" float lathe_probe_read(const float* p, long n) {
 // with int4:g32 weights and K = 2048), compiled from the kernels' own prelude. Returns 0
 // when the host has no integer dot products (int4 GEMMs then dequantize).
 const char* kProbeQgemmSource = R"(
-template <int K>
+template <int FMT, int K, int G>
 static int probe_qgemm(const LatheCtx* c, const LatheStep* st, const float* x, const void* w, const unsigned short* s,
                        long N, float* out) {
 #ifdef LATHE_INT_DOT
-  if constexpr (lk::GemvX<lk::I4, K>::quantized) {
+  if constexpr (lk::GemvX<FMT, K>::quantized) {
     lk::GemmDesc d = {1, {N, 0, 0, 0}, lk::PRO_NONE, lk::EPI_NONE, 0.0f, 0};
     const void* W[1] = {w};
     const unsigned short* S[1] = {s};
     float* O[1] = {out};
-    lk::gemm_kernel<lk::I4, K, 32>(c, st, d, x, nullptr, W, S, O, nullptr);
+    lk::gemm_kernel<FMT, K, G>(c, st, d, x, nullptr, W, S, O, nullptr);
     return 1;
   }
 #endif
   return 0;
 }
-extern "C" int lathe_probe_qgemm_512(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,
-                                     const unsigned short* s, long N, float* out) {
-  return probe_qgemm<512>(c, st, x, w, s, N, out);
-}
-extern "C" int lathe_probe_qgemm_2048(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,
-                                      const unsigned short* s, long N, float* out) {
-  return probe_qgemm<2048>(c, st, x, w, s, N, out);
-}
+#define LATHE_PROBE_QGEMM(name, FMT, K, G)                                                                   \
+  extern "C" int name(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,                \
+                      const unsigned short* s, long N, float* out) {                                          \
+    return probe_qgemm<FMT, K, G>(c, st, x, w, s, N, out);                                                    \
+  }
+LATHE_PROBE_QGEMM(lathe_probe_qgemm_512, lk::I4, 512, 32)
+LATHE_PROBE_QGEMM(lathe_probe_qgemm_2048, lk::I4, 2048, 32)
+LATHE_PROBE_QGEMM(lathe_probe_q8gemm_512, lk::I8, 512, 0)
+LATHE_PROBE_QGEMM(lathe_probe_q8gemm_2048, lk::I8, 2048, 0)
 )";
 constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128;
 
@@ -309,10 +310,14 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     const std::string src = std::string(cpu_prelude_text()) + kProbeQgemmSource;
     auto q2048 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_qgemm_2048", "probe-qgemm"));
     auto q512 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_qgemm_512", "probe-qgemm"));
+    auto q8_2048 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_q8gemm_2048", "probe-qgemm"));
+    auto q8_512 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_q8gemm_512", "probe-qgemm"));
     const long M = kQgemmM, N = kQgemmN, KM = kQgemmKMax;
-    AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM / 2)), S(size_t(N * KM / 32) * 2), O(size_t(M * N) * 4);
+    // Room for int8 weights (one byte per element; int4 uses the first half) and per-32
+    // scales (int8 reads one per row).
+    AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM)), S(size_t(N * KM / 32) * 2), O(size_t(M * N) * 4);
     for (long i = 0; i < M * KM; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;
-    for (long i = 0; i < N * KM / 2; ++i) static_cast<unsigned char*>(W.data())[i] = static_cast<unsigned char>(i * 37);
+    for (long i = 0; i < N * KM; ++i) static_cast<unsigned char*>(W.data())[i] = static_cast<unsigned char>(i * 37);
     for (long i = 0; i < N * KM / 32; ++i) static_cast<unsigned short*>(S.data())[i] = 0x2000;  // 2^-7 in f16
     const long scratch_floats = 1L << 19, shared_floats = 1L << 20;
     AlignedBuffer scratch(size_t(scratch_floats * r.threads) * 4), shared(size_t(shared_floats) * 4);
@@ -344,21 +349,27 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
       }
       return 2.0 * double(M) * double(N) * double(K) / best / 1e9;
     };
-    r.int_gemm_gops = gops(q2048, 2048, 40);  // best of many: a shared host steals whole milliseconds
-    r.int_gemm_gops_short = gops(q512, 512, 80);
-    if (r.int_gemm_gops > 0) {
+    // Fits e_long and the half length from the two points (0 when they do not fit).
+    auto fit = [&](double g_long, double g_short, double& eff, double& half_k) {
       const double peak = r.int8_gops_all;
-      r.int_dot_efficiency = std::min(1.0, r.int_gemm_gops / peak);
-      if (r.int_gemm_gops_short > 0 && r.int_gemm_gops_short < r.int_gemm_gops) {
-        const double inv_long = peak / r.int_gemm_gops, inv_short = peak / r.int_gemm_gops_short;
-        const double c = (inv_short - inv_long) / (1.0 / 512.0 - 1.0 / 2048.0);
-        const double inv_inf = inv_long - c / 2048.0;
-        if (inv_inf > 0) {
-          r.int_dot_efficiency = std::min(1.0, 1.0 / inv_inf);
-          r.int_dot_half_k = c / inv_inf;
-        }
+      eff = g_long > 0 ? std::min(1.0, g_long / peak) : 0.0;
+      half_k = 0;
+      if (g_long <= 0 || g_short <= 0 || g_short >= g_long) return;
+      const double inv_long = peak / g_long, inv_short = peak / g_short;
+      const double c = (inv_short - inv_long) / (1.0 / 512.0 - 1.0 / 2048.0);
+      const double inv_inf = inv_long - c / 2048.0;
+      if (inv_inf > 0) {
+        eff = std::min(1.0, 1.0 / inv_inf);
+        half_k = c / inv_inf;
       }
-    }
+    };
+    // Best of many: a shared host steals whole milliseconds.
+    r.int_gemm_gops = gops(q2048, 2048, 40);
+    r.int_gemm_gops_short = gops(q512, 512, 80);
+    fit(r.int_gemm_gops, r.int_gemm_gops_short, r.int_dot_efficiency, r.int_dot_half_k);
+    r.int8_gemm_gops = gops(q8_2048, 2048, 30);
+    r.int8_gemm_gops_short = gops(q8_512, 512, 60);
+    fit(r.int8_gemm_gops, r.int8_gemm_gops_short, r.int8_dot_efficiency, r.int8_dot_half_k);
   }
 
   // Loop overhead: empty parallel loops.
@@ -390,17 +401,19 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
     std::snprintf(int8_line, sizeof int8_line,
                   "int8 = %.5f                    # measured 8-bit dot-product throughput (VNNI), all threads\n",
                   p.int8_gops_all / 1e3);
-  char int_dot_line[200] = "";
+  char int_dot_line[400] = "";
   if (p.int_dot_efficiency > 0)
     std::snprintf(int_dot_line, sizeof int_dot_line,
-                  "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n",
-                  p.int_dot_efficiency);
+                  "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n"
+                  "int8_dot = %.3f                # the same for int8 weights\n",
+                  p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency);
   char buf[4096];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
                 "# Streaming read %.1f GB/s (one thread %.1f GB/s); f32 FMA %.1f GFLOP/s all threads,\n"
                 "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA)\n"
-                "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512.\n"
+                "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512;\n"
+                "# int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512.\n"
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
                 "# gemm x M / (M + gemm_half_rows)); the other efficiencies are lathe's CPU defaults\n"
                 "# until `lathe calibrate` fits them.\n"
@@ -417,6 +430,7 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "launch_overhead_us = %.2f      # measured parallel-loop round trip\n"
                 "gemm_half_rows = %.1f          # measured: sgemm at 32 and 256 rows\n"
                 "int_dot_half_k = %.1f          # measured: the int4 GEMM at K = 512 and 2048\n"
+                "int8_dot_half_k = %.1f         # the same for int8 weights\n"
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
                 "price_per_hour = 0\n\n"
                 "[hardware.peak_tflops]\n"
@@ -431,8 +445,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 date, p.cpu_model.c_str(), p.isa.c_str(), p.threads, p.read_gbs, p.read_gbs_one, p.fma_gflops_all,
                 p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops,
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
-                p.int_gemm_gops, p.int_gemm_gops_short, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
-                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.fma_gflops_all / 1e3, int8_line,
+                p.int_gemm_gops, p.int_gemm_gops_short, p.int8_gemm_gops, p.int8_gemm_gops_short, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
+                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.fma_gflops_all / 1e3, int8_line,
                 std::max(0.05, p.gemm_efficiency), int_dot_line);
   return buf;
 }

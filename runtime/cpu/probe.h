@@ -20,6 +20,8 @@ struct ProbeResult {
   double int_gemm_gops_short = 0;  // the same at K 512
   double int_dot_efficiency = 0;   // long-K int GEMM / int8_gops_all (fit; 0: not measured)
   double int_dot_half_k = 0;       // K at which the int GEMM reaches half of that (0: flat)
+  double int8_gemm_gops = 0, int8_gemm_gops_short = 0;  // the same GEMM with int8 weights
+  double int8_dot_efficiency = 0, int8_dot_half_k = 0;
   double loop_overhead_us = 0;     // parallel_for round trip with an empty body
   double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads, 256 rows
   double gemm_gflops_small = 0;    // the same at 32 rows
