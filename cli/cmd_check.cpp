@@ -32,7 +32,20 @@ int summarize_model(const ModelSpec& m, const std::string& src, const std::strin
                         {"weight_bytes", wbytes},
                         {"kv_bytes_per_token", kv},
                         {"flops_per_token", f1},
-                        {"flops_per_token_at_max_context", fmax}};
+                        {"flops_per_token_at_max_context", fmax},
+                        {"rope_theta", m.rope_theta}};
+    if (m.rope_scaling) {
+      const RopeScaling& sc = *m.rope_scaling;
+      nlohmann::json r = {{"type", sc.type},
+                          {"divisors", rope_divisors(sc, m.rope_theta, m.head_dim)}};
+      if (sc.type != "factors") r["factor"] = sc.factor;
+      if (sc.type == "llama3") {
+        r["low_freq_factor"] = sc.low_freq_factor;
+        r["high_freq_factor"] = sc.high_freq_factor;
+        r["original_max_context"] = sc.original_max_context;
+      }
+      j["rope_scaling"] = r;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -45,6 +58,17 @@ int summarize_model(const ModelSpec& m, const std::string& src, const std::strin
               << " per token\n";
   else
     std::cout << "  ffn               " << m.ffn << "\n";
+  std::cout << "  RoPE              theta " << fmt_double(m.rope_theta, 0);
+  if (m.rope_scaling) {
+    const RopeScaling& sc = *m.rope_scaling;
+    if (sc.type == "linear") std::cout << ", linear scaling x" << sc.factor;
+    else if (sc.type == "llama3")
+      std::cout << ", llama3 scaling x" << sc.factor << " (original context "
+                << sc.original_max_context << ", low/high freq factors " << sc.low_freq_factor << "/"
+                << sc.high_freq_factor << ")";
+    else std::cout << ", per-pair frequency divisors (rope_freqs)";
+  }
+  std::cout << "\n";
   std::cout << "  parameters        " << with_commas(m.param_count()) << " (" << human_count(double(m.param_count()))
             << ")\n";
   if (m.is_moe())

@@ -27,6 +27,11 @@ python3 -c "import json,sys; d=json.load(open('$tmp/out')); assert len(d['models
 
 expect_rc 0 "$LATHE" check llama-3-8b
 grep -q "8,030,261,248" "$tmp/out" || bad "check llama-3-8b parameter count"
+# RoPE scaling is shown (text) and given with its divisors (JSON).
+expect_rc 0 "$LATHE" check "$SRC/tests/fixtures/rope-llama3.toml"
+grep -q "llama3 scaling x8 (original context 16" "$tmp/out" || bad "check does not show RoPE scaling: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" check "$SRC/tests/fixtures/rope-llama3.toml" --format json
+python3 -c "import json; r=json.load(open('$tmp/out'))['rope_scaling']; assert r['type']=='llama3' and len(r['divisors'])==16 and r['divisors'][-1]==8.0" || bad "check json rope_scaling"
 expect_rc 0 "$LATHE" check h200
 
 printf '[model]\nname = "x"\nhidden = 4096\nlayers = -3\nheads = 7\n' >"$tmp/bad.toml"
