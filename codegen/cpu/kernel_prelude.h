@@ -506,12 +506,13 @@ inline void qgemm_wscales(const u16* s, i64 n, float* out) {
   const u16* srow = s + n * (G > 0 ? K / G : 1);  // G 0: one scale per row (int8)
   for (int p = 0; p < QGemm<K>::NS; ++p) {
     int b = 2 * p;
+    float d0, d1;
     if constexpr (G == 0) {
-      float d = h2f(srow[0]);
-      for (int i = 0; i < 8; ++i) out[p * 8 + i] = d;
-      continue;
+      d0 = d1 = h2f(srow[0]);
+    } else {
+      d0 = h2f(srow[(b * 32) / G]);
+      d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / G]) : d0;
     }
-    float d0 = h2f(srow[(b * 32) / (G > 0 ? G : 1)]), d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / (G > 0 ? G : 1)]) : d0;
     for (int i = 0; i < 4; ++i) out[p * 8 + i] = d0, out[p * 8 + 4 + i] = d1;
   }
 }

@@ -151,6 +151,24 @@ double best_on_all_threads(ThreadPool& pool, const F& job) {
   return best;
 }
 
+// Rate = peak x eff x n / (n + half) when each call pays a fixed cost worth `half` units
+// of n (rows or reduction length): from the rates at a large and a small n,
+// 1 / eff(n) = 1 / eff + c / n gives eff (capped at 1) and half = c x eff. When the two
+// points do not show that shape, eff is the large-n rate's fraction and half 0.
+void fit_fixed_cost(double peak, double rate_big, double n_big, double rate_small, double n_small, double& eff,
+                    double& half) {
+  eff = rate_big > 0 ? std::min(1.0, rate_big / peak) : 0.0;
+  half = 0;
+  if (rate_big <= 0 || rate_small <= 0 || rate_small >= rate_big) return;
+  const double inv_big = peak / rate_big, inv_small = peak / rate_small;
+  const double c = (inv_small - inv_big) / (1.0 / n_small - 1.0 / n_big);
+  const double inv_inf = inv_big - c / n_big;
+  if (inv_inf > 0) {
+    eff = std::min(1.0, 1.0 / inv_inf);
+    half = c / inv_inf;
+  }
+}
+
 struct ReadJob {
   float (*fn)(const float*, long);
   const float* base;
@@ -286,16 +304,9 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     r.gemm_gflops = gflops(M_big, 4);
     r.gemm_gflops_small = gflops(M_small, 12);
     const double peak = r.fma_gflops_all;
-    r.gemm_efficiency = peak > 0 ? std::min(1.0, r.gemm_gflops / peak) : 0.7;
-    if (peak > 0 && r.gemm_gflops_small > 0 && r.gemm_gflops_small < r.gemm_gflops) {
-      const double inv_big = peak / r.gemm_gflops, inv_small = peak / r.gemm_gflops_small;
-      const double c = (inv_small - inv_big) / (1.0 / double(M_small) - 1.0 / double(M_big));
-      const double inv_large = inv_big - c / double(M_big);
-      if (inv_large > 0) {
-        r.gemm_efficiency = std::min(1.0, 1.0 / inv_large);
-        r.gemm_half_rows = c / inv_large;
-      }
-    }
+    if (peak > 0) fit_fixed_cost(peak, r.gemm_gflops, M_big, r.gemm_gflops_small, M_small, r.gemm_efficiency,
+                                 r.gemm_half_rows);
+    else r.gemm_efficiency = 0.7;
   }
 
   // Integer GEMM efficiency (int4 weights against int8-quantized activations), of the
@@ -349,27 +360,15 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
       }
       return 2.0 * double(M) * double(N) * double(K) / best / 1e9;
     };
-    // Fits e_long and the half length from the two points (0 when they do not fit).
-    auto fit = [&](double g_long, double g_short, double& eff, double& half_k) {
-      const double peak = r.int8_gops_all;
-      eff = g_long > 0 ? std::min(1.0, g_long / peak) : 0.0;
-      half_k = 0;
-      if (g_long <= 0 || g_short <= 0 || g_short >= g_long) return;
-      const double inv_long = peak / g_long, inv_short = peak / g_short;
-      const double c = (inv_short - inv_long) / (1.0 / 512.0 - 1.0 / 2048.0);
-      const double inv_inf = inv_long - c / 2048.0;
-      if (inv_inf > 0) {
-        eff = std::min(1.0, 1.0 / inv_inf);
-        half_k = c / inv_inf;
-      }
-    };
     // Best of many: a shared host steals whole milliseconds.
     r.int_gemm_gops = gops(q2048, 2048, 40);
     r.int_gemm_gops_short = gops(q512, 512, 80);
-    fit(r.int_gemm_gops, r.int_gemm_gops_short, r.int_dot_efficiency, r.int_dot_half_k);
+    fit_fixed_cost(r.int8_gops_all, r.int_gemm_gops, 2048, r.int_gemm_gops_short, 512, r.int_dot_efficiency,
+                   r.int_dot_half_k);
     r.int8_gemm_gops = gops(q8_2048, 2048, 30);
     r.int8_gemm_gops_short = gops(q8_512, 512, 60);
-    fit(r.int8_gemm_gops, r.int8_gemm_gops_short, r.int8_dot_efficiency, r.int8_dot_half_k);
+    fit_fixed_cost(r.int8_gops_all, r.int8_gemm_gops, 2048, r.int8_gemm_gops_short, 512, r.int8_dot_efficiency,
+                   r.int8_dot_half_k);
   }
 
   // Loop overhead: empty parallel loops.
@@ -415,8 +414,9 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512;\n"
                 "# int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512.\n"
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
-                "# gemm x M / (M + gemm_half_rows)); the other efficiencies are lathe's CPU defaults\n"
-                "# until `lathe calibrate` fits them.\n"
+                "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot and their half_k fit the integer\n"
+                "# GEMMs the same way in K. The other efficiencies are lathe's CPU defaults until\n"
+                "# `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
                 "description = \"%s, %d threads (measured %s)\"\n"
