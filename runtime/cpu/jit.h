@@ -2,7 +2,8 @@
 //
 // Each kernel is one translation unit. Its object code is cached by content hash
 // (source + flags + compiler + host CPU) in memory and on disk, so a second run of
-// the same plan compiles nothing. Clang and LLVM headers appear in jit.cpp only.
+// the same plan compiles nothing. Clang and LLVM live in a module loaded on first use
+// (jit_engine.h); their headers appear in jit_llvm.cpp only.
 #pragma once
 
 #include <memory>
@@ -38,7 +39,9 @@ class CpuJit {
   const JitStats& stats() const;
   const std::string& cache_dir() const;
   std::string host_cpu() const;  // e.g. "znver4 (+avx512f, ...)"
-  static bool available();       // false when lathe was built without Clang/LLVM
+  // False when lathe was built without Clang/LLVM. True does not promise the module
+  // loads: the constructor throws lathe::Error naming where it looked if it does not.
+  static bool available();
 
  private:
   struct Impl;

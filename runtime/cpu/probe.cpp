@@ -180,6 +180,7 @@ struct ReadJob {
 
 ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double seconds) {
   ProbeResult r;
+  blas_load();
   ThreadPool pool(threads);
   r.threads = pool.threads();
   auto fma_raw = reinterpret_cast<void (*)(long, const float*, float*)>(jit.get(kProbeSource, "lathe_probe_fma", "probe"));

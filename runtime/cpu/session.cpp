@@ -172,6 +172,7 @@ struct CpuSession::Impl {
     ctx.scratch_floats = scratch_floats;
     ctx.shared = static_cast<float*>(shared.data());
     ctx.shared_floats = shared_floats;
+    blas_load();
     ctx.sgemm_nt = &sgemm_nt;
     ctx.kv = static_cast<unsigned char*>(kv.data());
     ctx.kv_scales = static_cast<unsigned short*>(kv_scales.data());

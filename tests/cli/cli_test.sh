@@ -145,6 +145,11 @@ k = [x for x in d['kernels'] if x['kernel'] == 'norm_lm_head'][0]
 assert k['bytes'] > 0 and k['flops'] > 0 and abs(k['achieved_gbs'] - k['bytes'] / k['measured_ms'] / 1e6) < 1e-6 * k['achieved_gbs'], k
 " || bad "run --per-op json lacks measured profiling figures"
 expect_rc 0 "$LATHE" run tiny --tokens 5,6,7 --gen 4 --temperature 0.8 --top-k 20 --top-p 0.9 --sample-seed 3
+# Clang/LLVM and OpenBLAS are loaded on first use: a command that never runs a kernel
+# does not map them, and a JIT module that cannot be found is a located error.
+if ldd "$LATHE" | grep -Eq "libLLVM|libclang-cpp|libopenblas"; then bad "lathe links Clang/LLVM or OpenBLAS (they are dlopen()ed)"; fi
+LATHE_JIT_MODULE="$tmp/no-such-module.so" "$LATHE" run tiny --prompt-tokens 4 --gen 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "no-such-module.so: not found" "$tmp/err" || bad "a missing JIT module is not a located error: $(head -c 300 "$tmp/err")"
 expect_rc 0 "$LATHE" compile tiny cpu-host --act f32 -o "$tmp/tplan" --batch 2 --prompt 8 --gen 4 --emit cpu
 ls "$tmp/tplan/kernels/cpu/" | grep -q "^k_.*\.cpp$" || bad "--emit cpu wrote no kernels"
 grep -q "extern \"C\" void k_" "$tmp/tplan/kernels/cpu/"k_*.cpp || bad "emitted kernels lack functions"

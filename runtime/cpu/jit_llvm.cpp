@@ -1,0 +1,245 @@
+// The one translation unit that includes Clang and LLVM headers. It is built as the
+// module liblathe-jit.so, which CpuJit (jit.cpp) loads on first use, so commands that
+// never compile a CPU kernel do not load Clang and LLVM at all (jit_engine.h).
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Frontend/Utils.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SHA1.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "runtime/cpu/jit_engine.h"
+
+namespace lathe {
+namespace {
+
+using Fail = std::runtime_error;
+
+// Source lines around each "kernel.cpp:LINE:" the compiler mentions.
+std::string offending_lines(const std::string& source, const std::string& diag) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out;
+  size_t pos = 0;
+  int shown = 0;
+  std::vector<int> done;
+  while ((pos = diag.find("kernel.cpp:", pos)) != std::string::npos && shown < 3) {
+    pos += 11;
+    int line = std::atoi(diag.c_str() + pos);
+    if (line <= 0 || line > int(lines.size()) || std::find(done.begin(), done.end(), line) != done.end()) continue;
+    done.push_back(line);
+    out += "  --- kernel.cpp around line " + std::to_string(line) + " ---\n";
+    for (int l = std::max(1, line - 2); l <= std::min(int(lines.size()), line + 2); ++l)
+      out += (l == line ? "  > " : "    ") + std::to_string(l) + ": " + lines[size_t(l - 1)] + "\n";
+    ++shown;
+  }
+  return out;
+}
+
+class LlvmEngine final : public JitEngine {
+ public:
+  LlvmEngine(std::string dir, bool disk_cache) : dir_(std::move(dir)), disk_cache_(disk_cache) {
+    static std::once_flag init;
+    std::call_once(init, [] {
+      llvm::InitializeNativeTarget();
+      llvm::InitializeNativeTargetAsmPrinter();
+      llvm::InitializeNativeTargetAsmParser();
+    });
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) throw Fail("JIT: cannot detect the host: " + llvm::toString(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    cpu_ = jtmb->getCPU();
+    features_ = jtmb->getFeatures().getString();
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) throw Fail("JIT: cannot create a target machine: " + llvm::toString(tm.takeError()));
+    tm_ = std::move(*tm);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+    if (!jit) throw Fail("JIT: cannot create LLJIT: " + llvm::toString(jit.takeError()));
+    jit_ = std::move(*jit);
+    // Kernels resolve libc/libm symbols in the process's global scope.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    if (!gen) throw Fail("JIT: cannot search the process for symbols: " + llvm::toString(gen.takeError()));
+    jit_->getMainJITDylib().addGenerator(std::move(*gen));
+  }
+
+  void* get(const std::string& source, const std::string& symbol, const std::string& kernel) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string key = key_of(source);
+    if (auto it = addrs_.find({key, symbol}); it != addrs_.end()) {
+      ++stats_.memory_hits;
+      return it->second;
+    }
+    if (loaded_.count(key)) {  // the object is loaded; another of its symbols
+      ++stats_.memory_hits;
+      return addrs_[{key, symbol}] = lookup(symbol, kernel);
+    }
+    namespace fs = std::filesystem;
+    fs::path file = fs::path(dir_) / (key + ".o");
+    std::error_code ec;
+    auto t0 = std::chrono::steady_clock::now();
+    if (disk_cache_ && fs::exists(file, ec)) {
+      auto buf = llvm::MemoryBuffer::getFile(file.string());
+      if (buf) {
+        add_object(std::move(*buf), kernel);
+        loaded_[key] = true;
+        void* addr = addrs_[{key, symbol}] = lookup(symbol, kernel);
+        ++stats_.disk_hits;
+        stats_.load_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return addr;
+      }
+    }
+    std::unique_ptr<llvm::MemoryBuffer> obj = compile(source, kernel);
+    stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++stats_.compiled;
+    if (disk_cache_) {
+      // Write through a temporary name and rename: a concurrent or interrupted run
+      // never sees a partial object.
+      fs::create_directories(dir_, ec);
+      fs::path tmp = file;
+      tmp += ".tmp." + std::to_string(::getpid());
+      {
+        std::ofstream out(tmp, std::ios::binary);
+        out.write(obj->getBufferStart(), std::streamsize(obj->getBufferSize()));
+      }
+      fs::rename(tmp, file, ec);
+      if (ec) fs::remove(tmp, ec);
+    }
+    add_object(std::move(obj), kernel);
+    loaded_[key] = true;
+    return addrs_[{key, symbol}] = lookup(symbol, kernel);
+  }
+
+  const JitStats& stats() const override { return stats_; }
+  std::string host_cpu() const override { return cpu_; }
+
+ private:
+  std::string dir_;
+  bool disk_cache_;
+  JitStats stats_;
+  std::mutex mu_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::string cpu_, features_;
+  std::map<std::string, bool> loaded_;                        // objects added, by key
+  std::map<std::pair<std::string, std::string>, void*> addrs_;  // (key, symbol) -> address
+
+  static std::vector<std::string> flags() {
+    return {"-x", "c++", "-std=c++17", "-O3", "-march=native", "-fno-exceptions", "-fno-rtti",
+            "-ffp-contract=fast", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math",
+            "-fno-math-errno", "-Wno-unused-function", "-Wno-unused-parameter"};
+  }
+
+  std::string key_of(const std::string& source) const {
+    llvm::SHA1 h;
+    h.update(source);
+    for (const std::string& f : flags()) h.update(f);
+    h.update("clang-14|" + cpu_ + "|" + features_);
+    auto digest = h.final();
+    std::string hex;
+    static const char* k = "0123456789abcdef";
+    for (unsigned char c : digest) {
+      hex += k[c >> 4];
+      hex += k[c & 15];
+    }
+    return hex;
+  }
+
+  void add_object(std::unique_ptr<llvm::MemoryBuffer> obj, const std::string& kernel) {
+    auto rt = jit_->getMainJITDylib().createResourceTracker();
+    if (auto err = jit_->addObjectFile(rt, std::move(obj)))
+      throw Fail("JIT: cannot load the object of kernel " + kernel + ": " + llvm::toString(std::move(err)));
+  }
+  void* lookup(const std::string& symbol, const std::string& kernel) {
+    auto sym = jit_->lookup(symbol);
+    if (!sym) throw Fail("JIT: kernel " + kernel + " has no symbol " + symbol + ": " + llvm::toString(sym.takeError()));
+    return reinterpret_cast<void*>(sym->getAddress());
+  }
+
+  std::unique_ptr<llvm::MemoryBuffer> compile(const std::string& source, const std::string& kernel) {
+    auto opts = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+    std::string diag_text;
+    llvm::raw_string_ostream diag_os(diag_text);
+    auto* printer = new clang::TextDiagnosticPrinter(diag_os, &*opts);
+    auto diags = llvm::makeIntrusiveRefCnt<clang::DiagnosticsEngine>(
+        llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(), &*opts, printer);
+    std::vector<std::string> f = flags();
+    std::vector<const char*> args = {LATHE_CLANG_EXECUTABLE};
+    for (const std::string& s : f) args.push_back(s.c_str());
+    args.push_back("-resource-dir");
+    args.push_back(LATHE_CLANG_RESOURCE_DIR);
+    args.push_back("kernel.cpp");
+    std::unique_ptr<clang::CompilerInvocation> inv = clang::createInvocationFromCommandLine(args, diags);
+    if (!inv) throw Fail("JIT: clang rejected its command line for kernel " + kernel + ":\n" + diag_os.str());
+    inv->getPreprocessorOpts().addRemappedFile("kernel.cpp", llvm::MemoryBuffer::getMemBufferCopy(source).release());
+    clang::CompilerInstance ci;
+    ci.setInvocation(std::move(inv));
+    ci.createDiagnostics(printer, false);
+    llvm::LLVMContext ctx;
+    clang::EmitLLVMOnlyAction action(&ctx);
+    if (!ci.ExecuteAction(action) || ci.getDiagnostics().hasErrorOccurred()) {
+      diag_os.flush();
+      throw Fail("JIT: generated kernel " + kernel + " does not compile:\n" + diag_text +
+                 offending_lines(source, diag_text));
+    }
+    std::unique_ptr<llvm::Module> mod = action.takeModule();
+    if (!mod) throw Fail("JIT: clang produced no module for kernel " + kernel);
+    mod->setDataLayout(tm_->createDataLayout());
+    mod->setTargetTriple(tm_->getTargetTriple().str());
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm_->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+      throw Fail("JIT: the target machine cannot emit object files");
+    pm.run(*mod);
+    return llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(buf.data(), buf.size()), kernel);
+  }
+};
+
+}  // namespace
+}  // namespace lathe
+
+extern "C" __attribute__((visibility("default"))) lathe::JitEngine* lathe_jit_create(int version,
+                                                                                    const char* cache_dir,
+                                                                                    bool disk_cache,
+                                                                                    std::string* error) {
+  if (version != lathe::kJitEngineVersion) {
+    *error = "JIT module interface version " + std::to_string(lathe::kJitEngineVersion) +
+             ", lathe expects " + std::to_string(version) + " (a module from another build?)";
+    return nullptr;
+  }
+  try {
+    return new lathe::LlvmEngine(cache_dir, disk_cache);
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}
