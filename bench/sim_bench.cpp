@@ -8,6 +8,10 @@
 #include "passes/pipeline.h"
 #include "simulator/prepared.h"
 #include "simulator/simulate.h"
+#include "sweep/sweep.h"
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace lathe {
 namespace {
@@ -89,6 +93,38 @@ void BM_PreparedSimulate8B_SweepOrder(benchmark::State& state) {
   state.SetLabel("llama-3-8b int4:g128 on a100-80g, sweep order, SimReuse");
 }
 BENCHMARK(BM_PreparedSimulate8B_SweepOrder)->Unit(benchmark::kMicrosecond);
+
+// The costing of a whole sweep file, warm: `lathe sweep FILE --threads 1` (JSONL rows
+// into memory) run again and again in one process, timing only its costing (the plan
+// shapes are lowered in each iteration but not timed). Per plan, against the first
+// (cold) iteration. The file comes from $LATHE_BENCH_SWEEP (bench/llm_analysis_compare.py
+// sets it to its 48 configurations); skipped when unset.
+void BM_SweepFileCosting(benchmark::State& state) {
+  const char* path = std::getenv("LATHE_BENCH_SWEEP");
+  if (!path || !*path) {
+    state.SkipWithError("set LATHE_BENCH_SWEEP to a sweep file");
+    return;
+  }
+  SweepSpace space = expand_sweep(load_sweep(path));
+  SweepOptions o;
+  o.threads = 1;
+  o.format = RowFormat::jsonl;
+  size_t bytes = 0;
+  o.sink = [&](const std::string& chunk) { bytes += chunk.size(); };
+  double first = -1, plans = 0;
+  for (auto _ : state) {
+    SweepSummary sum = run_sweep(space, o);
+    state.SetIterationTime(sum.cost_s);
+    if (first < 0) first = sum.cost_s;
+    plans = double(sum.evaluated);
+  }
+  state.counters["plans"] = plans;
+  state.counters["cold_us_per_plan"] = first * 1e6 / std::max(1.0, plans);
+  state.SetItemsProcessed(int64_t(plans) * state.iterations());
+  state.SetLabel(std::string(path) + ", " + std::to_string(bytes / std::max<int64_t>(1, state.iterations())) +
+                 " bytes of rows per pass");
+}
+BENCHMARK(BM_SweepFileCosting)->UseManualTime()->Iterations(25)->Unit(benchmark::kMicrosecond);
 
 void BM_BuildAndLower70B(benchmark::State& state) {
   ModelSpec m = load_model("llama-3-70b");

@@ -185,7 +185,9 @@ int run_simulate(const SimulateArgs& a) {
   req.workload = a.workload.resolve(spec.workload);
   req.options = spec.options;
   req.ideal = a.ideal;
-  Planned p = make_plan(req, {}, true);
+  LowerHooks hooks;
+  hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
+  Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
   std::string title = p.model.name + " on " + p.target.name + ", batch " + std::to_string(p.workload.batch) +
@@ -247,6 +249,8 @@ int run_whatif(const WhatifArgs& a) {
   std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt} : int_list(a.prompts, "--prompt", 1);
   std::vector<int64_t> gens = a.gens.empty() ? std::vector<int64_t>{spec.workload.gen} : int_list(a.gens, "--gen", 0);
   std::vector<Planned> cols;
+  LowerHooks no_records;
+  no_records.record = false;
   for (const std::string& hw : hws)
     for (int64_t b : batches)
       for (int64_t pr : prompts)
@@ -258,7 +262,7 @@ int run_whatif(const WhatifArgs& a) {
           req.workload = {b, pr, g};
           req.options = spec.options;
           req.ideal = a.ideal;
-          cols.push_back(make_plan(req, {}, false));
+          cols.push_back(make_plan(req, no_records, false));
         }
   auto label = [&](const Planned& p) {
     std::string l = p.target.name;

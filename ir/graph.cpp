@@ -233,6 +233,24 @@ NodeId Graph::find_node(std::string_view name) const {
 
 std::vector<NodeId> Graph::topo_order() const {
   const auto& adj = impl_->adj;
+  // Fast path: when every edge runs from a lower id to a higher one (graphs are built
+  // in order and fusion reuses the lowest id), the lowest-id-first order below is the
+  // ascending order of the alive ids.
+  bool forward = true;
+  for (size_t i = 0; i < nodes_.size() && forward; ++i)
+    if (nodes_[i].alive)
+      for (auto [e, end] = boost::out_edges(i, adj); e != end; ++e)
+        if (boost::target(*e, adj) <= i) {
+          forward = false;
+          break;
+        }
+  if (forward) {
+    std::vector<NodeId> order;
+    order.reserve(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].alive) order.push_back(NodeId(i));
+    return order;
+  }
   std::vector<int> indeg(nodes_.size(), 0);
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].alive) indeg[i] = int(boost::in_degree(i, adj));

@@ -15,12 +15,21 @@ PassResult quantize_weights(Graph& g, const PassContext& ctx) {
     throw Error("weights " + format_name(f) + ": " + ctx.target.name + " (sm_" +
                 std::to_string(ctx.target.compute_capability) + ") has no " + std::string(dtype_name(f.dtype)) +
                 " support (fp8 needs sm_89 or newer)");
+  // Users of every value in one scan (Graph::users walks all nodes for a value with no
+  // producer, once per weight).
+  std::vector<std::vector<NodeId>> users(g.value_capacity());
+  for (size_t i = 0; i < g.node_capacity(); ++i) {
+    const Node& n = g.node(NodeId(i));
+    if (!n.alive) continue;
+    for (ValueId v : n.inputs)
+      if (users[size_t(v)].empty() || users[size_t(v)].back() != n.id) users[size_t(v)].push_back(n.id);
+  }
   int changed = 0, kept = 0;
   for (ValueId v : g.values_of(ValueKind::weight)) {
     const Value& w = g.value(v);
     if (w.shape.size() < 2) continue;  // norms
     bool gemm_only = true, any = false;
-    for (NodeId u : g.users(v)) {
+    for (NodeId u : users[size_t(v)]) {
       const Node& n = g.node(u);
       auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
       bool as_weight = false;

@@ -1,5 +1,6 @@
 // Sweep rows: CSV / JSONL formatting and parsing, Pareto fronts.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -188,51 +189,60 @@ bool general7_fast(char* buf, double v, char** end) {
 
 }  // namespace
 
+// %.7g of v at p (at most 40 bytes; std::to_chars where the fast path declines).
+static char* write_double(char* p, char* limit, double v) {
+  char* end = nullptr;
+  if (general7_fast(p, v, &end)) return end;
+  return std::to_chars(p, limit, v, std::chars_format::general, 7).ptr;
+}
+
 void append_double(std::string& out, double v) {
   char buf[64];
-  char* end = nullptr;
-  if (!general7_fast(buf, v, &end))
-    end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 7).ptr;
-  out.append(buf, end);
+  out.append(buf, write_double(buf, buf + sizeof buf, v));
 }
 
 namespace {
 
-template <typename Int>
-void append_integer(std::string& out, Int v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-void append_csv_string(std::string& out, const std::string& s) {
+// s as a CSV field at p (quoted when it holds a comma, quote or newline); at most
+// 2 size + 2 bytes.
+char* write_csv_string(char* p, const std::string& s) {
   if (std::none_of(s.begin(), s.end(), [](char c) { return c == ',' || c == '"' || c == '\n'; })) {
-    out += s;
-    return;
+    std::memcpy(p, s.data(), s.size());
+    return p + s.size();
   }
-  out += '"';
+  *p++ = '"';
   for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
+    if (c == '"') *p++ = '"';
+    *p++ = c;
   }
-  out += '"';
+  *p++ = '"';
+  return p;
 }
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
+// s as a JSON string at p; at most 6 size + 2 bytes.
+char* write_json_string(char* p, const std::string& s) {
+  *p++ = '"';
+  if (std::none_of(s.begin(), s.end(), [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; })) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  } else {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (char c : s) {
+      if (c == '"' || c == '\\') {
+        *p++ = '\\';
+        *p++ = c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        std::memcpy(p, "\\u00", 4);
+        p[4] = kHex[(c >> 4) & 15];
+        p[5] = kHex[c & 15];
+        p += 6;
+      } else {
+        *p++ = c;
+      }
     }
   }
-  out += '"';
+  *p++ = '"';
+  return p;
 }
 
 template <typename T>
@@ -260,37 +270,66 @@ std::string format_row(const SweepRow& r, RowFormat f) {
   return out;
 }
 
+// Rows are written straight into `out`'s memory: it is grown once to a bound on the
+// row's length and cut back to what was written (sweeps write millions of rows).
 void append_row(std::string& out, const SweepRow& r, RowFormat f) {
-  bool json = f == RowFormat::jsonl;
-  if (json) out += '{';
-  bool first = true;
-  for (const Column& c : kColumns) {
-    if (!first) out += ',';
-    first = false;
-    if (json) {
-      out += '"';
-      out += c.name;
-      out += "\":";
-    }
+  constexpr size_t kColumnCount = sizeof kColumns / sizeof kColumns[0];
+  static const auto keys = [] {  // ,"name":   (JSON; the first without the comma)
+    std::array<std::string, kColumnCount> k;
+    for (size_t i = 0; i < kColumnCount; ++i) k[i] = std::string(i ? "," : "") + "\"" + kColumns[i].name + "\":";
+    return k;
+  }();
+  const bool json = f == RowFormat::jsonl;
+  size_t bound = 4;
+  for (size_t i = 0; i < kColumnCount; ++i) {
+    const Column& c = kColumns[i];
+    bound += (json ? keys[i].size() : 1) + (c.kind == Kind::str ? 6 * (r.*c.s).size() + 2 : 40);
+  }
+  const size_t at = out.size();
+  out.resize(at + bound);
+  char* p = out.data() + at;
+  char* const limit = p + bound;
+  auto put = [&p](const char* s, size_t n) {
+    std::memcpy(p, s, n);
+    p += n;
+  };
+  if (json) *p++ = '{';
+  for (size_t i = 0; i < kColumnCount; ++i) {
+    const Column& c = kColumns[i];
+    if (json)
+      put(keys[i].data(), keys[i].size());
+    else if (i)
+      *p++ = ',';
     switch (c.kind) {
-      case Kind::str:
-        json ? append_json_string(out, r.*c.s) : append_csv_string(out, r.*c.s);
+      case Kind::str: {
+        const std::string& v = r.*c.s;
+        if (json)
+          p = write_json_string(p, v);
+        else
+          p = write_csv_string(p, v);
         break;
+      }
       case Kind::i64:
-        append_integer(out, r.*c.i);
+        p = std::to_chars(p, limit, r.*c.i).ptr;
         break;
       case Kind::u64:
-        append_integer(out, r.*c.u);
+        p = std::to_chars(p, limit, r.*c.u).ptr;
         break;
       case Kind::dbl:
-        append_double(out, r.*c.d);
+        p = write_double(p, limit, r.*c.d);
         break;
       case Kind::boolean:
-        out += r.*c.b ? "true" : "false";
+        if (r.*c.b)
+          put("true", 4);
+        else
+          put("false", 5);
         break;
     }
   }
-  out += json ? "}\n" : "\n";
+  if (json) *p++ = '}';
+  *p++ = '\n';
+  LATHE_ASSERT(p <= limit, "sweep row longer than its bound");
+  out.resize(size_t(p - out.data()));
 }
 
 std::vector<std::string> split_csv_line(const std::string& line) {

@@ -421,8 +421,19 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
   so.per_op = false;
   so.ideal = s.spec.ideal;
   // Costs block b into out[b] (and the worker's tally), then marks it ready.
+  // Block texts go back to `spare` once written, so their memory is reused instead of
+  // being freed and faulted in again for every block.
+  std::vector<std::string> spare;
   auto cost_block = [&](Tally& tally, SweepRow& row, SimReuse& reuse, int64_t b) {
     std::string text;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!spare.empty()) {
+        text = std::move(spare.back());
+        spare.pop_back();
+      }
+    }
+    text.clear();
     uint64_t lo = uint64_t(b * block), hi = std::min<uint64_t>(count, lo + uint64_t(block));
     if (o.sink) text.reserve(size_t(hi - lo) * 400);  // about 330 bytes a CSV row
     for (uint64_t i = lo; i < hi; ++i) {
@@ -500,6 +511,11 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     if (o.sink)
       for (const std::string& chunk : chunks)
         if (!chunk.empty()) o.sink(chunk);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (std::string& chunk : chunks)
+        if (chunk.capacity() > 0 && spare.size() < size_t(2 * threads + 2)) spare.push_back(std::move(chunk));
+    }
     if (o.progress && seconds_since(last_progress) > 0.1) {
       o.progress(done_points.load(), int64_t(count));
       last_progress = Clock::now();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "frontend/builder.h"
 #include "frontend/specs.h"
 #include "ir/buffers.h"
@@ -60,6 +62,40 @@ TEST(Verifier, CatchesCycle) {
   in[0] = g.find_value("x1");
   g.set_inputs(norm, in);
   EXPECT_TRUE(mentions(verify(g), "cycle"));
+}
+
+// topo_order is lowest-id-first Kahn order: ascending ids when every edge runs
+// forward, and producers first when a node reads a value made by a higher id.
+TEST(Graph, TopoOrderWithBackwardEdges) {
+  Graph g = tiny_graph();
+  std::vector<NodeId> plain = g.topo_order();
+  ASSERT_EQ(plain.size(), g.num_nodes());
+  EXPECT_TRUE(std::is_sorted(plain.begin(), plain.end()));
+  // A copy of the first norm, added last (highest id), feeds the layer's q projection
+  // instead of the original: an edge from a higher id to a lower one.
+  NodeId norm = g.find_node("l0.attn_norm");
+  NodeId wq = g.find_node("l0.wq");
+  Node copy = g.node(norm);
+  copy.name = "l0.attn_norm.copy";
+  copy.outputs.clear();
+  Value out = g.value(g.node(norm).outputs[0]);
+  out.name = "l0.attn_norm.copy.out";
+  out.producer = kNone;
+  copy.outputs.push_back(g.add_value(out));
+  NodeId late = g.add_node(copy);
+  std::vector<ValueId> in = g.node(wq).inputs;
+  in[0] = copy.outputs[0];
+  g.set_inputs(wq, in);
+  ASSERT_GT(late, wq);
+  std::vector<NodeId> order = g.topo_order();
+  ASSERT_EQ(order.size(), g.num_nodes());
+  std::vector<size_t> at(g.node_capacity());
+  for (size_t i = 0; i < order.size(); ++i) at[size_t(order[i])] = i;
+  for (NodeId n : order)
+    for (ValueId v : g.node(n).inputs)
+      if (g.producer(v) != kNone) EXPECT_LT(at[size_t(g.producer(v))], at[size_t(n)]) << g.node(n).name;
+  EXPECT_LT(at[size_t(late)], at[size_t(wq)]);
+  EXPECT_TRUE(verify(g).empty());
 }
 
 TEST(Verifier, CatchesOverlappingLiveBuffers) {

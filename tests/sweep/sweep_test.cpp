@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -225,6 +227,43 @@ TEST(Sweep, RowsRoundTripAndMergeIsOrderIndependent) {
   ASSERT_EQ(a.front.size(), b.front.size());
   for (size_t i = 0; i < a.front.size(); ++i) EXPECT_EQ(a.front[i].point, b.front[i].point);
   for (size_t i = 0; i < a.best.size(); ++i) EXPECT_EQ(a.best[i]->point, b.best[i]->point);
+}
+
+// Strings that need quoting or escaping: the CSV fields split back and the JSONL line
+// is read by an independent JSON parser (nlohmann) to the same values.
+TEST(Sweep, RowsEscapeStrings) {
+  SweepRow r;
+  r.sweep_id = "a,b";
+  r.model = "my \"model\"\\v2.toml";
+  r.hardware = std::string("h\x01x\ny", 5);
+  r.weights = "int4:g128";
+  r.batch = -3;
+  r.point = 18446744073709551615ull;
+  r.tpot_ms = 0.1234567;
+  r.ttft_ms = 1.5e-7;
+  r.fits = true;
+  std::vector<std::string> header =
+      split_csv_line(row_header(RowFormat::csv).substr(0, row_header(RowFormat::csv).size() - 1));
+  std::string csv = format_row(r, RowFormat::csv);
+  EXPECT_EQ(csv.substr(0, 28), "\"a,b\",18446744073709551615,\"");
+  SweepRow back = parse_row(csv.substr(0, csv.size() - 1), RowFormat::csv, header, "here");
+  EXPECT_EQ(back.sweep_id, r.sweep_id);
+  EXPECT_EQ(back.model, r.model);
+  EXPECT_EQ(back.point, r.point);
+  std::string line = format_row(r, RowFormat::jsonl);
+  ASSERT_EQ(line.back(), '\n');
+  nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["sweep_id"], r.sweep_id);
+  EXPECT_EQ(j["model"], r.model);
+  EXPECT_EQ(j["hardware"], r.hardware);
+  EXPECT_EQ(j["batch"], -3);
+  EXPECT_EQ(j["point"].get<uint64_t>(), r.point);
+  EXPECT_EQ(j["tpot_ms"].get<double>(), 0.1234567);
+  EXPECT_EQ(j["ttft_ms"].get<double>(), 1.5e-7);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_EQ(j.size(), header.size());
+  EXPECT_NE(line.find("\"model\":\"my \\\"model\\\"\\\\v2.toml\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\\u0001"), std::string::npos) << line;
 }
 
 TEST(Sweep, InvalidSpacesAreErrors) {
