@@ -10,7 +10,10 @@ roofline: efficiencies 1, no launch overhead), the same peak TFLOP/s and bandwid
 It reports
   - time per configuration: llm-analysis's `inference()` call (median of 3, logging
     off) against lathe's (a) whole `lathe sweep` command on one thread divided by the
-    configurations, and (b) costing time per plan once the plan shapes are lowered;
+    configurations, (b) costing time per plan once the plan shapes are lowered, in
+    that one cold pass, and (c) the same costing warm, as llm-analysis's repeated call
+    is: build/bench/sim_bench's BM_SweepFileCosting (25 passes over the same sweep
+    file in one process, mean per pass), when sim_bench is built beside the binary;
   - TTFT, TPOT, weight and KV memory side by side, with the ratio, and for TTFT and
     TPOT the llm-analysis figure with its known modelling differences replaced by
     lathe's (see docs/performance.md), which should then agree within a few percent.
@@ -172,6 +175,15 @@ def main():
         table.append((cfg, vals, ttft_adj, tpot_adj, secs))
 
     la_per_config = statistics.median(la_times)
+    # (c) warm costing: the same sweep file costed 25 times in one process.
+    sim_bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(LATHE))), "bench", "sim_bench")
+    lathe_warm = None
+    if os.path.exists(sim_bench):
+        out = subprocess.run([sim_bench, "--benchmark_filter=BM_SweepFileCosting", "--benchmark_format=json"],
+                             check=True, capture_output=True, text=True, env=dict(os.environ, LATHE_BENCH_SWEEP=sweep)).stdout
+        b = json.loads(out)["benchmarks"][0]
+        assert b["time_unit"] == "us" and int(b["plans"]) == len(configs), b
+        lathe_warm = b["real_time"] * 1e-6 / b["plans"]
     # One configuration per process, as a command line runs it: Python start, import,
     # one inference() call; `lathe simulate` for the same configuration.
     one = ("import logging; logging.disable(logging.CRITICAL)\n"
@@ -202,6 +214,9 @@ def main():
           f"{la_per_config / lathe_per_config:.2g}x |")
     print(f"| lathe sweep, costing per plan once lowered (1 thread) | {lathe_per_plan * 1e6:.1f} us | "
           f"{la_per_config / lathe_per_plan:.2g}x |")
+    if lathe_warm:
+        print(f"| lathe, the same costing warm (25 passes in one process, mean) | {lathe_warm * 1e6:.1f} us | "
+              f"{la_per_config / lathe_warm:.2g}x |")
     print(f"| llm-analysis, one configuration per process (Python start + import + call) | {la_proc_t * 1e3:.0f} ms | |")
     print(f"| `lathe simulate`, one configuration per process | {lathe_proc_t * 1e3:.1f} ms | "
           f"{la_proc_t / lathe_proc_t:.2g}x |")

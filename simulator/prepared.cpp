@@ -96,49 +96,59 @@ double phase_activations(const PreparedPhase& p, const Bindings& b) {
 LivePeak::LivePeak(const Graph& g) {
   std::vector<NodeId> order = g.topo_order();
   std::vector<LiveRange> live = live_ranges(g, order);
-  // Delta of each monomial's coefficient at each position (as peak_live_bytes sums).
-  std::vector<std::vector<double>> delta;
-  auto monomial_index = [&](const Dim& d) {
-    for (size_t i = 0; i < monomials_.size(); ++i)
-      if (monomials_[i].b == d.b && monomials_[i].s == d.s && monomials_[i].t == d.t) return i;
-    monomials_.push_back({d.b, d.s, d.t});
-    for (auto& row : delta) row.push_back(0.0);
-    return monomials_.size() - 1;
+  // Each live value's monomial (B^b S^s T^t) and bytes coefficient.
+  struct Term {
+    size_t first, end, m;  // live over positions [first, end)
+    double coef;
   };
-  delta.assign(order.size() + 1, {});
+  std::vector<Term> terms;
   for (size_t v = 0; v < live.size(); ++v) {
     if (live[v].first < 0) continue;
     const Value& val = g.value(ValueId(v));
     Dim d = product(val.shape);
-    size_t m = monomial_index(d);
-    double coef = double(d.coef) * dtype_bits(val.dtype) / 8.0;
-    delta[size_t(live[v].first)][m] += coef;
-    delta[size_t(live[v].last) + 1][m] -= coef;
+    size_t m = 0;
+    while (m < monomials_.size() &&
+           !(monomials_[m].b == d.b && monomials_[m].s == d.s && monomials_[m].t == d.t))
+      ++m;
+    if (m == monomials_.size()) monomials_.push_back({d.b, d.s, d.t});
+    terms.push_back({size_t(live[v].first), size_t(live[v].last) + 1, m,
+                     double(d.coef) * dtype_bits(val.dtype) / 8.0});
   }
-  // Prefix sums: the coefficients live at each position; keep the non-dominated ones.
-  std::vector<double> cur(monomials_.size(), 0.0);
-  std::vector<std::vector<double>> rows;
-  for (auto& d : delta) {
-    d.resize(monomials_.size(), 0.0);
-    for (size_t m = 0; m < cur.size(); ++m) cur[m] += d[m];
-    rows.push_back(cur);
+  // Row p holds the coefficients live at position p: prefix sums of the deltas, in one
+  // flat array (M coefficients a row).
+  const size_t M = monomials_.size(), R = order.size() + 1;
+  std::vector<double> rows(R * M, 0.0);
+  for (const Term& t : terms) {
+    rows[t.first * M + t.m] += t.coef;
+    rows[t.end * M + t.m] -= t.coef;
   }
-  auto dominated = [](const std::vector<double>& a, const std::vector<double>& b) {
-    // a <= b everywhere (with a relative tolerance for the running sums)
-    for (size_t m = 0; m < a.size(); ++m)
-      if (a[m] > b[m] + 1e-9 * std::fabs(b[m])) return false;
+  for (size_t p = 1; p < R; ++p)
+    for (size_t m = 0; m < M; ++m) rows[p * M + m] += rows[(p - 1) * M + m];
+  auto row = [&](size_t p) { return rows.data() + p * M; };
+  // Identical layers give identical rows: exact duplicates go first (sort + unique),
+  // then the non-dominated rows are kept by a quadratic test over the distinct ones.
+  std::vector<size_t> idx(R);
+  for (size_t p = 0; p < R; ++p) idx[p] = p;
+  auto less = [&](size_t a, size_t b) { return std::lexicographical_compare(row(a), row(a) + M, row(b), row(b) + M); };
+  auto equal = [&](size_t a, size_t b) { return std::equal(row(a), row(a) + M, row(b)); };
+  std::sort(idx.begin(), idx.end(), less);
+  idx.erase(std::unique(idx.begin(), idx.end(), equal), idx.end());
+  auto dominated = [&](size_t a, size_t b) {
+    // row a <= row b everywhere (with a relative tolerance for the running sums)
+    for (size_t m = 0; m < M; ++m)
+      if (row(a)[m] > row(b)[m] + 1e-9 * std::fabs(row(b)[m])) return false;
     return true;
   };
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (size_t i = 0; i < idx.size(); ++i) {
     bool keep = true;
-    for (size_t j = 0; j < rows.size() && keep; ++j) {
-      if (i == j || !dominated(rows[i], rows[j])) continue;
-      // Equal rows: keep the first of them only.
-      keep = !(dominated(rows[j], rows[i]) ? j < i : true);
+    for (size_t j = 0; j < idx.size() && keep; ++j) {
+      if (i == j || !dominated(idx[i], idx[j])) continue;
+      // Rows equal within the tolerance: keep the first of them only.
+      keep = !(dominated(idx[j], idx[i]) ? j < i : true);
     }
-    if (keep) rows_.push_back(rows[i]);
+    if (keep) rows_.emplace_back(row(idx[i]), row(idx[i]) + M);
   }
-  if (rows_.empty()) rows_.push_back(std::vector<double>(monomials_.size(), 0.0));
+  if (rows_.empty()) rows_.push_back(std::vector<double>(M, 0.0));
 }
 
 double LivePeak::at(const Bindings& b) const {
