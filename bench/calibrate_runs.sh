@@ -4,6 +4,7 @@
 # on the held-out runs before and after.
 # Usage: bench/calibrate_runs.sh [LATHE] [MODEL] [HW] [OUT_DIR]
 #   e.g. bench/calibrate_runs.sh build/cli/lathe small cpu-host /tmp/calib
+#        bench/calibrate_runs.sh build/cli/lathe small my-host.toml /tmp/calib  (from lathe probe -o)
 set -euo pipefail
 LATHE=${1:-build/cli/lathe}
 MODEL=${2:-small}
@@ -23,4 +24,5 @@ for spec in "f32 32 1" "int8 96 1" "q8_0 64 2" "int4:g32 128 1" \
     compact >>"$runs"
   echo "recorded $MODEL --weights $1 --prompt-tokens $2 --batch $3" >&2
 done
-"$LATHE" calibrate "$runs" --hw "$HW" -o "$OUT/$HW-calibrated.toml"
+name=$(basename "$HW" .toml)  # HW may be a built-in name or a spec file (lathe probe -o)
+"$LATHE" calibrate "$runs" --hw "$HW" -o "$OUT/$name-calibrated.toml"

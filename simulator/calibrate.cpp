@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "ir/assert.h"
@@ -114,6 +116,11 @@ const Param kParams[] = {
     {"efficiency.dequant", 0.05, 16.0, true},  {"efficiency.scalar", 0.005, 1.5, true},
     {"efficiency.int_dot", 0.005, 1.5, true},  {"efficiency.int8_dot", 0.005, 1.5, true},
     {"launch_overhead_us", 0.0, 200.0, false},
+    // The CPU cost model's size dependences (0 = flat; `lathe probe` measures them).
+    {"gemm_half_rows", 0.0, 1024.0, false},    {"int_dot_half_k", 0.0, 8192.0, false},
+    {"int8_dot_half_k", 0.0, 8192.0, false},
+    // How far compute and memory time overlap (1: they add; large: the max).
+    {"roofline_exponent", 1.0, 16.0, false},
 };
 
 double get(const Target& t, const char* key) {
@@ -180,8 +187,28 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
   }
   auto to_u = [](const Param& p, double v) { return p.log_scale ? std::log(v) : v; };
   auto from_u = [](const Param& p, double u) { return p.log_scale ? std::exp(u) : u; };
-  for (int round = 0; round < 30; ++round) {
+  // Coordinate descent, each round followed by a pattern move (Hooke-Jeeves): pairs
+  // such as a factor and its half-size trade off along a valley that single
+  // coordinates only zig-zag down; stepping along the round's overall move (x1, x2,
+  // x4, ... while the loss falls) follows it.
+  auto u_of = [&](const Target& t) {
+    std::vector<double> u(std::size(kParams));
+    for (size_t i = 0; i < u.size(); ++i) u[i] = to_u(kParams[i], get(t, kParams[i].key));
+    return u;
+  };
+  auto moved = [&](const std::vector<double>& from, const std::vector<double>& to, double alpha) {
+    Target t = cur;
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (!used[i]) continue;
+      const Param& p = kParams[i];
+      double u = std::clamp(to[i] + alpha * (to[i] - from[i]), to_u(p, p.lo), to_u(p, p.hi));
+      set(t, p.key, from_u(p, u));
+    }
+    return t;
+  };
+  for (int round = 0; round < 100; ++round) {
     double round_start = best;
+    std::vector<double> u_start = u_of(cur);
     for (size_t i = 0; i < std::size(kParams); ++i) {
       if (!used[i]) continue;
       const Param& p = kParams[i];
@@ -222,7 +249,16 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
         best = best_l;
       }
     }
+    if (std::getenv("LATHE_DEBUG")) std::fprintf(stderr, "calibrate: round %d loss %.9g\n", round, best);
     if (round_start - best <= 1e-9 * std::max(1e-12, round_start)) break;
+    std::vector<double> u_end = u_of(cur);
+    for (double alpha = 1; alpha <= 64; alpha *= 2) {
+      Target t = moved(u_start, u_end, alpha);
+      double l = loss(t);
+      if (!(l < best)) break;
+      cur = t;
+      best = l;
+    }
   }
   res.fitted = cur;
   for (size_t i = 0; i < std::size(kParams); ++i)

@@ -91,6 +91,44 @@ TEST(Calibrate, RecoversAKnownTargetFromSyntheticRuns) {
   }
 }
 
+// The CPU model's size dependences are fitted too: sgemm's efficiency falling at few
+// rows (gemm_half_rows) and the integer GEMMs' at short reductions (*_half_k), on a
+// host with 8-bit dot products.
+TEST(Calibrate, FitsTheCpuSizeDependences) {
+  Target truth = load_target("cpu-host");
+  truth.peak_int8 = 0.9;
+  truth.eff.gemm = 0.8;
+  truth.gemm_half_rows = 40;
+  truth.eff.int_dot = 0.4;
+  truth.int_dot_half_k = 300;
+  truth.eff.int8_dot = 0.3;
+  truth.int8_dot_half_k = 500;
+  truth.eff.memory = 0.6;
+  Plans p = synthetic_runs(truth);
+  std::vector<MeasuredRun> train(p.runs.begin(), p.runs.begin() + 6),
+      test(p.runs.begin() + 6, p.runs.end());
+  Target start = load_target("cpu-host");
+  start.peak_int8 = truth.peak_int8;  // a peak is measured, not fitted
+  ASSERT_EQ(start.gemm_half_rows, 0.0);
+  CalibrationResult r = calibrate(start, train, test);
+  EXPECT_LT(r.train_after, 0.01);
+  EXPECT_LT(r.test_after, 0.02);
+  EXPECT_NEAR(r.fitted.gemm_half_rows, truth.gemm_half_rows, 0.15 * truth.gemm_half_rows);
+  EXPECT_NEAR(r.fitted.eff.gemm, truth.eff.gemm, 0.1 * truth.eff.gemm);
+  // `small` reduces over K = 512 and 1536 only, so an integer GEMM's factor and its
+  // half-K trade off; what must come back is the efficiency at those lengths.
+  auto at_k = [](double e, double half, double K) { return e * K / (K + half); };
+  for (double K : {512.0, 1536.0}) {
+    EXPECT_NEAR(at_k(r.fitted.eff.int_dot, r.fitted.int_dot_half_k, K), at_k(0.4, 300, K), 0.08 * at_k(0.4, 300, K))
+        << "int4 at K " << K;
+    EXPECT_NEAR(at_k(r.fitted.eff.int8_dot, r.fitted.int8_dot_half_k, K), at_k(0.3, 500, K), 0.08 * at_k(0.3, 500, K))
+        << "int8 at K " << K;
+  }
+  bool fitted_half_rows = false;
+  for (const FittedFactor& f : r.factors) fitted_half_rows |= f.key == std::string("gemm_half_rows") && f.used;
+  EXPECT_TRUE(fitted_half_rows);
+}
+
 TEST(Calibrate, PhasePredictionSumsTheKernels) {
   Target t = load_target("cpu-host");
   Plans p = synthetic_runs(t);
