@@ -4,10 +4,14 @@
 Usage: bench/cpu_bench.py [--lathe build/cli/lathe] [--models small,tinyllama-1.1b]
                           [--formats f32,int8,q8_0,int4:g32] [-o docs/performance-cpu.md]
 
-1. `lathe probe` measures streaming read bandwidth and f32 FMA peak (all threads).
-2. For each model and weight format, `lathe run` executes prefill and decode for real
-   (predictions against the probed target), and `lathe simulate` on the same target
-   gives the bytes a decode step must move and the FLOPs of prefill.
+1. `lathe probe` measures streaming read bandwidth and f32 FMA peak (all threads), three
+   times (the median is the run's headline figure).
+2. For each model and weight format, `lathe probe` again (unless --no-probe-each: a
+   shared host's bandwidth drifts between states within minutes, so each row's
+   predictions and fractions use the ceilings measured just before its runs), then
+   `lathe run` executes prefill and decode for real (predictions against that target),
+   and `lathe simulate` on the same target gives the bytes a decode step must move and
+   the FLOPs of prefill.
 3. Achieved bandwidth = bytes per decode step / measured TPOT; achieved FLOP/s =
    prefill FLOPs / measured prefill time; both as fractions of the probe's ceilings.
 4. JIT compile time of the whole plan: a cold run (empty cache) and a cached run.
@@ -38,6 +42,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("-o", "--out", default="docs/performance-cpu.md")
+    ap.add_argument("--no-probe-each", action="store_true",
+                    help="use the median of the three first probes for every row")
     a = ap.parse_args()
     L = a.lathe
     work = tempfile.mkdtemp(prefix="lathe-bench-")
@@ -60,17 +66,42 @@ def main():
     threads = os.cpu_count()
 
     rows = []
+    retries = 0
     for model in a.models.split(","):
         for fmt in a.formats.split(","):
             cache = os.path.join(work, "cache-" + model + "-" + fmt.replace(":", "_"))
-            common = ["--hw", probe, "--prompt-tokens", str(a.prompt), "--gen", str(a.gen), "--weights", fmt,
-                      "--format", "json", "--cache-dir", cache]
-            cold = json.loads(sh(L, "run", model, *common))
-            # Best of three runs with cached kernels (the host is shared; the best run is
-            # the one least disturbed).
-            runs = [json.loads(sh(L, "run", model, *common)) for _ in range(3)]
-            run = min(runs, key=lambda r: r["decode_ms"] + r["prefill_ms"])
-            sim = json.loads(sh(L, "simulate", model, probe, "--prompt", str(a.prompt), "--gen", str(a.gen),
+            row_probe, row_bw, row_peak = probe, bw, peak
+            row_probe_path = os.path.join(work, "probe-" + model + "-" + fmt.replace(":", "_") + ".toml")
+            cold = None
+            stable = True
+            for attempt in range(4):
+                if not a.no_probe_each:
+                    row_probe = row_probe_path
+                    sh(L, "probe", "-o", row_probe)
+                    f = json.loads(sh(L, "check", row_probe, "--format", "json"))["fields"]
+                    row_bw, row_peak = f["hbm_bandwidth_gbs"] * 1e9, f["peak_tflops.fp32"] * 1e12
+                common = ["--hw", row_probe, "--prompt-tokens", str(a.prompt), "--gen", str(a.gen), "--weights", fmt,
+                          "--format", "json", "--cache-dir", cache]
+                if cold is None:
+                    cold = json.loads(sh(L, "run", model, *common))
+                # Best of three runs with cached kernels (the host is shared; the best run
+                # is the one least disturbed).
+                runs = [json.loads(sh(L, "run", model, *common)) for _ in range(3)]
+                run = min(runs, key=lambda r: r["decode_ms"] + r["prefill_ms"])
+                if a.no_probe_each:
+                    break
+                # Probe again after the runs: when the host changed state meanwhile (the
+                # bandwidth moved by more than 15%), the row is measured again.
+                after = os.path.join(work, "probe-after.toml")
+                sh(L, "probe", "-o", after)
+                after_bw = json.loads(sh(L, "check", after, "--format", "json"))["fields"]["hbm_bandwidth_gbs"] * 1e9
+                stable = abs(after_bw / row_bw - 1) <= 0.15
+                if stable:
+                    break
+                print(f"{model} {fmt}: bandwidth moved from {row_bw/1e9:.1f} to {after_bw/1e9:.1f} GB/s during the "
+                      f"runs; measuring the row again", flush=True)
+                retries += 1
+            sim = json.loads(sh(L, "simulate", model, row_probe, "--prompt", str(a.prompt), "--gen", str(a.gen),
                                 "--weights", fmt, "--act", "f32", "--format", "json"))
             step_bytes = sim["decode_bytes"] / max(1, sim["decode_steps"])
             tpot = run["tpot_ms"] / 1e3
@@ -78,9 +109,9 @@ def main():
             rows.append({
                 "model": model, "weights": fmt,
                 "decode_tok_s": run["decode_tokens_per_s"],
-                "bw_frac": step_bytes / tpot / bw,
+                "bw_frac": step_bytes / tpot / row_bw, "probe_gbs": row_bw / 1e9, "stable": stable,
                 "prefill_tok_s": run["prefill_tokens_per_s"],
-                "flops_frac": sim["prefill_flops"] / prefill / peak,
+                "flops_frac": sim["prefill_flops"] / prefill / row_peak,
                 "decode_ratio": run["decode_ms"] / run["predicted"]["decode_ms"],
                 "prefill_ratio": run["prefill_ms"] / run["predicted"]["prefill_ms"],
                 "cold_s": cold["jit"]["compile_s"], "cold_n": cold["jit"]["compiled"],
@@ -104,12 +135,15 @@ def main():
       + " and a BLAS GEMM efficiency of "
       f"**{fields['efficiency.gemm']:.2f}** (all threads). Prompt {a.prompt} tokens, {a.gen} generated, batch 1; "
       "synthetic weights. Each row is the best of three `lathe run`s (kernels from the JIT cache) beside "
-      "`lathe simulate` on the probed target; predictions are uncalibrated.\n")
-    w("| model | weights | decode tok/s | bytes/step | achieved bandwidth | prefill tok/s | achieved FLOP/s (of f32 FMA peak) "
+      "`lathe simulate` on the probed target; predictions are uncalibrated. "
+      + ("The host was probed again just before each row's runs and once after them; its bandwidth and f32 "
+         "peak before the runs are that row's ceilings (column \"probe\"), and a row whose bandwidth moved by more "
+         f"than 15% during its runs was measured again ({retries} time{'s' if retries != 1 else ''} in this run).\n" if not a.no_probe_each else "Every row uses the median probe.\n"))
+    w("| model | weights | probe | decode tok/s | bytes/step | achieved bandwidth | prefill tok/s | achieved FLOP/s (of f32 FMA peak) "
       "| decode measured/predicted | prefill measured/predicted | JIT cold | JIT cached |")
-    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        w(f"| {r['model']} | {r['weights']} | {r['decode_tok_s']:.1f} | {r['step_mb']:.1f} MB | "
+        w(f"| {r['model']} | {r['weights']} | {r['probe_gbs']:.1f} GB/s{'' if r['stable'] else ' (moved)'} | {r['decode_tok_s']:.1f} | {r['step_mb']:.1f} MB | "
           f"{100*r['bw_frac']:.0f}% | {r['prefill_tok_s']:.0f} | {100*r['flops_frac']:.0f}% | "
           f"{r['decode_ratio']:.2f} | {r['prefill_ratio']:.2f} | {r['cold_s']:.2f} s ({r['cold_n']} kernels) | "
           f"{r['cached_s']:.3f} s ({r['cached_n']} loaded) |")

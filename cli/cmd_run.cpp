@@ -451,7 +451,9 @@ int run_probe(const ProbeArgs& a) {
                         {"int_gemm_gops_k512", p.int_gemm_gops_short}, {"int_dot_efficiency", p.int_dot_efficiency},
                         {"int_dot_half_k", p.int_dot_half_k}, {"int8_gemm_gops", p.int8_gemm_gops},
                         {"int8_gemm_gops_k512", p.int8_gemm_gops_short}, {"int8_dot_efficiency", p.int8_dot_efficiency},
-                        {"int8_dot_half_k", p.int8_dot_half_k},
+                        {"int8_dot_half_k", p.int8_dot_half_k}, {"int_gemm_gops_32_rows", p.int_gemm_gops_rows},
+                        {"int_dot_half_rows", p.int_dot_half_rows}, {"int8_gemm_gops_32_rows", p.int8_gemm_gops_rows},
+                        {"int8_dot_half_rows", p.int8_dot_half_rows},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
                         {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";

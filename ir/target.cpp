@@ -59,6 +59,8 @@ const TargetField kTargetFields[] = {
     TF("gemm_half_rows", gemm_half_rows, "rows", "CPU GEMMs: rows at which efficiency is half its large-M value (0 = flat)"),
     TF("int_dot_half_k", int_dot_half_k, "K", "CPU integer GEMMs: reduction length at which efficiency.int_dot halves (0 = flat)"),
     TF("int8_dot_half_k", int8_dot_half_k, "K", "the same for int8 weights and efficiency.int8_dot"),
+    TF("int_dot_half_rows", int_dot_half_rows, "rows", "CPU integer GEMMs: rows at which efficiency.int_dot halves (0 = flat)"),
+    TF("int8_dot_half_rows", int8_dot_half_rows, "rows", "the same for int8 weights and efficiency.int8_dot"),
     TF("roofline_exponent", roofline_exponent, "p", "busy = (compute^p + memory^p)^(1/p); large p = pure max"),
     EF("efficiency.gemm", gemm, "large GEMMs, of matrix peak"),
     EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),

@@ -57,6 +57,12 @@ struct Target {
   // efficiency.int_dot (each register tile's setup and reduction); 0 = flat in K.
   double int_dot_half_k = 0;
   double int8_dot_half_k = 0;  // the same for int8 weights
+  // CPUs: rows at which that GEMM reaches half of efficiency.int_dot from its per-call
+  // work on the weights (scale expansion, reading each weight block once per row tile);
+  // 0 = flat in M. Both overheads add in time: efficiency at (M, K) =
+  // int_dot / (1 + int_dot_half_k / K + int_dot_half_rows / M).
+  double int_dot_half_rows = 0;
+  double int8_dot_half_rows = 0;  // the same for int8 weights
   // Kernels overlap compute and memory imperfectly near the ridge point: busy time is
   // (compute^p + memory^p)^(1/p). p = 2 gives 1.41 x max at the ridge; a large p is
   // the pure roofline max.

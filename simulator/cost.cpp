@@ -287,12 +287,16 @@ struct Costing {
     const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) && (!expert || gemv_rows);
     if (int_dot) {
       c.math = DType::int8;
-      // lathe's own register tiles, not BLAS: no packing pass, so flat in M; each tile's
-      // fixed setup and reduction weigh as int_dot_half_k of reduction length (GEMMs).
+      // lathe's own register tiles, not BLAS. GEMMs pay two fixed costs besides their
+      // dot-product steps, which add in time: each register tile's setup and reduction
+      // (int_dot_half_k of reduction length) and the per-call work on the weights
+      // (int_dot_half_rows of rows).
       const bool i4 = wdtype == DType::int4;
       double e = eff(i4 ? t.eff.int_dot : t.eff.int8_dot);
       const double half_k = i4 ? t.int_dot_half_k : t.int8_dot_half_k;
-      if (!o.ideal && !gemv_rows && half_k > 0) e *= K / (K + half_k);
+      const double half_rows = i4 ? t.int_dot_half_rows : t.int8_dot_half_rows;
+      if (!o.ideal && !gemv_rows)
+        e /= 1.0 + (half_k > 0 ? half_k / K : 0.0) + (half_rows > 0 && M > 0 ? half_rows / M : 0.0);
       c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {

@@ -112,7 +112,7 @@ LATHE_PROBE_QGEMM(lathe_probe_qgemm_2048, lk::I4, 2048, 32)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_512, lk::I8, 512, 0)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_2048, lk::I8, 2048, 0)
 )";
-constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128;
+constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128, kQgemmMSmall = 32, kQgemmWeightCopies = 16;
 
 constexpr double kFlopsPerIter = 12.0 * 16 * 2;
 constexpr double kDotOpsPerIter = 12.0 * 32 * 2;  // 32 8-bit multiply-adds per instruction
@@ -177,6 +177,22 @@ struct ReadJob {
 };
 
 }  // namespace
+
+void fit_two_fixed_costs(double peak, double rate_a, double rate_b, double rate_c, double m_a, double k_a,
+                         double k_b, double m_c, double& eff, double& half_k, double& half_rows) {
+  eff = rate_a > 0 ? std::min(1.0, rate_a / peak) : 0.0;
+  half_k = half_rows = 0;
+  if (rate_a <= 0) return;
+  const double inv_a = peak / rate_a;
+  const double ck = rate_b > 0 && rate_b < rate_a ? (peak / rate_b - inv_a) / (1.0 / k_b - 1.0 / k_a) : 0.0;
+  const double cm = rate_c > 0 && rate_c < rate_a ? (peak / rate_c - inv_a) / (1.0 / m_c - 1.0 / m_a) : 0.0;
+  const double inv_inf = inv_a - ck / k_a - cm / m_a;
+  if (inv_inf <= 0) return;
+  eff = std::min(1.0, 1.0 / inv_inf);
+  half_k = ck / inv_inf;
+  half_rows = cm / inv_inf;
+}
+
 
 ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double seconds) {
   ProbeResult r;
@@ -313,9 +329,11 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
   // Integer GEMM efficiency (int4 weights against int8-quantized activations), of the
   // 8-bit dot-product peak: the generated kernel's own path (gemm_kernel, int4:g32) at
   // 128 rows x 2048 columns, activation quantization and weight-scale preparation
-  // included, at reduction lengths K = 2048 and 512. Each register tile pays a fixed
-  // setup and reduction besides its K / 64 dot-product steps, so 1 / efficiency(K) =
-  // 1 / e_long + c / K; the two points give e_long and int_dot_half_k = c x e_long.
+  // included, at reduction lengths K = 2048 and 512, and at 32 rows (K 2048). Each
+  // register tile pays a fixed setup and reduction besides its K / 64 dot-product
+  // steps, and each call a fixed amount of work on the weights, so 1 / efficiency =
+  // 1 / e + c_k / K + c_m / M; the three points give e, int_dot_half_k = c_k x e and
+  // int_dot_half_rows = c_m x e (fit_two_fixed_costs). The same for int8 weights.
   if (r.int8_gops_all > 0) {
     using Qgemm = int (*)(const LatheCtx*, const LatheStep*, const float*, const void*, const unsigned short*, long,
                           float*);
@@ -327,9 +345,14 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     const long M = kQgemmM, N = kQgemmN, KM = kQgemmKMax;
     // Room for int8 weights (one byte per element; int4 uses the first half) and per-32
     // scales (int8 reads one per row).
-    AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM)), S(size_t(N * KM / 32) * 2), O(size_t(M * N) * 4);
+    // A plan's GEMMs each read their own weights, from memory: the timed calls rotate
+    // over kQgemmWeightCopies weight matrices (64 MB in all, more than a last-level
+    // cache), so no call finds its weights cached by the previous ones.
+    AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM) * kQgemmWeightCopies), S(size_t(N * KM / 32) * 2),
+        O(size_t(M * N) * 4);
     for (long i = 0; i < M * KM; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;
-    for (long i = 0; i < N * KM; ++i) static_cast<unsigned char*>(W.data())[i] = static_cast<unsigned char>(i * 37);
+    for (long i = 0; i < N * KM * kQgemmWeightCopies; ++i)
+      static_cast<unsigned char*>(W.data())[i] = static_cast<unsigned char>(i * 37);
     for (long i = 0; i < N * KM / 32; ++i) static_cast<unsigned short*>(S.data())[i] = 0x2000;  // 2^-7 in f16
     const long scratch_floats = 1L << 19, shared_floats = 1L << 20;
     AlignedBuffer scratch(size_t(scratch_floats * r.threads) * 4), shared(size_t(shared_floats) * 4);
@@ -348,28 +371,39 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     for (long i = 0; i < M; ++i) row_pos[size_t(i)] = int(i);
     LatheSeq seq{0, 0, int(M), 0};
     LatheStep step{1, int(M), &seq, row_seq.data(), row_pos.data(), nullptr, 0};
-    auto gops = [&](Qgemm fn, long K, int reps) {
+    // The same GEMM over the first kQgemmMSmall rows only.
+    LatheSeq seq_small{0, 0, int(kQgemmMSmall), 0};
+    LatheStep step_small{1, int(kQgemmMSmall), &seq_small, row_seq.data(), row_pos.data(), nullptr, 0};
+    auto gops = [&](Qgemm fn, long K, int reps, bool small = false) {
       const float* x = static_cast<const float*>(X.data());
       const auto* sc = static_cast<const unsigned short*>(S.data());
       float* o = static_cast<float*>(O.data());
-      if (!fn(&ctx, &step, x, W.data(), sc, N, o)) return 0.0;  // also the warm-up
+      const LatheStep* st = small ? &step_small : &step;
+      auto weights = [&](int rep) {
+        return static_cast<const unsigned char*>(W.data()) + size_t(rep % kQgemmWeightCopies) * size_t(N * KM);
+      };
+      if (!fn(&ctx, st, x, weights(kQgemmWeightCopies - 1), sc, N, o)) return 0.0;  // also the warm-up
       double best = 1e30;
       for (int rep = 0; rep < reps; ++rep) {
+        const unsigned char* wr = weights(rep);
         auto t0 = Clock::now();
-        fn(&ctx, &step, x, W.data(), sc, N, o);
+        fn(&ctx, st, x, wr, sc, N, o);
         best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      return 2.0 * double(M) * double(N) * double(K) / best / 1e9;
+      return 2.0 * double(st->n_rows) * double(N) * double(K) / best / 1e9;
     };
     // Best of many: a shared host steals whole milliseconds.
     r.int_gemm_gops = gops(q2048, 2048, 40);
     r.int_gemm_gops_short = gops(q512, 512, 80);
-    fit_fixed_cost(r.int8_gops_all, r.int_gemm_gops, 2048, r.int_gemm_gops_short, 512, r.int_dot_efficiency,
-                   r.int_dot_half_k);
+    r.int_gemm_gops_rows = gops(q2048, 2048, 80, true);
+    fit_two_fixed_costs(r.int8_gops_all, r.int_gemm_gops, r.int_gemm_gops_short, r.int_gemm_gops_rows, double(M), 2048,
+                        512, double(kQgemmMSmall), r.int_dot_efficiency, r.int_dot_half_k, r.int_dot_half_rows);
     r.int8_gemm_gops = gops(q8_2048, 2048, 30);
     r.int8_gemm_gops_short = gops(q8_512, 512, 60);
-    fit_fixed_cost(r.int8_gops_all, r.int8_gemm_gops, 2048, r.int8_gemm_gops_short, 512, r.int8_dot_efficiency,
-                   r.int8_dot_half_k);
+    r.int8_gemm_gops_rows = gops(q8_2048, 2048, 60, true);
+    fit_two_fixed_costs(r.int8_gops_all, r.int8_gemm_gops, r.int8_gemm_gops_short, r.int8_gemm_gops_rows, double(M),
+                        2048, 512, double(kQgemmMSmall), r.int8_dot_efficiency, r.int8_dot_half_k,
+                        r.int8_dot_half_rows);
   }
 
   // Loop overhead: empty parallel loops.
@@ -407,17 +441,17 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                   "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n"
                   "int8_dot = %.3f                # the same for int8 weights\n",
                   p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency);
-  char buf[4096];
+  char buf[8192];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
                 "# Streaming read %.1f GB/s (one thread %.1f GB/s); f32 FMA %.1f GFLOP/s all threads,\n"
                 "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA)\n"
-                "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512;\n"
-                "# int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512.\n"
+                "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512,\n"
+                "# %.1f at 32 rows; int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512, %.1f at 32 rows.\n"
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
-                "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot and their half_k fit the integer\n"
-                "# GEMMs the same way in K. The other efficiencies are lathe's CPU defaults until\n"
-                "# `lathe calibrate` fits them.\n"
+                "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot, their half_k and half_rows fit\n"
+                "# the integer GEMMs' three points (efficiency = int_dot / (1 + half_k / K + half_rows / M)).\n"
+                "# The other efficiencies are lathe's CPU defaults until `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
                 "description = \"%s, %d threads (measured %s)\"\n"
@@ -432,6 +466,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "gemm_half_rows = %.1f          # measured: sgemm at 32 and 256 rows\n"
                 "int_dot_half_k = %.1f          # measured: the int4 GEMM at K = 512 and 2048\n"
                 "int8_dot_half_k = %.1f         # the same for int8 weights\n"
+                "int_dot_half_rows = %.1f       # measured: the int4 GEMM at 128 and 32 rows\n"
+                "int8_dot_half_rows = %.1f      # the same for int8 weights\n"
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
                 "price_per_hour = 0\n\n"
                 "[hardware.peak_tflops]\n"
@@ -446,8 +482,9 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 date, p.cpu_model.c_str(), p.isa.c_str(), p.threads, p.read_gbs, p.read_gbs_one, p.fma_gflops_all,
                 p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops,
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
-                p.int_gemm_gops, p.int_gemm_gops_short, p.int8_gemm_gops, p.int8_gemm_gops_short, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
-                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.fma_gflops_all / 1e3, int8_line,
+                p.int_gemm_gops, p.int_gemm_gops_short, p.int_gemm_gops_rows, p.int8_gemm_gops, p.int8_gemm_gops_short,
+                p.int8_gemm_gops_rows, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
+                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.fma_gflops_all / 1e3, int8_line,
                 std::max(0.05, p.gemm_efficiency), int_dot_line);
   return buf;
 }

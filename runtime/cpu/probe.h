@@ -20,8 +20,10 @@ struct ProbeResult {
   double int_gemm_gops_short = 0;  // the same at K 512
   double int_dot_efficiency = 0;   // long-K int GEMM / int8_gops_all (fit; 0: not measured)
   double int_dot_half_k = 0;       // K at which the int GEMM reaches half of that (0: flat)
-  double int8_gemm_gops = 0, int8_gemm_gops_short = 0;  // the same GEMM with int8 weights
-  double int8_dot_efficiency = 0, int8_dot_half_k = 0;
+  double int_gemm_gops_rows = 0;   // the int4 GEMM at 32 rows (K 2048)
+  double int_dot_half_rows = 0;    // rows at which it reaches half (0: flat)
+  double int8_gemm_gops = 0, int8_gemm_gops_short = 0, int8_gemm_gops_rows = 0;  // the same with int8 weights
+  double int8_dot_efficiency = 0, int8_dot_half_k = 0, int8_dot_half_rows = 0;
   double loop_overhead_us = 0;     // parallel_for round trip with an empty body
   double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads, 256 rows
   double gemm_gflops_small = 0;    // the same at 32 rows
@@ -38,6 +40,14 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb = 512, doub
 
 // The CPU's model name from /proc/cpuinfo ("" when unknown).
 std::string cpu_model_name();
+
+// The integer GEMMs pay two fixed costs besides their dot-product steps, which add in
+// time: 1 / eff(M, K) = 1 / eff + c_k / K + c_m / M (eff of `peak`). Rates at
+// (m_a, k_a), (m_a, k_b) and (m_c, k_a) give eff and the halves half_k = c_k x eff and
+// half_rows = c_m x eff, as simulator/cost.cpp uses them; a pair that does not show its
+// cost (the shorter run not slower) leaves that half 0.
+void fit_two_fixed_costs(double peak, double rate_a, double rate_b, double rate_c, double m_a, double k_a,
+                         double k_b, double m_c, double& eff, double& half_k, double& half_rows);
 
 // A hardware spec (TOML text) for this machine from the measurements.
 std::string probe_to_toml(const ProbeResult& p, const std::string& name);

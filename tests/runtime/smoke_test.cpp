@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "runtime/cpu/probe.h"
 #include "support/cpu_run.h"
 
 namespace lathe {
@@ -31,6 +32,25 @@ TEST(CpuSmoke, TinyDefaultPlanMatchesReference) {
     std::printf("decode err %.3g (token %d)\n", e, t);
     EXPECT_LT(e, 1e-4);
   }
+}
+
+// The probe's fit of the integer GEMMs' two fixed costs recovers them exactly from
+// rates made by the model it assumes, and leaves a half at 0 when its pair shows no
+// cost.
+TEST(Probe, FitsTwoFixedCosts) {
+  const double peak = 900, e = 0.4, hk = 200, hm = 12;
+  auto rate = [&](double M, double K) { return peak * e / (1 + hk / K + hm / M); };
+  double eff = 0, half_k = 0, half_rows = 0;
+  fit_two_fixed_costs(peak, rate(128, 2048), rate(128, 512), rate(32, 2048), 128, 2048, 512, 32, eff, half_k,
+                      half_rows);
+  EXPECT_NEAR(eff, e, 1e-9);
+  EXPECT_NEAR(half_k, hk, 1e-6);
+  EXPECT_NEAR(half_rows, hm, 1e-6);
+  // 32 rows no slower than 128: no per-row cost.
+  fit_two_fixed_costs(peak, rate(128, 2048), rate(128, 512), rate(128, 2048), 128, 2048, 512, 32, eff, half_k,
+                      half_rows);
+  EXPECT_EQ(half_rows, 0.0);
+  EXPECT_NEAR(half_k, hk / (1 + hm / 128) , 1e-6);
 }
 
 }  // namespace

@@ -105,6 +105,39 @@ TEST(Cost, CpuIntegerDotProducts) {
   }
 }
 
+// CPU integer GEMMs: two fixed costs that add in time, efficiency =
+// int_dot / (1 + int_dot_half_k / K + int_dot_half_rows / M); the GEMVs of decode
+// (at most kCpuGemvRows rows) keep the flat efficiency.
+TEST(Cost, CpuIntegerGemmFixedCostsAddInTime) {
+  for (const char* fmt : {"int4:g32", "int8"}) {
+    PlanOptions o;
+    o.passes = "quantize-weights";
+    o.weights = parse_weight_format(fmt);
+    auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4}, o);
+    auto l = testing::lower_plan(p, o);
+    const bool i8 = std::string(fmt) == "int8";
+    Target flat = p.target;
+    flat.peak_int8 = 2.0;
+    flat.eff.int_dot = 0.4;
+    flat.eff.int8_dot = 0.3;
+    Target fixed = flat;
+    (i8 ? fixed.int8_dot_half_k : fixed.int_dot_half_k) = 256;
+    (i8 ? fixed.int8_dot_half_rows : fixed.int_dot_half_rows) = 16;
+    CostOptions co;
+    const double K = 512;  // small's hidden size: the reduction of wq
+    for (int64_t M : {32, 64, 256}) {
+      const Node& wq = l.prefill.node(l.prefill.find_node("l0.wq"));
+      Bindings b{1, M, M};
+      NodeCost a = cost_node(l.prefill, wq, flat, b, co), c = cost_node(l.prefill, wq, fixed, b, co);
+      EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * (1.0 + 256.0 / K + 16.0 / double(M))) << fmt << " M " << M;
+    }
+    const Node& dq = l.decode.node(l.decode.find_node("l0.wq"));
+    Bindings one{1, 1, 65};
+    EXPECT_DOUBLE_EQ(cost_node(l.decode, dq, fixed, one, co).compute_s, cost_node(l.decode, dq, flat, one, co).compute_s)
+        << fmt << ": decode GEMVs are flat";
+  }
+}
+
 // CPU BLAS GEMMs: efficiency gemm x M / (M + gemm_half_rows) above the GEMV row count,
 // flat for the generated GEMVs (decode) and when gemm_half_rows is 0 (the default).
 TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
