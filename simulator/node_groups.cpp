@@ -1,5 +1,7 @@
 #include "simulator/node_groups.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 
@@ -27,11 +29,21 @@ bool same_type(const Value& a, const Value& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.format == b.format && a.shape == b.shape;
 }
 
-uint64_t hash_node(const Graph& g, const Node& n) {
+// A cheap hash of a short string (attribute keys): its length and up to its first and
+// last eight bytes. Collisions only cost a same_class comparison.
+uint64_t hash_key(const std::string& k) {
+  uint64_t a = 0, b = 0;
+  const size_t n = k.size();
+  std::memcpy(&a, k.data(), std::min<size_t>(8, n));
+  if (n > 8) std::memcpy(&b, k.data() + n - std::min<size_t>(8, n - 8), std::min<size_t>(8, n - 8));
+  return mix(mix(uint64_t(n), a), b);
+}
+
+uint64_t hash_node(const Graph& g, const Node& n, const std::vector<uint64_t>& value_hash) {
   uint64_t h = mix(0, uint64_t(n.kind));
   for (const auto& [k, v] : n.attrs.items()) {
     if (k == "layer") continue;
-    h = mix(h, std::hash<std::string>{}(k));
+    h = mix(h, hash_key(k));
     if (auto p = std::get_if<int64_t>(&v))
       h = mix(h, uint64_t(*p));
     else if (auto d = std::get_if<double>(&v))
@@ -39,8 +51,9 @@ uint64_t hash_node(const Graph& g, const Node& n) {
     else
       h = mix(h, std::hash<std::string>{}(std::get<std::string>(v)));
   }
-  for (ValueId v : n.inputs) h = mix(h, hash_type(g.value(v)));
-  for (ValueId v : n.outputs) h = mix(h, hash_type(g.value(v)) * 31);
+  (void)g;
+  for (ValueId v : n.inputs) h = mix(h, value_hash[size_t(v)]);
+  for (ValueId v : n.outputs) h = mix(h, value_hash[size_t(v)] * 31);
   return h;
 }
 
@@ -75,10 +88,20 @@ NodeGroups group_nodes(const Graph& g) {
   NodeGroups gr;
   gr.order = g.topo_order();
   gr.group_of.reserve(gr.order.size());
+  // Each value's type hashed once, on first use (values are read by several nodes;
+  // 0 = not yet hashed).
+  std::vector<uint64_t> value_hash(g.value_capacity(), 0);
+  auto fill = [&](const std::vector<ValueId>& vs) {
+    for (ValueId v : vs)
+      if (!value_hash[size_t(v)]) value_hash[size_t(v)] = hash_type(g.value(v)) | 1;
+  };
   std::unordered_map<uint64_t, std::vector<int>> buckets;
+  buckets.reserve(64);
   for (NodeId id : gr.order) {
     const Node& n = g.node(id);
-    std::vector<int>& bucket = buckets[hash_node(g, n)];
+    fill(n.inputs);
+    fill(n.outputs);
+    std::vector<int>& bucket = buckets[hash_node(g, n, value_hash)];
     int found = -1;
     for (int c : bucket)
       if (same_class(g, g.node(gr.representative[size_t(c)]), n)) {
