@@ -110,7 +110,10 @@ void BM_SweepFileCosting(benchmark::State& state) {
   o.threads = 1;
   o.format = RowFormat::jsonl;
   size_t bytes = 0;
-  o.sink = [&](const std::string& chunk) { bytes += chunk.size(); };
+  // Arg 1: JSONL rows formatted (into memory), as `lathe sweep -o rows.jsonl`; arg 0: the
+  // figures only (each plan's SweepRow, tallies and front), as a library call returns them.
+  const bool rows = state.range(0) != 0;
+  if (rows) o.sink = [&](const std::string& chunk) { bytes += chunk.size(); };
   double first = -1, plans = 0;
   for (auto _ : state) {
     SweepSummary sum = run_sweep(space, o);
@@ -121,10 +124,11 @@ void BM_SweepFileCosting(benchmark::State& state) {
   state.counters["plans"] = plans;
   state.counters["cold_us_per_plan"] = first * 1e6 / std::max(1.0, plans);
   state.SetItemsProcessed(int64_t(plans) * state.iterations());
-  state.SetLabel(std::string(path) + ", " + std::to_string(bytes / std::max<int64_t>(1, state.iterations())) +
-                 " bytes of rows per pass");
+  state.SetLabel(std::string(path) + (rows ? ", " + std::to_string(bytes / std::max<int64_t>(1, state.iterations())) +
+                                                 " bytes of JSONL rows per pass"
+                                           : ", no rows written"));
 }
-BENCHMARK(BM_SweepFileCosting)->UseManualTime()->Iterations(25)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SweepFileCosting)->Arg(1)->Arg(0)->UseManualTime()->Iterations(25)->Unit(benchmark::kMicrosecond);
 
 void BM_BuildAndLower70B(benchmark::State& state) {
   ModelSpec m = load_model("llama-3-70b");
