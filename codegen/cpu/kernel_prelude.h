@@ -150,6 +150,76 @@ inline vf h2f_v(vh h) {
   return (vf)(u | sign);
 }
 inline vf bf2f_v(vh h) { return (vf)(__builtin_convertvector(h, vi) << 16); }
+// exp(x) lane by lane for x <= 0 (attention scores minus their running max): 2^n e^r
+// with n the nearest integer to x / ln 2, |r| <= ln 2 / 2, and a degree-6 Taylor
+// polynomial (relative error below 2e-7); x below -87 gives 0.
+inline vf vexp_neg(vf x) {
+  const vi under = x < -87.0f;
+  x = (vf)(((vi)x & ~under) | ((vi)(vf{} - 87.0f) & under));
+  const vi n = __builtin_convertvector(x * 1.44269504088896341f - 0.5f, vi);  // x <= 0: trunc = ceil
+  const vf nf = __builtin_convertvector(n, vf);
+  const vf r = x - nf * 0.693145751953125f - nf * 1.42860682030941723212e-6f;
+  vf p = vsplat(1.0f / 720);
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return (vf)((vi)(p * (vf)((n + 127) << 23)) & ~under);
+}
+// 16 x 16 transpose in place: four stages swap the off-diagonal d x d blocks (d = 8, 4,
+// 2, 1), each a two-source shuffle per pair of rows.
+inline void transpose16(vf* m) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & 8) continue;
+    const vf a = m[i], b = m[i + 8];
+    m[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    m[i + 8] = __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (i & 4) continue;
+    const vf a = m[i], b = m[i + 4];
+    m[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    m[i + 4] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (i & 2) continue;
+    const vf a = m[i], b = m[i + 2];
+    m[i] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    m[i + 2] = __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (i & 1) continue;
+    const vf a = m[i], b = m[i + 1];
+    m[i] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    m[i + 1] = __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+// Largest lane (a tree over halves).
+inline float vmax_lanes(vf v) {
+  typedef float v8 __attribute__((vector_size(32)));
+  typedef float v4 __attribute__((vector_size(16)));
+  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), b = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v8 c = a > b ? a : b;
+  v4 d = __builtin_shufflevector(c, c, 0, 1, 2, 3), e = __builtin_shufflevector(c, c, 4, 5, 6, 7);
+  v4 f = d > e ? d : e;
+  float x = f[0] > f[1] ? f[0] : f[1], y = f[2] > f[3] ? f[2] : f[3];
+  return x > y ? x : y;
+}
+// Sum of the lanes (a tree over halves).
+inline float vsum_tree(vf v) {
+  typedef float v8 __attribute__((vector_size(32)));
+  typedef float v4 __attribute__((vector_size(16)));
+  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+// v with lanes n..15 set to 0.
+inline vf vkeep_first(vf v, int n) {
+  const vi iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return (vf)((vi)v & (iota < n));
+}
 
 // ---------------------------------------------------------------- weights
 // Elements [32 kb, 32 kb + 32) of row n of a [N, K] weight as two vectors (lo: the
