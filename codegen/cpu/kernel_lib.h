@@ -326,17 +326,86 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 }
 
 // ---------------------------------------------------------------- attention
+// Keys go in blocks of 16. load_kv_block reads a block's K and V (keys t0 .. t0 + nb - 1)
+// and transposes K so that a query's 16 scores are D vector FMAs; attend_block takes the
+// block into one query row's online softmax for the GQ query heads of a KV head: their
+// scores together (each K column loaded once for all), one vector exp per head, the
+// running output rescaled once per block and updated with each V vector loaded once for
+// the heads.
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
+inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
+                          float (*kb)[D], float (*vb)[D], vf* kt) {
+  for (int j = 0; j < nb; ++j) {
+    kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h), kb[j]);
+    kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h), vb[j]);
+  }
+  for (int j = nb; j < 16; ++j)
+    for (int i = 0; i < D; ++i) kb[j][i] = 0;  // a short last block: lanes nb.. are masked
+  // kt[i] lane j = K of key t0 + j, element i: 16 x 16 transposes of the block.
+  for (int d0 = 0; d0 < D; d0 += 16) {
+    for (int j = 0; j < 16; ++j) kt[d0 + j] = vload(kb[j] + d0);
+    transpose16(kt + d0);
+  }
+}
+
+// One query row (qs, already scaled) over the block's first vis keys. acc, m, l: the
+// row's running output, max and sum per head.
+template <int GQ, int D>
+inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D], int vis, vf (*acc)[D / 16],
+                         float* m, float* l) {
+  constexpr int DV = D / 16;
+  const vi iota16 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  // Scores in CH independent sums per head: one chain of D FMAs would wait on each
+  // FMA's latency.
+  constexpr int CH = GQ >= 4 ? 2 : 4;
+  vf sgs[GQ][CH];
+  for (int g = 0; g < GQ; ++g)
+    for (int u = 0; u < CH; ++u) sgs[g][u] = vf{};
+  for (int i = 0; i < D; i += CH)
+    for (int u = 0; u < CH; ++u) {
+      const vf k = kt[i + u];
+      for (int g = 0; g < GQ; ++g) sgs[g][u] += qs[g][i + u] * k;
+    }
+  float pl[GQ][16];
+  for (int g = 0; g < GQ; ++g) {
+    vf sc = sgs[g][0];
+    for (int u = 1; u < CH; ++u) sc += sgs[g][u];
+    // Invisible lanes to a very negative score: they neither raise the max nor (masked
+    // after the exp) add to the sum.
+    const vf msk = (vf)(((vi)sc & (iota16 < vis)) | ((vi)(vf{} - 3.0e38f) & (iota16 >= vis)));
+    const float mb = vmax_lanes(msk);
+    const float mn = mb > m[g] ? mb : m[g];
+    const vf p = vkeep_first(vexp_neg(sc - mn), vis);
+    const float alpha = __builtin_expf(m[g] - mn);
+    l[g] = l[g] * alpha + vsum_tree(p);
+    for (int v = 0; v < DV; ++v) acc[g][v] *= alpha;
+    vstore(pl[g], p);
+    m[g] = mn;
+  }
+  // P V: the running outputs in registers when they fit (acc may alias the float
+  // arrays as far as the compiler knows), else one head at a time.
+  constexpr int GB = GQ * DV <= 16 ? GQ : 1;
+  for (int g0 = 0; g0 < GQ; g0 += GB) {
+    vf a[GB][DV];
+    for (int g = 0; g < GB; ++g)
+      for (int v = 0; v < DV; ++v) a[g][v] = acc[g0 + g][v];
+    for (int j = 0; j < vis; ++j)
+      for (int v = 0; v < DV; ++v) {
+        const vf x = vload(vb[j] + v * 16);
+        for (int g = 0; g < GB; ++g) a[g][v] += vsplat(pl[g0 + g][j]) * x;
+      }
+    for (int g = 0; g < GB; ++g)
+      for (int v = 0; v < DV; ++v) acc[g0 + g][v] = a[g][v];
+  }
+}
+
 // Causal attention of the step's new rows over their sequences' caches: per
-// (sequence, kv head, tile of query rows), K and V are read once for the tile and all
-// H/KVH query heads of the group, with an online softmax. Keys go in blocks of 16: the
-// block's K is transposed so that a row's 16 scores are D vector FMAs, their
-// exponentials one vector exp, and the running output is rescaled once per block.
-// Decode is the tile of one.
+// (sequence, kv head, tile of query rows), each key block is read and transposed once
+// for the tile and all H/KVH query heads of the group. Decode is the tile of one.
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D, int QT>
 void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, float* o, float scale) {
   constexpr int GQ = H / KVH, KB = 16, DV = D / 16;
   static_assert(D % 16 == 0, "head_dim is a multiple of 16");
-  const vi iota16 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   i64 items = 0;
   for (int s = 0; s < st->n_seq; ++s) items += KVH * ((st->seq[s].len + QT - 1) / QT);
   par(c, items, 1, [&](i64 b, i64 e, int) {
@@ -365,65 +434,11 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
       const int last = sq.past + i0 + rows - 1;  // the tile's last row sees keys 0..last
       for (int t0 = 0; t0 <= last; t0 += KB) {
         const int nb = last + 1 - t0 < KB ? last + 1 - t0 : KB;
-        for (int j = 0; j < nb; ++j) {
-          kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t0 + j, h), kb[j]);
-          kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t0 + j, h), vb[j]);
-        }
-        for (int j = nb; j < KB; ++j)
-          for (int i = 0; i < D; ++i) kb[j][i] = 0;  // a short last block: lanes nb.. are masked
-        // kt[i] lane j = K of key t0 + j, element i: 16 x 16 transposes of the block.
-        for (int d0 = 0; d0 < D; d0 += 16) {
-          for (int j = 0; j < KB; ++j) kt[d0 + j] = vload(kb[j] + d0);
-          transpose16(kt + d0);
-        }
+        load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, kt);
         for (int r = 0; r < rows; ++r) {
           // Keys t0 .. t0 + vis - 1 of this block are visible to row r (causal).
           const int lim = sq.past + i0 + r - t0 + 1, vis = lim < nb ? lim : nb;
-          if (vis <= 0) continue;
-          // Scores of the row's GQ query heads together (each kt[i] loaded once for all),
-          // in CH independent sums per head: one chain of D FMAs would wait on each
-          // FMA's latency.
-          constexpr int CH = GQ >= 4 ? 2 : 4;
-          vf sgs[GQ][CH];
-          for (int g = 0; g < GQ; ++g)
-            for (int u = 0; u < CH; ++u) sgs[g][u] = vf{};
-          for (int i = 0; i < D; i += CH)
-            for (int u = 0; u < CH; ++u) {
-              const vf k = kt[i + u];
-              for (int g = 0; g < GQ; ++g) sgs[g][u] += qs[r][g][i + u] * k;
-            }
-          float pl[GQ][KB];
-          for (int g = 0; g < GQ; ++g) {
-            vf sc = sgs[g][0];
-            for (int u = 1; u < CH; ++u) sc += sgs[g][u];
-            // Invisible lanes to a very negative score: they neither raise the max nor
-            // (masked after the exp) add to the sum.
-            const vf msk = (vf)(((vi)sc & (iota16 < vis)) | ((vi)(vf{} - 3.0e38f) & (iota16 >= vis)));
-            const float mb = vmax_lanes(msk);
-            const float mn = mb > m[r][g] ? mb : m[r][g];
-            const vf p = vkeep_first(vexp_neg(sc - mn), vis);
-            const float alpha = __builtin_expf(m[r][g] - mn);
-            l[r][g] = l[r][g] * alpha + vsum_tree(p);
-            for (int v = 0; v < DV; ++v) acc[r][g][v] *= alpha;
-            vstore(pl[g], p);
-            m[r][g] = mn;
-          }
-          // P V for the GQ heads: each V vector loaded once for all of them, the running
-          // outputs in registers when they fit (acc may alias the float arrays as far as
-          // the compiler knows), else one head at a time.
-          constexpr int GB = GQ * DV <= 16 ? GQ : 1;
-          for (int g0 = 0; g0 < GQ; g0 += GB) {
-            vf a[GB][DV];
-            for (int g = 0; g < GB; ++g)
-              for (int v = 0; v < DV; ++v) a[g][v] = acc[r][g0 + g][v];
-            for (int j = 0; j < vis; ++j)
-              for (int v = 0; v < DV; ++v) {
-                const vf x = vload(vb[j] + v * 16);
-                for (int g = 0; g < GB; ++g) a[g][v] += vsplat(pl[g0 + g][j]) * x;
-              }
-            for (int g = 0; g < GB; ++g)
-              for (int v = 0; v < DV; ++v) acc[r][g0 + g][v] = a[g][v];
-          }
+          if (vis > 0) attend_block<GQ, D>(qs[r], kt, vb, vis, acc[r], m[r], l[r]);
         }
       }
       for (int r = 0; r < rows; ++r)
@@ -447,37 +462,31 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
   constexpr int PART = GQ * (D + 2);  // per part: [GQ][D] output, then [GQ] max, [GQ] sum
   float* parts = c->shared;           // [n_seq][KVH][SPLIT][PART]
   par(c, (i64)st->n_seq * KVH * SPLIT, 1, [&](i64 b, i64 e, int) {
-    float qs[GQ][D], kf[D], vf[D];
+    constexpr int DV = D / 16;
+    float qs[GQ][D], kb[16][D], vb[16][D];
+    vf acc[GQ][DV], kt[D];
     for (i64 it = b; it < e; ++it) {
       const int s = int(it / (KVH * SPLIT)), h = int(it / SPLIT % KVH), part = int(it % SPLIT);
       const LatheSeq sq = st->seq[s];
       const int T = sq.past + 1, per = (T + SPLIT - 1) / SPLIT;
       const int t0 = part * per, t1 = t0 + per < T ? t0 + per : T;
-      float* acc = parts + it * PART;
-      float* m = acc + GQ * D;
+      float* out = parts + it * PART;
+      float* m = out + GQ * D;
       float* l = m + GQ;
       for (int g = 0; g < GQ; ++g) {
         const float* qp = q + (i64)sq.row0 * (H * D) + (h * GQ + g) * D;
-        for (int i = 0; i < D; ++i) {
-          qs[g][i] = qp[i] * scale;
-          acc[g * D + i] = 0;
-        }
+        for (int i = 0; i < D; ++i) qs[g][i] = qp[i] * scale;
+        for (int v = 0; v < DV; ++v) acc[g][v] = vf{};
         m[g] = -3.0e38f;
         l[g] = 0;
       }
-      for (int t = t0; t < t1; ++t) {
-        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, sq.slot, t, h), kf);
-        kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, sq.slot, t, h), vf);
-        for (int g = 0; g < GQ; ++g) {
-          float sdot = 0;
-          for (int i = 0; i < D; ++i) sdot += qs[g][i] * kf[i];
-          float mn = sdot > m[g] ? sdot : m[g];
-          float alpha = __builtin_expf(m[g] - mn), p = __builtin_expf(sdot - mn);
-          l[g] = l[g] * alpha + p;
-          for (int i = 0; i < D; ++i) acc[g * D + i] = acc[g * D + i] * alpha + p * vf[i];
-          m[g] = mn;
-        }
+      for (int k0 = t0; k0 < t1; k0 += 16) {
+        const int nb = t1 - k0 < 16 ? t1 - k0 : 16;
+        load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, k0, nb, kb, vb, kt);
+        attend_block<GQ, D>(qs, kt, vb, nb, acc, m, l);
       }
+      for (int g = 0; g < GQ; ++g)
+        for (int v = 0; v < DV; ++v) vstore(out + g * D + v * 16, acc[g][v]);
     }
   });
   par(c, (i64)st->n_seq * KVH, 1, [&](i64 b, i64 e, int) {

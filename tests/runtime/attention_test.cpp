@@ -2,7 +2,8 @@
 // blocks of 16, scores of a row's GQ heads together, one vector exp per block),
 // JIT-compiled like a kernel, against float64 causal softmax attention over the same
 // cache. Shapes cover one query head per KV head up to eight, head sizes 32-128, rows
-// that end inside a key block, a prefill with past tokens and a decode row.
+// that end inside a key block, a prefill with past tokens and a decode row, and the
+// decode kernel split over the context (attention_split_kernel), with empty parts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +37,11 @@ static void run(const float* kv, int tcap, const float* q, int past, int len, fl
   static int rows[256], pos[256];
   for (int i = 0; i < len; ++i) rows[i] = 0, pos[i] = past + i;
   LatheStep st = {1, len, &s, rows, pos, nullptr, 0};
-  lk::attention_kernel<lk::F32, lk::LHTD, 1, KVH, 160, 16, 1, H, D, QT>(&c, &st, 0, q, o, 1.0f / __builtin_sqrtf(float(D)));
+  const float scale = 1.0f / __builtin_sqrtf(float(D));
+  if (QT < 0)  // decode split over the context in -QT parts (flash-decoding)
+    lk::attention_split_kernel<lk::F32, lk::LHTD, 1, KVH, 160, 16, 1, H, D, (QT < 0 ? -QT : 1)>(&c, &st, 0, q, o, scale);
+  else
+    lk::attention_kernel<lk::F32, lk::LHTD, 1, KVH, 160, 16, 1, H, D, (QT > 0 ? QT : 1)>(&c, &st, 0, q, o, scale);
 }
 #define ATTN(name, KVH, H, D, QT) \
   extern "C" void name(const float* kv, int tcap, const float* q, int past, int len, float* o) { run<KVH, H, D, QT>(kv, tcap, q, past, len, o); }
@@ -46,6 +51,8 @@ ATTN(attn_2_8_128_16, 2, 8, 128, 16)
 ATTN(attn_1_8_128_8, 1, 8, 128, 8)
 ATTN(attn_2_8_64_1, 2, 8, 64, 1)
 ATTN(attn_4_8_32_16, 4, 8, 32, 16)
+ATTN(attn_2_8_64_s3, 2, 8, 64, -3)
+ATTN(attn_4_4_128_s5, 4, 4, 128, -5)
 )";
 
 using Fn = void (*)(const float*, int, const float*, int, int, float*);
@@ -60,7 +67,7 @@ TEST_P(CpuAttention, MatchesFloat64) {
   const Shape sh = GetParam();
   constexpr int kTcap = 160;
   const std::string sym = "attn_" + std::to_string(sh.kvh) + "_" + std::to_string(sh.h) + "_" +
-                          std::to_string(sh.d) + "_" + std::to_string(sh.qt);
+                          std::to_string(sh.d) + "_" + (sh.qt < 0 ? "s" + std::to_string(-sh.qt) : std::to_string(sh.qt));
   auto fn = reinterpret_cast<Fn>(
       testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness, sym, "attention_test"));
   std::mt19937 rng(uint32_t(sh.kvh * 1000 + sh.h * 100 + sh.d + sh.past));
@@ -108,7 +115,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CpuAttention,
                                            Shape{2, 8, 128, 16, 0, 33},   // GQA 4, head 128
                                            Shape{1, 8, 128, 8, 17, 20},   // GQA 8
                                            Shape{2, 8, 64, 1, 100, 1},    // decode row
-                                           Shape{4, 8, 32, 16, 0, 70}));  // head 32
+                                           Shape{4, 8, 32, 16, 0, 70},    // head 32
+                                           Shape{2, 8, 64, -3, 100, 1},   // decode split in 3 parts
+                                           Shape{4, 4, 128, -5, 2, 1}));  // 5 parts, some empty
 
 }  // namespace
 }  // namespace lathe
