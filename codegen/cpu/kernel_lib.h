@@ -519,11 +519,13 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
 void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, const float* k,
                          const float* v, float* q_out, double theta, const double* rope_div = nullptr) {
+  double freq[D / 2];
+  rope_freqs<D>(theta, rope_div, freq);
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2], tmp[D];
     for (i64 r = b; r < e; ++r) {
       const int pos = st->row_pos[r], slot = st->seq[st->row_seq[r]].slot;
-      rope_table<D>(pos, theta, cs, sn, rope_div);
+      rope_table<D>(pos, freq, cs, sn);
       for (int h = 0; h < H; ++h) rope_rotate<D>(q + r * (H * D) + h * D, cs, sn, q_out + r * (H * D) + h * D);
       for (int h = 0; h < KVH; ++h) {
         rope_rotate<D>(k + r * (KVH * D) + h * D, cs, sn, tmp);
@@ -538,10 +540,12 @@ void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, cons
 template <int H, int D>
 void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, double theta,
                  const double* rope_div = nullptr) {
+  double freq[D / 2];
+  rope_freqs<D>(theta, rope_div, freq);
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2];
     for (i64 r = b; r < e; ++r) {
-      rope_table<D>(st->row_pos[r], theta, cs, sn, rope_div);
+      rope_table<D>(st->row_pos[r], freq, cs, sn);
       for (int h = 0; h < H; ++h) rope_rotate<D>(x + r * (H * D) + h * D, cs, sn, y + r * (H * D) + h * D);
     }
   });

@@ -849,11 +849,18 @@ inline void rms_norm_row(const float* x, const float* w, float eps, float* y) {
 // theta^(-2i/D), divided by div[i] when the model scales RoPE (div null: plain);
 // computed in double so long contexts stay accurate.
 template <int D>
-inline void rope_table(int pos, double theta, float* cs, float* sn, const double* div = nullptr) {
+inline void rope_freqs(double theta, const double* div, double* freq) {
   for (int i = 0; i < D / 2; ++i) {
-    double freq = __builtin_pow(theta, -2.0 * double(i) / double(D));
-    if (div) freq /= div[i];
-    double a = double(pos) * freq;
+    freq[i] = __builtin_pow(theta, -2.0 * double(i) / double(D));
+    if (div) freq[i] /= div[i];
+  }
+}
+// cos and sin of pos x freq (rope_freqs, computed once per kernel call), in double: the
+// angles reach pos radians.
+template <int D>
+inline void rope_table(int pos, const double* freq, float* cs, float* sn) {
+  for (int i = 0; i < D / 2; ++i) {
+    double a = double(pos) * freq[i];
     cs[i] = float(__builtin_cos(a));
     sn[i] = float(__builtin_sin(a));
   }
