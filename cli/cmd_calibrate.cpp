@@ -259,7 +259,7 @@ void register_calibrate(CLI::App& app, Registry& r) {
   auto a = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Fit a hardware spec's efficiency factors to measured runs; write the calibrated spec");
+      "Fit a hardware spec's efficiency factors and CPU size terms to measured runs; write the calibrated spec");
   cmd->add_option(
          "RUNS", a->runs,
          "runs recorded with `lathe run MODEL --per-op --format json` (one JSON object each)")

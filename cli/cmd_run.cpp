@@ -513,7 +513,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->callback([&r, a] { r.action = [a] { return run_run(*a); }; });
 
   auto p = std::make_shared<ProbeArgs>();
-  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks) and write a hardware spec");
+  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm and integer GEMM rates) and write a hardware spec");
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
   pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));

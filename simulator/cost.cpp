@@ -280,8 +280,9 @@ struct Costing {
     // int8 and multiply with dot products instead of dequantizing the weights, for int4
     // and int8 everywhere except MoE prefill (expert GEMMs of more than 16 token-expert
     // pairs). They reach efficiency.int_dot (int4) / int8_dot (int8) of the dot-product
-    // peak (`lathe probe` measures both GEMMs at two reduction lengths; the register
-    // tiles also unpack, convert and scale every block, so well under the peak).
+    // peak (`lathe probe` measures both GEMMs at two reduction lengths and two row
+    // counts; the register tiles also unpack, convert and scale every block, so well
+    // under the peak).
     const bool expert = f.kind == OpKind::expert_matmul;
     const bool gemv_rows = expert ? M <= 16 : M <= kCpuGemvRows;
     const bool int_dot = !t.is_gpu() && t.peak_int8 > 0 && is_integer_quant(wdtype) && (!expert || gemv_rows);

@@ -39,7 +39,8 @@ uint64_t hash_key(const std::string& k) {
   return mix(mix(uint64_t(n), a), b);
 }
 
-uint64_t hash_node(const Graph& g, const Node& n, const std::vector<uint64_t>& value_hash) {
+// value_hash: each value's hash_type, filled for the node's operands.
+uint64_t hash_node(const Node& n, const std::vector<uint64_t>& value_hash) {
   uint64_t h = mix(0, uint64_t(n.kind));
   for (const auto& [k, v] : n.attrs.items()) {
     if (k == "layer") continue;
@@ -51,7 +52,6 @@ uint64_t hash_node(const Graph& g, const Node& n, const std::vector<uint64_t>& v
     else
       h = mix(h, std::hash<std::string>{}(std::get<std::string>(v)));
   }
-  (void)g;
   for (ValueId v : n.inputs) h = mix(h, value_hash[size_t(v)]);
   for (ValueId v : n.outputs) h = mix(h, value_hash[size_t(v)] * 31);
   return h;
@@ -101,7 +101,7 @@ NodeGroups group_nodes(const Graph& g) {
     const Node& n = g.node(id);
     fill(n.inputs);
     fill(n.outputs);
-    std::vector<int>& bucket = buckets[hash_node(g, n, value_hash)];
+    std::vector<int>& bucket = buckets[hash_node(n, value_hash)];
     int found = -1;
     for (int c : bucket)
       if (same_class(g, g.node(gr.representative[size_t(c)]), n)) {

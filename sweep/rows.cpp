@@ -187,14 +187,14 @@ bool general7_fast(char* buf, double v, char** end) {
   return true;
 }
 
-}  // namespace
-
 // %.7g of v at p (at most 40 bytes; std::to_chars where the fast path declines).
-static char* write_double(char* p, char* limit, double v) {
+char* write_double(char* p, char* limit, double v) {
   char* end = nullptr;
   if (general7_fast(p, v, &end)) return end;
   return std::to_chars(p, limit, v, std::chars_format::general, 7).ptr;
 }
+
+}  // namespace
 
 void append_double(std::string& out, double v) {
   char buf[64];

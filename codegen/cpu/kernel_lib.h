@@ -326,12 +326,13 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 }
 
 // ---------------------------------------------------------------- attention
-// Keys go in blocks of 16. load_kv_block reads a block's K and V (keys t0 .. t0 + nb - 1)
+// Keys go in blocks of kKeyBlock (one vector of scores). load_kv_block reads a block's K and V (keys t0 .. t0 + nb - 1)
 // and transposes K so that a query's 16 scores are D vector FMAs; attend_block takes the
 // block into one query row's online softmax for the GQ query heads of a KV head: their
 // scores together (each K column loaded once for all), one vector exp per head, the
 // running output rescaled once per block and updated with each V vector loaded once for
 // the heads.
+constexpr int kKeyBlock = 16;
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
 inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
                           float (*kb)[D], float (*vb)[D], vf* kt) {
@@ -339,11 +340,11 @@ inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int
     kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h), kb[j]);
     kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h), vb[j]);
   }
-  for (int j = nb; j < 16; ++j)
+  for (int j = nb; j < kKeyBlock; ++j)
     for (int i = 0; i < D; ++i) kb[j][i] = 0;  // a short last block: lanes nb.. are masked
   // kt[i] lane j = K of key t0 + j, element i: 16 x 16 transposes of the block.
   for (int d0 = 0; d0 < D; d0 += 16) {
-    for (int j = 0; j < 16; ++j) kt[d0 + j] = vload(kb[j] + d0);
+    for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = vload(kb[j] + d0);
     transpose16(kt + d0);
   }
 }
@@ -353,8 +354,9 @@ inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int
 template <int GQ, int D>
 inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D], int vis, vf (*acc)[D / 16],
                          float* m, float* l) {
+  static_assert(D % 16 == 0, "head_dim is a multiple of 16");
   constexpr int DV = D / 16;
-  const vi iota16 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const vi keep = vlanes_below(vis);
   // Scores in CH independent sums per head: one chain of D FMAs would wait on each
   // FMA's latency.
   constexpr int CH = GQ >= 4 ? 2 : 4;
@@ -366,18 +368,17 @@ inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D
       const vf k = kt[i + u];
       for (int g = 0; g < GQ; ++g) sgs[g][u] += qs[g][i + u] * k;
     }
-  float pl[GQ][16];
+  float pl[GQ][kKeyBlock];
   for (int g = 0; g < GQ; ++g) {
     vf sc = sgs[g][0];
     for (int u = 1; u < CH; ++u) sc += sgs[g][u];
     // Invisible lanes to a very negative score: they neither raise the max nor (masked
     // after the exp) add to the sum.
-    const vf msk = (vf)(((vi)sc & (iota16 < vis)) | ((vi)(vf{} - 3.0e38f) & (iota16 >= vis)));
-    const float mb = vmax_lanes(msk);
+    const float mb = vmax_lanes((vf)(((vi)sc & keep) | ((vi)vsplat(-3.0e38f) & ~keep)));
     const float mn = mb > m[g] ? mb : m[g];
-    const vf p = vkeep_first(vexp_neg(sc - mn), vis);
+    const vf p = (vf)((vi)vexp_neg(sc - mn) & keep);
     const float alpha = __builtin_expf(m[g] - mn);
-    l[g] = l[g] * alpha + vsum_tree(p);
+    l[g] = l[g] * alpha + vsum(p);
     for (int v = 0; v < DV; ++v) acc[g][v] *= alpha;
     vstore(pl[g], p);
     m[g] = mn;
@@ -404,8 +405,7 @@ inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D
 // for the tile and all H/KVH query heads of the group. Decode is the tile of one.
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D, int QT>
 void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, float* o, float scale) {
-  constexpr int GQ = H / KVH, KB = 16, DV = D / 16;
-  static_assert(D % 16 == 0, "head_dim is a multiple of 16");
+  constexpr int GQ = H / KVH, KB = kKeyBlock, DV = D / 16;
   i64 items = 0;
   for (int s = 0; s < st->n_seq; ++s) items += KVH * ((st->seq[s].len + QT - 1) / QT);
   par(c, items, 1, [&](i64 b, i64 e, int) {
@@ -463,7 +463,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
   float* parts = c->shared;           // [n_seq][KVH][SPLIT][PART]
   par(c, (i64)st->n_seq * KVH * SPLIT, 1, [&](i64 b, i64 e, int) {
     constexpr int DV = D / 16;
-    float qs[GQ][D], kb[16][D], vb[16][D];
+    float qs[GQ][D], kb[kKeyBlock][D], vb[kKeyBlock][D];
     vf acc[GQ][DV], kt[D];
     for (i64 it = b; it < e; ++it) {
       const int s = int(it / (KVH * SPLIT)), h = int(it / SPLIT % KVH), part = int(it % SPLIT);
@@ -480,8 +480,8 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
         m[g] = -3.0e38f;
         l[g] = 0;
       }
-      for (int k0 = t0; k0 < t1; k0 += 16) {
-        const int nb = t1 - k0 < 16 ? t1 - k0 : 16;
+      for (int k0 = t0; k0 < t1; k0 += kKeyBlock) {
+        const int nb = t1 - k0 < kKeyBlock ? t1 - k0 : kKeyBlock;
         load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, k0, nb, kb, vb, kt);
         attend_block<GQ, D>(qs, kt, vb, nb, acc, m, l);
       }

@@ -127,10 +127,22 @@ inline vf vload(const float* p) {
 }
 inline void vstore(float* p, vf v) { __builtin_memcpy(p, &v, 64); }
 inline vf vsplat(float x) { return vf{} + x; }
+// The 16 lanes reduced by op, a tree over halves (a loop over the lanes would be one
+// serial chain).
+template <class Op>
+inline float vreduce(vf v, Op op) {
+  typedef float v8 __attribute__((vector_size(32)));
+  typedef float v4 __attribute__((vector_size(16)));
+  const v8 a = op(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  const v4 b = op(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
+  return op(op(b[0], b[1]), op(b[2], b[3]));
+}
 inline float vsum(vf v) {
-  float t = 0;
-  for (int i = 0; i < 16; ++i) t += v[i];
-  return t;
+  return vreduce(v, [](auto x, auto y) { return x + y; });
+}
+inline float vmax_lanes(vf v) {
+  return vreduce(v, [](auto x, auto y) { return x > y ? x : y; });
 }
 inline vf h2f_v(vh h) {
 #if defined(__F16C__) && defined(__clang__)
@@ -196,29 +208,10 @@ inline void transpose16(vf* m) {
     m[i + 1] = __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
   }
 }
-// Largest lane (a tree over halves).
-inline float vmax_lanes(vf v) {
-  typedef float v8 __attribute__((vector_size(32)));
-  typedef float v4 __attribute__((vector_size(16)));
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), b = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v8 c = a > b ? a : b;
-  v4 d = __builtin_shufflevector(c, c, 0, 1, 2, 3), e = __builtin_shufflevector(c, c, 4, 5, 6, 7);
-  v4 f = d > e ? d : e;
-  float x = f[0] > f[1] ? f[0] : f[1], y = f[2] > f[3] ? f[2] : f[3];
-  return x > y ? x : y;
-}
-// Sum of the lanes (a tree over halves).
-inline float vsum_tree(vf v) {
-  typedef float v8 __attribute__((vector_size(32)));
-  typedef float v4 __attribute__((vector_size(16)));
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
-// v with lanes n..15 set to 0.
-inline vf vkeep_first(vf v, int n) {
+// All bits set in lanes 0..n-1, none in lanes n..15.
+inline vi vlanes_below(int n) {
   const vi iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  return (vf)((vi)v & (iota < n));
+  return iota < n;
 }
 
 // ---------------------------------------------------------------- weights

@@ -89,9 +89,7 @@ lathe_jit_create_fn load_module() {
 
 struct CpuJit::Impl {
   std::string dir;
-  JitEngine* engine = nullptr;  // owned
-  JitStats none;
-  ~Impl() { delete engine; }
+  std::unique_ptr<JitEngine> engine;  // set by the constructor, which throws otherwise
 };
 
 CpuJit::CpuJit(JitOptions o) : impl_(std::make_unique<Impl>()) {
@@ -99,7 +97,7 @@ CpuJit::CpuJit(JitOptions o) : impl_(std::make_unique<Impl>()) {
 #if LATHE_HAVE_JIT
   lathe_jit_create_fn create = load_module();
   std::string error;
-  impl_->engine = create(kJitEngineVersion, impl_->dir.c_str(), o.disk_cache, &error);
+  impl_->engine.reset(create(kJitEngineVersion, impl_->dir.c_str(), o.disk_cache, &error));
   if (!impl_->engine) throw Error(error);
 #else
   throw Error("this lathe was built without Clang/LLVM 14: the CPU backend is unavailable "
@@ -112,16 +110,14 @@ CpuJit::~CpuJit() = default;
 void* CpuJit::get(const std::string& source, const std::string& symbol, const std::string& kernel) {
   try {
     return impl_->engine->get(source, symbol, kernel);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // the module throws std::runtime_error
     throw Error(e.what());
   }
 }
 
-const JitStats& CpuJit::stats() const { return impl_->engine ? impl_->engine->stats() : impl_->none; }
+const JitStats& CpuJit::stats() const { return impl_->engine->stats(); }
 const std::string& CpuJit::cache_dir() const { return impl_->dir; }
-std::string CpuJit::host_cpu() const { return impl_->engine ? impl_->engine->host_cpu() : ""; }
+std::string CpuJit::host_cpu() const { return impl_->engine->host_cpu(); }
 
 bool CpuJit::available() { return LATHE_HAVE_JIT != 0; }
 

@@ -27,10 +27,9 @@ class JitEngine {
 
 }  // namespace lathe
 
-// The module's one exported symbol. Returns nullptr and sets *error when the engine
-// cannot start (unknown host, version mismatch).
-extern "C" {
-typedef lathe::JitEngine* (*lathe_jit_create_fn)(int version, const char* cache_dir, bool disk_cache,
-                                                 std::string* error);
-}
+// The module's one exported symbol (extern "C" lathe_jit_create in jit_llvm.cpp). Returns
+// a new engine, or nullptr with *error set when it cannot start (unknown host, version
+// mismatch).
+using lathe_jit_create_fn = lathe::JitEngine* (*)(int version, const char* cache_dir, bool disk_cache,
+                                                  std::string* error);
 #define LATHE_JIT_CREATE_SYMBOL "lathe_jit_create"

@@ -151,22 +151,13 @@ double best_on_all_threads(ThreadPool& pool, const F& job) {
   return best;
 }
 
-// Rate = peak x eff x n / (n + half) when each call pays a fixed cost worth `half` units
-// of n (rows or reduction length): from the rates at a large and a small n,
-// 1 / eff(n) = 1 / eff + c / n gives eff (capped at 1) and half = c x eff. When the two
-// points do not show that shape, eff is the large-n rate's fraction and half 0.
+// sgemm's single fixed cost, in rows: fit_two_fixed_costs with one pair of points
+// (rate = peak x eff x n / (n + half)); eff is the large-n rate's fraction and half 0
+// when the two points do not show that shape.
 void fit_fixed_cost(double peak, double rate_big, double n_big, double rate_small, double n_small, double& eff,
                     double& half) {
-  eff = rate_big > 0 ? std::min(1.0, rate_big / peak) : 0.0;
-  half = 0;
-  if (rate_big <= 0 || rate_small <= 0 || rate_small >= rate_big) return;
-  const double inv_big = peak / rate_big, inv_small = peak / rate_small;
-  const double c = (inv_small - inv_big) / (1.0 / n_small - 1.0 / n_big);
-  const double inv_inf = inv_big - c / n_big;
-  if (inv_inf > 0) {
-    eff = std::min(1.0, 1.0 / inv_inf);
-    half = c / inv_inf;
-  }
+  double unused = 0;
+  fit_two_fixed_costs(peak, rate_big, rate_small, 0.0, 1.0, n_big, n_small, 1.0, eff, half, unused);
 }
 
 struct ReadJob {
@@ -192,7 +183,6 @@ void fit_two_fixed_costs(double peak, double rate_a, double rate_b, double rate_
   half_k = ck / inv_inf;
   half_rows = cm / inv_inf;
 }
-
 
 ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double seconds) {
   ProbeResult r;
@@ -344,10 +334,9 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     auto q8_512 = reinterpret_cast<Qgemm>(jit.get(src, "lathe_probe_q8gemm_512", "probe-qgemm"));
     const long M = kQgemmM, N = kQgemmN, KM = kQgemmKMax;
     // Room for int8 weights (one byte per element; int4 uses the first half) and per-32
-    // scales (int8 reads one per row).
-    // A plan's GEMMs each read their own weights, from memory: the timed calls rotate
-    // over kQgemmWeightCopies weight matrices (64 MB in all, more than a last-level
-    // cache), so no call finds its weights cached by the previous ones.
+    // scales (int8 reads one per row). A plan's GEMMs each read their own weights from
+    // memory: the timed calls rotate over kQgemmWeightCopies weight matrices (64 MB in
+    // all, more than a last-level cache), so no call finds its weights cached.
     AlignedBuffer X(size_t(M * KM) * 4), W(size_t(N * KM) * kQgemmWeightCopies), S(size_t(N * KM / 32) * 2),
         O(size_t(M * N) * 4);
     for (long i = 0; i < M * KM; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;

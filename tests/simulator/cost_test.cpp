@@ -77,14 +77,24 @@ TEST(Cost, QuantizedWeightBytesCountScales) {
 // A CPU with 8-bit dot products runs int4 and int8 GEMMs and GEMVs on them (the
 // dot-product peak x efficiency.int_dot, no dequantization); CPUs without an int8 peak
 // keep the dequantization model.
+// `small` on cpu-host with its weights in fmt (quantize-weights only), batch 1, prompt 64.
+struct QuantizedSmall {
+  Target target;
+  Lowered lowered;
+};
+QuantizedSmall quantized_small(const char* fmt) {
+  PlanOptions o;
+  o.passes = "quantize-weights";
+  o.weights = parse_weight_format(fmt);
+  auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4}, o);
+  return {p.target, testing::lower_plan(p, o)};
+}
+
 TEST(Cost, CpuIntegerDotProducts) {
   for (const char* fmt : {"int4:g32", "int8"}) {
-    PlanOptions o;
-    o.passes = "quantize-weights";
-    o.weights = parse_weight_format(fmt);
-    auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4}, o);
-    auto l = testing::lower_plan(p, o);
-    Target plain = p.target, dot = p.target;
+    const QuantizedSmall q = quantized_small(fmt);
+    const Lowered& l = q.lowered;
+    Target plain = q.target, dot = q.target;
     ASSERT_EQ(plain.peak_int8, 0) << "cpu-host has no int8 peak";
     dot.peak_int8 = 2.0;  // TOP/s
     dot.eff.int8_dot = 0.25;  // distinct from int_dot, so the test sees which one is used
@@ -110,13 +120,10 @@ TEST(Cost, CpuIntegerDotProducts) {
 // (at most kCpuGemvRows rows) keep the flat efficiency.
 TEST(Cost, CpuIntegerGemmFixedCostsAddInTime) {
   for (const char* fmt : {"int4:g32", "int8"}) {
-    PlanOptions o;
-    o.passes = "quantize-weights";
-    o.weights = parse_weight_format(fmt);
-    auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4}, o);
-    auto l = testing::lower_plan(p, o);
+    const QuantizedSmall q = quantized_small(fmt);
+    const Lowered& l = q.lowered;
     const bool i8 = std::string(fmt) == "int8";
-    Target flat = p.target;
+    Target flat = q.target;
     flat.peak_int8 = 2.0;
     flat.eff.int_dot = 0.4;
     flat.eff.int8_dot = 0.3;
