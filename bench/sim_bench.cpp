@@ -138,11 +138,12 @@ void BM_BuildAndLower70B(benchmark::State& state) {
   o.tp = 4;
   LowerHooks h;
   h.record = false;
+  h.verify_each_pass = state.range(0) != 0;  // 0: as simulate and sweep lower
   for (auto _ : state)
     benchmark::DoNotOptimize(lower(build_graph(m, build_options(m, t, o, w, Phase::prefill)),
                                    build_graph(m, build_options(m, t, o, w, Phase::decode)), o, t, w, h));
 }
-BENCHMARK(BM_BuildAndLower70B)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BuildAndLower70B)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace lathe

@@ -187,6 +187,7 @@ int run_simulate(const SimulateArgs& a) {
   req.ideal = a.ideal;
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
+  hooks.verify_each_pass = false;
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
@@ -251,6 +252,7 @@ int run_whatif(const WhatifArgs& a) {
   std::vector<Planned> cols;
   LowerHooks no_records;
   no_records.record = false;
+  no_records.verify_each_pass = false;
   for (const std::string& hw : hws)
     for (int64_t b : batches)
       for (int64_t pr : prompts)

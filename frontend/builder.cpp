@@ -31,6 +31,7 @@ struct Builder {
   Graph g;
   int64_t heads = 0, kv_heads = 0, ffn = 0, expert_ffn = 0, vocab = 0;
   ValueId kv_state = kNone;
+  std::string rope_text;  // the layers' shared RoPE divisors attribute, made once
 
   ValueId weight(const std::string& name, Shape shape) {
     Value v;
@@ -77,8 +78,10 @@ struct Builder {
     rq.set("heads", heads);
     rq.set("head_dim", m.head_dim);
     rq.set("theta", m.rope_theta);
-    if (m.rope_scaling)
-      rq.set("rope_divisors", rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim)));
+    if (m.rope_scaling) {
+      if (rope_text.empty()) rope_text = rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim));
+      rq.set("rope_divisors", rope_text);
+    }
     rq.set("layer", l);
     Attrs rk = rq;
     rk.set("heads", kv_heads);

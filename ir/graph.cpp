@@ -50,25 +50,32 @@ Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
 ValueId Graph::add_value(Value v) {
-  LATHE_ASSERT(find_value(v.name) == kNone, "duplicate value name '" + v.name + "'");
   v.id = ValueId(values_.size());
+  // One hash lookup: a name may be reused only when its holder is dead.
+  auto [it, fresh] = value_index_.try_emplace(v.name, v.id);
+  if (!fresh) {
+    LATHE_ASSERT(!values_[size_t(it->second)].alive, "duplicate value name '" + v.name + "'");
+    it->second = v.id;
+  }
   if (v.kind == ValueKind::weight || v.kind == ValueKind::state) v.dtype = v.format.dtype;
-  value_index_[v.name] = v.id;
   values_.push_back(std::move(v));
   return values_.back().id;
 }
 
 NodeId Graph::add_node(Node n) {
-  LATHE_ASSERT(find_node(n.name) == kNone, "duplicate node name '" + n.name + "'");
   n.id = NodeId(nodes_.size());
   n.alive = true;
   NodeId id = n.id;
+  auto [it, fresh] = node_index_.try_emplace(n.name, id);
+  if (!fresh) {
+    LATHE_ASSERT(!nodes_[size_t(it->second)].alive, "duplicate node name '" + n.name + "'");
+    it->second = id;
+  }
   for (ValueId v : n.outputs) {
     LATHE_ASSERT(v >= 0 && size_t(v) < values_.size(), "node output out of range");
     LATHE_ASSERT(values_[size_t(v)].producer == kNone, "value already has a producer: " + values_[size_t(v)].name);
     values_[size_t(v)].producer = id;
   }
-  node_index_[n.name] = id;
   nodes_.push_back(std::move(n));
   boost::add_vertex(impl_->adj);
   rewire_inputs(id);
@@ -111,13 +118,25 @@ void Graph::rewire_inputs(NodeId id) {
 void Graph::remove_node(NodeId id) {
   Node& n = nodes_[size_t(id)];
   LATHE_ASSERT(n.alive, "removing a dead node");
+  // Which outputs are still read, found through the node's out-edges before they go
+  // (afterwards an output has no producer and users() would scan every node).
+  std::vector<char> used(n.outputs.size(), 0);
+  const auto& adj = impl_->adj;
+  for (auto [e, end] = boost::out_edges(size_t(id), adj); e != end; ++e) {
+    const Node& u = nodes_[boost::target(*e, adj)];
+    if (!u.alive) continue;
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (std::find(u.inputs.begin(), u.inputs.end(), n.outputs[k]) != u.inputs.end()) used[k] = 1;
+  }
   boost::clear_vertex(size_t(id), impl_->adj);
   n.alive = false;
-  for (ValueId v : n.outputs) values_[size_t(v)].producer = kNone;
   // Users of the outputs keep pointing at them; the caller rewires them (or the
   // verifier reports the dangling value).
-  for (ValueId v : n.outputs)
-    if (users(v).empty()) values_[size_t(v)].alive = false;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    Value& v = values_[size_t(n.outputs[k])];
+    v.producer = kNone;
+    if (!used[k]) v.alive = false;
+  }
 }
 
 void Graph::replace_all_uses(ValueId from, ValueId to) {
@@ -220,13 +239,13 @@ size_t Graph::num_nodes() const {
 }
 
 ValueId Graph::find_value(std::string_view name) const {
-  auto it = value_index_.find(std::string(name));
+  auto it = value_index_.find(name);
   if (it == value_index_.end() || !values_[size_t(it->second)].alive) return kNone;
   return it->second;
 }
 
 NodeId Graph::find_node(std::string_view name) const {
-  auto it = node_index_.find(std::string(name));
+  auto it = node_index_.find(name);
   if (it == node_index_.end() || !nodes_[size_t(it->second)].alive) return kNone;
   return it->second;
 }

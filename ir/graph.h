@@ -129,8 +129,14 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> values_;
   // Name -> latest id with that name (the entry may be dead; lookups check).
-  std::unordered_map<std::string, ValueId> value_index_;
-  std::unordered_map<std::string, NodeId> node_index_;
+  // Transparent hashing: lookups by string_view build no string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  using NameIndex = std::unordered_map<std::string, int32_t, NameHash, std::equal_to<>>;
+  NameIndex value_index_;
+  NameIndex node_index_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -74,15 +74,20 @@ std::vector<std::string> verify(const Graph& g) {
                        std::to_string(val.offset + size) + " > " + std::to_string(arena) + ")");
       bufs.push_back({ValueId(v), val.offset, val.offset + size, live[v]});
     }
-    for (size_t i = 0; i < bufs.size(); ++i)
-      for (size_t j = i + 1; j < bufs.size(); ++j) {
-        const Buf &x = bufs[i], &y = bufs[j];
-        bool time = x.r.first <= y.r.last && y.r.first <= x.r.last;
-        bool space = x.lo < y.hi && y.lo < x.hi;
-        if (time && space)
+    // Sweep over time: each buffer is checked against those still live when it starts.
+    std::stable_sort(bufs.begin(), bufs.end(), [](const Buf& x, const Buf& y) { return x.r.first < y.r.first; });
+    std::vector<size_t> live_now;
+    for (size_t j = 0; j < bufs.size(); ++j) {
+      const Buf& y = bufs[j];
+      std::erase_if(live_now, [&](size_t i) { return bufs[i].r.last < y.r.first; });
+      for (size_t i : live_now) {
+        const Buf& x = bufs[i];
+        if (x.lo < y.hi && y.lo < x.hi)
           errs.push_back("memory plan: " + value_ref(g.value(x.v)) + " and " + value_ref(g.value(y.v)) +
                          " are live at once and overlap in the arena");
       }
+      live_now.push_back(j);
+    }
   }
   return errs;
 }

@@ -1,5 +1,8 @@
 #include "passes/fuse_rope_kvwrite.h"
 
+#include <unordered_map>
+#include <vector>
+
 #include "passes/rewrite.h"
 
 namespace lathe {
@@ -10,15 +13,20 @@ namespace lathe {
 //    cache view the attention reads.
 PassResult fuse_rope_kvwrite(Graph& g, const PassContext&) {
   int fused = 0;
-  for (NodeId id : g.topo_order()) {
+  std::vector<NodeId> order = g.topo_order();
+  // Each layer's RoPE nodes in order, found in one scan (fusion only removes them).
+  std::unordered_map<int64_t, std::vector<NodeId>> ropes;
+  for (NodeId c : order)
+    if (g.node(c).kind == OpKind::rope) ropes[g.node(c).attrs.i("layer", -1)].push_back(c);
+  for (NodeId id : order) {
     if (!g.node(id).alive || g.node(id).kind != OpKind::kv_write) continue;
     const Node& w = g.node(id);
     NodeId krope = g.producer(w.inputs[0]);
     if (krope == kNone || g.node(krope).kind != OpKind::rope || sole_user(g, w.inputs[0]) != id) continue;
     int64_t layer = w.attrs.i("layer");
     NodeId qrope = kNone;
-    for (NodeId c : g.topo_order())
-      if (c != krope && g.node(c).kind == OpKind::rope && g.node(c).attrs.i("layer", -1) == layer) qrope = c;
+    for (NodeId c : ropes[layer])
+      if (c != krope && g.node(c).alive && g.node(c).kind == OpKind::rope) qrope = c;
     if (qrope == kNone) continue;
     const Node &q = g.node(qrope), &k = g.node(krope);
     Node f;

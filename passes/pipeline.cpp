@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "ir/assert.h"
 #include "ir/verifier.h"
@@ -101,8 +102,12 @@ Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t
   Lowered out;
   out.pipeline = pipeline_for(o);
   bool debug = std::getenv("LATHE_DEBUG") != nullptr;
-  verify_or_die(prefill, "build (prefill)");
-  verify_or_die(decode, "build (decode)");
+  const char* force = std::getenv("LATHE_VERIFY");
+  bool each = hooks.verify_each_pass || (force && *force && std::string_view(force) != "0");
+  if (each) {
+    verify_or_die(prefill, "build (prefill)");
+    verify_or_die(decode, "build (decode)");
+  }
   if (hooks.record) out.records.push_back(record_of("input", prefill, decode, t, w));
   if (hooks.after_pass) {
     hooks.after_pass("input", 0, prefill, true);
@@ -116,9 +121,9 @@ Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t
     auto t0 = std::chrono::steady_clock::now();
     // A pass that reports no change left the graph as it was verified last.
     PassResult rp = p->fn(prefill, ctx);
-    if (rp.changed) verify_or_die(prefill, name + " (prefill)");
+    if (each && rp.changed) verify_or_die(prefill, name + " (prefill)");
     PassResult rd = p->fn(decode, ctx);
-    if (rd.changed) verify_or_die(decode, name + " (decode)");
+    if (each && rd.changed) verify_or_die(decode, name + " (decode)");
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ++index;
     if (debug) std::fprintf(stderr, "lathe: pass %-18s %7.2f ms  %s\n", name.c_str(), ms, rd.note.c_str());
@@ -134,6 +139,10 @@ Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t
       r.pass_ms = ms;
       out.records.push_back(std::move(r));
     }
+  }
+  if (!each) {
+    verify_or_die(prefill, "the pipeline (prefill; LATHE_VERIFY=1 verifies after each pass)");
+    verify_or_die(decode, "the pipeline (decode; LATHE_VERIFY=1 verifies after each pass)");
   }
   out.prefill = std::move(prefill);
   out.decode = std::move(decode);

@@ -50,9 +50,14 @@ struct LowerHooks {
   // graph (for --print-ir-after, --dump-dir).
   std::function<void(const std::string& pass, int index, const Graph& g, bool changed)> after_pass;
   bool record = true;  // simulate after each pass for the report
+  // Verify the graphs after building and after every pass (tests, compile, run), or
+  // only the final graphs (simulate, whatif, sweep: the passes are verified in tests,
+  // and verification is a third of lowering). LATHE_VERIFY=1 forces every pass.
+  bool verify_each_pass = true;
 };
 
-// Runs the pipeline on both phases in lockstep, verifying after every pass.
+// Runs the pipeline on both phases in lockstep, verifying after every pass (or only
+// at the end; see LowerHooks::verify_each_pass).
 Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t, const Workload& w,
               const LowerHooks& hooks = {});
 

@@ -382,6 +382,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
         try {
           LowerHooks hooks;
           hooks.record = false;
+          hooks.verify_each_pass = false;
           sh.lowered = std::make_unique<Lowered>(
               lower(build_graph(m, build_options(m, t, opts, sh.reference, Phase::prefill)),
                     build_graph(m, build_options(m, t, opts, sh.reference, Phase::decode)), opts, t,

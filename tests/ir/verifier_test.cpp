@@ -54,6 +54,19 @@ TEST(Verifier, CatchesDanglingInput) {
   EXPECT_TRUE(mentions(verify(g), "no producer"));
 }
 
+// remove_node keeps an output alive while a live node still reads it, and drops it
+// otherwise.
+TEST(Graph, RemovedNodeOutputsLiveWhileRead) {
+  Graph g = tiny_graph();
+  ValueId q = g.find_value("l0.q"), q_rot = g.find_value("l0.q_rot");
+  g.remove_node(g.find_node("l0.rope_q"));  // l0.q_rot is still read by l0.qk
+  EXPECT_TRUE(g.value(q_rot).alive);
+  EXPECT_EQ(g.producer(q_rot), kNone);
+  g.remove_node(g.find_node("l0.wq"));  // nothing alive reads l0.q any more
+  EXPECT_FALSE(g.value(q).alive);
+  EXPECT_EQ(g.producer(q), kNone);
+}
+
 TEST(Verifier, CatchesCycle) {
   Graph g = tiny_graph();
   // Feed the layer's output back into its first norm.

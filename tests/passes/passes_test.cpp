@@ -189,6 +189,24 @@ TEST(Passes, DefaultPipelineRunsOnEveryBuiltinModel) {
   }
 }
 
+// simulate, whatif and sweep verify only the final graphs; the lowering must be the
+// same graphs as with a verification after every pass (verification changes nothing,
+// and the faster remove_node / RoPE fusion lookups give the same rewrites).
+TEST(Passes, FinalOnlyVerificationLowersTheSameGraphs) {
+  for (const std::string& m : builtin_names("models")) {
+    auto b = build_plan_graphs(m, "a100-80g", {2, 64, 8});
+    PlanOptions o;
+    o.weights = parse_weight_format("int8");
+    LowerHooks each, final_only;
+    each.record = final_only.record = false;
+    final_only.verify_each_pass = false;
+    Lowered a = lower(b.prefill, b.decode, o, b.target, b.workload, each);
+    Lowered f = lower(b.prefill, b.decode, o, b.target, b.workload, final_only);
+    EXPECT_EQ(print_graph(a.prefill), print_graph(f.prefill)) << m;
+    EXPECT_EQ(print_graph(a.decode), print_graph(f.decode)) << m;
+  }
+}
+
 TEST(Passes, KvLayoutForcedOrChosenWithReason) {
   PlanOptions o;
   auto b = build_plan_graphs("llama-3-8b", "a100-80g", {1, 512, 64});
