@@ -1,9 +1,11 @@
 #include "codegen/plan.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <variant>
 
 #include "ir/assert.h"
 #include "ir/buffers.h"
@@ -117,6 +119,79 @@ std::string plan_to_json(const Plan& p) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+// A plan file's graphs verify on their own (shapes, dtypes, buffers), but the runtime
+// also sizes the KV cache, the logits and its loops from the graph attributes (layers,
+// kv_heads, head_dim, B, final_context, vocab...). A hand-edited attribute that
+// disagrees with the values the kernels index would write out of bounds, so they are
+// checked against each other and against the graph before anything is allocated.
+void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::string& source) {
+  auto fail = [&](const Graph& g, const std::string& why) { throw Error(source + ": " + g.name + ": " + why); };
+  static constexpr const char* kPositive[] = {"B",        "S",        "T",      "final_context", "layers", "heads",
+                                              "kv_heads", "head_dim", "hidden", "vocab",         "tp"};
+  for (const Graph* gp : {&prefill, &decode}) {
+    const Graph& g = *gp;
+    for (const char* k : kPositive) {
+      const AttrValue* v = g.attrs.find(k);
+      if (!v) fail(g, std::string("graph attribute '") + k + "' is missing");
+      if (!std::holds_alternative<int64_t>(*v) || std::get<int64_t>(*v) < 1)
+        fail(g, std::string("graph attribute '") + k + "' must be a positive integer");
+    }
+    if (g.attrs.has("arena_bytes") && g.attrs.i("arena_bytes", -1) < 0) fail(g, "arena_bytes must be >= 0");
+    const int64_t layers = g.attrs.i("layers"), kvh = g.attrs.i("kv_heads"), d = g.attrs.i("head_dim");
+    const int64_t tp = g.attrs.i("tp"), vocab = g.attrs.i("vocab");
+    if (g.attrs.i("T") > g.attrs.i("final_context"))
+      fail(g, "T (" + std::to_string(g.attrs.i("T")) + ") exceeds final_context (" +
+                  std::to_string(g.attrs.i("final_context")) + ")");
+    if (vocab % tp != 0) fail(g, "vocab is not divisible by tp");
+    const Shape kv_shape = {Dim::c(layers), Dim::c(2), Dim::B(), Dim::T(), Dim::c(kvh), Dim::c(d)};
+    for (ValueId v : g.values_of(ValueKind::state)) {
+      const Value& val = g.value(v);
+      if (val.shape != kv_shape)
+        fail(g, "KV state " + val.name + shape_str(val.shape) + " does not match layers, kv_heads and head_dim " +
+                    shape_str(kv_shape));
+    }
+    ValueId emb = g.find_value("tok_embeddings");
+    if (emb != kNone) {
+      const Shape& sh = g.value(emb).shape;
+      if (sh.size() != 2 || sh[0] != Dim::c(vocab) || sh[1] != Dim::c(g.attrs.i("hidden")))
+        fail(g, "tok_embeddings" + shape_str(sh) + " does not match vocab and hidden");
+    }
+    for (NodeId id : g.topo_order()) {
+      const Node& n = g.node(id);
+      for (const auto& [key, value] : n.attrs.items())
+        if (std::holds_alternative<double>(value) && !std::isfinite(std::get<double>(value)))
+          fail(g, "node '" + n.name + "': " + key + " is not a finite number");
+      auto same = [&](const char* key, int64_t want) {
+        if (n.attrs.has(key) && n.attrs.i(key, -1) != want)
+          fail(g, "node '" + n.name + "': " + key + " = " + std::to_string(n.attrs.i(key, -1)) +
+                      ", but the graph says " + std::to_string(want));
+      };
+      same("kv_heads", kvh);
+      same("head_dim", d);
+      if (g.attrs.has("experts")) same("experts", g.attrs.i("experts"));
+      if (g.attrs.has("top_k")) same("top_k", g.attrs.i("top_k"));
+      if (n.attrs.has("layer") && (n.attrs.i("layer", -1) < 0 || n.attrs.i("layer", -1) >= layers))
+        fail(g, "node '" + n.name + "': layer " + std::to_string(n.attrs.i("layer", -1)) + " is outside 0.." +
+                    std::to_string(layers - 1));
+      if (n.kind == OpKind::lm_head && !n.outputs.empty()) {
+        const Shape& sh = g.value(n.outputs[0]).shape;
+        if (sh.empty() || sh.back() != Dim::c(vocab / tp))
+          fail(g, "node '" + n.name + "': logits" + shape_str(sh) + " do not match vocab / tp = " +
+                      std::to_string(vocab / tp));
+      }
+    }
+  }
+  for (const char* k : {"B", "final_context", "layers", "heads", "kv_heads", "head_dim", "hidden", "vocab", "tp",
+                        "experts", "top_k", "kv_layout", "kv_dtype", "act_dtype"}) {
+    const AttrValue *a = prefill.attrs.find(k), *b = decode.attrs.find(k);
+    if ((a == nullptr) != (b == nullptr) || (a && !(*a == *b)))
+      throw Error(source + ": graph attribute '" + k + "' differs between the prefill and decode graphs");
+  }
+  if (decode.attrs.i("S") != 1) throw Error(source + ": the decode graph must have S = 1");
+}
+}  // namespace
+
 Plan plan_from_json(const std::string& text, const std::string& source) {
   json j;
   try {
@@ -163,6 +238,7 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       std::vector<std::string> errs = verify(*g);
       if (!errs.empty()) throw Error(source + ": " + g->name + " does not verify: " + errs[0]);
     }
+    check_plan_attrs(p.prefill, p.decode, source);
     if (p.target.hbm_bandwidth_gbs <= 0) throw Error(source + ": target has no memory bandwidth");
     return p;
   } catch (const json::exception& e) {

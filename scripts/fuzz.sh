@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS
-# (default 60): the spec frontend and IR parser over a seed corpus made from the
-# built-in specs and their IR, the GGUF fuzzer over small GGUF files written by
-# `lathe weights init`, then the safetensors reader and config.json import over the
-# Hugging Face fixtures (tests/fixtures/hf).
+# (default 60): the spec frontend, IR parser, sweep and plan files over a seed corpus
+# made from the built-in specs, sweeps, their IR and a compiled plan; the GGUF fuzzer
+# over small GGUF files written by `lathe weights init`; then the safetensors reader
+# and config.json import over the Hugging Face fixtures (tests/fixtures/hf).
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +22,12 @@ for f in specs/models/*.toml specs/hardware/*.toml specs/plans/*.toml specs/scen
   for sel in 0 1 2 3 5; do { printf "\\x0$sel"; cat "$f"; } >"$corpus/seed-$i-$sel"; done
   i=$((i + 1))
 done
+for f in specs/sweeps/*.toml; do { printf '\x06'; cat "$f"; } >"$corpus/seed-sweep-$(basename "$f")"; done
+rm -rf $B/plan-seed && $B/cli/lathe compile tiny-moe cpu-host --prompt 8 --gen 4 -o $B/plan-seed >/dev/null
+{ printf '\x07'; cat $B/plan-seed/plan.json; } >"$corpus/seed-plan-tiny-moe"
 { printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"
 { printf '\x04'; $B/cli/lathe graph tiny-moe --phase prefill; } >"$corpus/seed-ir-moe"
-$B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=8192 -timeout=5 -print_final_stats=1
+$B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=65536 -timeout=5 -print_final_stats=1
 
 gcorpus=$B/corpus-gguf; mkdir -p $gcorpus
 for w in q8_0 q4_0; do

@@ -2,6 +2,7 @@
 // round trips; the full pipeline on every built-in model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "codegen/plan.h"
@@ -269,6 +270,110 @@ TEST(Passes, LoweredGraphAndPlanFileRoundTrip) {
   }
   EXPECT_THROW(plan_from_json("", "empty.json"), Error);
   EXPECT_THROW(plan_from_json("{\"lathe_plan\": 1}", "short.json"), Error);
+}
+
+Plan plan_of(const std::string& model, const std::string& hw, const PlanOptions& o, Workload w = {2, 16, 8}) {
+  auto b = build_plan_graphs(model, hw, w, o);
+  Lowered l = lower(b.prefill, b.decode, o, b.target, b.workload);
+  Plan p;
+  p.model = model;
+  p.target = b.target;
+  p.workload = b.workload;
+  p.kv_dtype = l.decode.attrs.s("kv_dtype");
+  p.kv_layout = l.decode.attrs.s("kv_layout");
+  p.act_dtype = l.decode.attrs.s("act_dtype");
+  p.tp = o.tp;
+  p.pipeline = l.pipeline;
+  p.prefill = l.prefill;
+  p.decode = l.decode;
+  return p;
+}
+
+// Every plan lathe writes passes the loader's attribute checks: each built-in model,
+// tensor parallel, no passes, paged KV.
+TEST(Passes, CompiledPlansPassTheLoadersChecks) {
+  for (const std::string& m : builtin_names("models")) {
+    Plan p = plan_of(m, "h100-sxm", PlanOptions{});
+    EXPECT_NO_THROW(plan_from_json(plan_to_json(p), m + ".json")) << m;
+  }
+  PlanOptions tp2;
+  tp2.tp = 2;
+  EXPECT_NO_THROW(plan_from_json(plan_to_json(plan_of("llama-3-8b", "h100-sxm", tp2)), "tp2.json"));
+  PlanOptions none;
+  none.passes = "none";
+  EXPECT_NO_THROW(plan_from_json(plan_to_json(plan_of("tiny-moe", "cpu-host", none)), "none.json"));
+  PlanOptions paged;
+  paged.kv_layout = parse_kv_layout("paged:16");
+  paged.kv_dtype = DType::int4;
+  EXPECT_NO_THROW(plan_from_json(plan_to_json(plan_of("tiny", "cpu-host", paged)), "paged.json"));
+}
+
+// Graph attributes the runtime sizes buffers from, edited by hand so that they no
+// longer match the graph: each is an error naming the attribute (these crashed
+// `lathe run PLAN` before the loader checked them).
+TEST(Passes, PlanWithInconsistentAttributesIsAnError) {
+  PlanOptions o;
+  o.weights = parse_weight_format("int8");
+  Plan good = plan_of("tiny-moe", "cpu-host", o);
+  struct Edit {
+    bool prefill;
+    const char* key;
+    AttrValue value;
+    const char* message;
+  };
+  const Edit edits[] = {
+      {false, "vocab", int64_t(0), "'vocab' must be a positive integer"},
+      {false, "head_dim", int64_t(0), "'head_dim' must be a positive integer"},
+      {false, "B", int64_t(-1), "'B' must be a positive integer"},
+      {true, "final_context", int64_t(-1), "'final_context' must be a positive integer"},
+      {false, "layers", std::string("2"), "'layers' must be a positive integer"},
+      {false, "kv_heads", int64_t(1), "does not match layers, kv_heads and head_dim"},
+      {false, "layers", int64_t(1), "does not match layers, kv_heads and head_dim"},
+      {false, "vocab", int64_t(1024), "tok_embeddings"},
+      {false, "hidden", int64_t(64), "tok_embeddings"},
+      {true, "experts", int64_t(3), "experts = 4, but the graph says 3"},
+  };
+  for (const Edit& e : edits) {
+    Plan p = good;
+    Graph& g = e.prefill ? p.prefill : p.decode;
+    g.attrs.set(e.key, e.value);
+    try {
+      plan_from_json(plan_to_json(p), "edited.json");
+      ADD_FAILURE() << e.key << ": accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(e.message), std::string::npos) << e.key << ": " << err.what();
+    }
+  }
+  // A smaller KV capacity in both graphs: the prefill's T (16 tokens) no longer fits.
+  Plan p = good;
+  p.prefill.attrs.set("final_context", int64_t(8));
+  p.decode.attrs.set("final_context", int64_t(8));
+  try {
+    plan_from_json(plan_to_json(p), "edited.json");
+    ADD_FAILURE() << "final_context 8 accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("exceeds final_context (8)"), std::string::npos) << err.what();
+  }
+  // An attribute changed in one graph only.
+  p = good;
+  p.prefill.attrs.set("final_context", good.prefill.attrs.i("final_context") + 8);
+  EXPECT_THROW(plan_from_json(plan_to_json(p), "edited.json"), Error);
+  // A node attribute that disagrees with the graph's.
+  p = good;
+  for (NodeId id : p.decode.topo_order())
+    if (p.decode.node(id).attrs.has("layer")) {
+      p.decode.node_mut(id).attrs.set("layer", int64_t(7));
+      break;
+    }
+  EXPECT_THROW(plan_from_json(plan_to_json(p), "edited.json"), Error);
+  // A non-finite number in a node (the kernels would be emitted with it).
+  p = good;
+  for (NodeId id : p.decode.topo_order())
+    if (p.decode.node(id).attrs.has("eps")) {
+      p.decode.node_mut(id).attrs.set("eps", std::nan(""));
+      break;
+    }
+  EXPECT_THROW(plan_from_json(plan_to_json(p), "edited.json"), Error);
 }
 
 }  // namespace
