@@ -18,7 +18,6 @@ namespace lathe {
 
 namespace {
 constexpr int64_t kMaxDim = int64_t(1) << 40;
-constexpr double kHuge = 1e12;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -205,8 +204,8 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
     if (!reader) continue;
     // Efficiency factors are fractions of a peak, except dequant: a relative speed that
     // calibration can find above 1 (kernels needing fewer operations than modelled).
-    double lo = f.eff_member ? 1e-3 : 0.0, hi = f.eff_member ? (key == "dequant" ? 16.0 : 1.5) : kHuge;
-    if (auto v = reader->get_double(key, lo, hi)) set_field(tg, f, *v);
+    FieldRange range = target_field_range(f);
+    if (auto v = reader->get_double(key, range.lo, range.hi)) set_field(tg, f, *v);
   }
   if (!peak) r.fail_table("missing required table [hardware.peak_tflops]");
   if (tg.hbm_bandwidth_gbs <= 0) r.fail_table("missing or zero 'hbm_bandwidth_gbs' (memory bandwidth, GB/s)");

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 namespace lathe {
 
@@ -112,6 +113,13 @@ std::string target_field_list() {
   return s;
 }
 
+FieldRange target_field_range(const TargetField& f) {
+  if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
+  if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
+  if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
+  return {0.0, 1e12};
+}
+
 std::string apply_override(Target& t, std::string_view assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string_view::npos)
@@ -128,10 +136,12 @@ std::string apply_override(Target& t, std::string_view assignment) {
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
   if (multiply) v *= get_field(t, *f);
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
-  if (f->member == &Target::roofline_exponent && (v < 1 || v > 1000))
-    return "override '" + std::string(assignment) + "': roofline_exponent lies in [1, 1000]";
-  if (f->eff_member && (v <= 0 || v > 1.5))
-    return "override '" + std::string(assignment) + "': efficiencies lie in (0, 1.5]";
+  FieldRange r = target_field_range(*f);
+  if (v < r.lo || v > r.hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", r.lo, r.hi);
+    return "override '" + std::string(assignment) + "': " + std::string(f->key) + " lies in " + range;
+  }
   set_field(t, *f, v);
   return "";
 }

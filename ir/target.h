@@ -93,6 +93,13 @@ std::span<const TargetField> target_fields();
 const TargetField* find_target_field(std::string_view key);
 double get_field(const Target& t, const TargetField& f);
 void set_field(Target& t, const TargetField& f, double v);
+// The values a field may take, the same in hardware TOML files and --set: efficiencies
+// in [0.001, 1.5] (dequant, a relative speed, up to 16), roofline_exponent in
+// [1, 1000], GEMM tile sizes in [1, 4096], everything else >= 0.
+struct FieldRange {
+  double lo, hi;
+};
+FieldRange target_field_range(const TargetField& f);
 // Applies "key=value" or "key=x1.5" (multiply). Returns an error message or "".
 std::string apply_override(Target& t, std::string_view assignment);
 // Comma-separated list of valid --set keys, for error messages.

@@ -133,6 +133,14 @@ TEST(Specs, HardwareErrors) {
   no_bw.replace(no_bw.find("hbm_bandwidth_gbs = 500"), 23, "hbm_bandwidth_gbs = -1");
   EXPECT_NE(err(no_bw).find("hbm_bandwidth_gbs: expected a number in [0,"), std::string::npos) << err(no_bw);
   EXPECT_NE(err(base + "[hardware.efficiency]\ngemm = 3\n").find("efficiency.gemm"), std::string::npos);
+  // A zero GEMM tile divided the tile count by zero (a TTFT of hours); the TOML and
+  // --set ranges are the same.
+  std::string tile0 = base;
+  tile0.insert(tile0.find("[hardware.peak_tflops]"), "gemm_tile_m = 0\n");
+  EXPECT_NE(err(tile0).find("gemm_tile_m: expected a number in [1,"), std::string::npos) << err(tile0);
+  std::string exp0 = base;
+  exp0.insert(exp0.find("[hardware.peak_tflops]"), "roofline_exponent = 0.5\n");
+  EXPECT_NE(err(exp0).find("roofline_exponent"), std::string::npos) << err(exp0);
 }
 
 TEST(Specs, PlanFiles) {

@@ -21,6 +21,12 @@ TEST(Target, OverridesByKey) {
   EXPECT_NE(apply_override(t, "hbm_bandwidth_gbs=fast").find("not a number"), std::string::npos);
   EXPECT_NE(apply_override(t, "hbm_bandwidth_gbs"), "");
   EXPECT_NE(apply_override(t, "efficiency.gemm=7"), "");
+  EXPECT_NE(apply_override(t, "efficiency.gemm=0").find("efficiency.gemm lies in [0.001, 1.5]"), std::string::npos);
+  EXPECT_EQ(apply_override(t, "efficiency.dequant=3"), "");  // a relative speed, up to 16
+  EXPECT_NE(apply_override(t, "gemm_tile_m=0").find("gemm_tile_m lies in [1, 4096]"), std::string::npos);
+  EXPECT_NE(apply_override(t, "roofline_exponent=0.5").find("roofline_exponent lies in [1, 1000]"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(t.gemm_tile_m, 128);  // a rejected override changes nothing
 }
 
 TEST(Target, Fp8SupportFollowsArchitecture) {
