@@ -138,6 +138,22 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     d.run.decode_steps = j.at("decode_steps").get<int64_t>();
     d.run.prefill_s = j.at("prefill_ms").get<double>() * 1e-3;
     d.run.decode_s = j.at("decode_ms").get<double>() * 1e-3;
+    // The run must fit the plan it was recorded with (the decode steps are costed one
+    // by one), and its times must be numbers.
+    const Workload& cap = d.plan->workload;
+    auto within = [](int64_t v, int64_t lo, int64_t hi, const std::string& what) {
+      if (v < lo || v > hi)
+        throw Error(what + " " + std::to_string(v) + " is outside the plan's " + std::to_string(lo) + ".." +
+                    std::to_string(hi));
+    };
+    within(d.run.batch, 1, cap.batch, "batch");
+    within(d.run.prompt, 1, cap.prompt, "prompt_length");
+    within(d.run.decode_steps, 0, std::max<int64_t>(0, cap.gen - 1), "decode_steps");
+    auto time_ok = [](double v, const std::string& what) {
+      if (!std::isfinite(v) || v < 0) throw Error(what + " must be a non-negative number");
+    };
+    time_ok(d.run.prefill_s, "prefill_ms");
+    time_ok(d.run.decode_s, "decode_ms");
     for (const auto& k : kernels) {
       std::string phase = k.at("phase").get<std::string>(), name = k.at("name").get<std::string>();
       const Graph& g = phase == "prefill" ? *d.run.prefill : *d.run.decode;
@@ -146,6 +162,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         throw Error("kernel " + phase + "/" + name +
                     " is not in the plan lathe builds for this run (another version?)");
       MeasuredKernel mk{id, k.at("measured_ms").get<double>() * 1e-3};
+      time_ok(mk.measured_s, "kernel " + phase + "/" + name + ": measured_ms");
       (phase == "prefill" ? d.run.prefill_kernels : d.run.decode_kernels).push_back(mk);
     }
     std::string w = opt_string(pl, "weights");

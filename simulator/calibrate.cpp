@@ -18,6 +18,7 @@ namespace {
 // kernels, how many nodes it stands for, their measured total.
 struct Group {
   NodeId rep = kNone;
+  CostForm form;  // the representative's cost form, built once
   int count = 0;        // nodes of the graph in this group
   double measured = 0;  // measured seconds of the group's measured nodes
   int measured_nodes = 0;
@@ -42,6 +43,7 @@ PreparedPhase prepare_phase(const Graph& g, const std::vector<MeasuredKernel>& k
   p.groups.resize(gr.representative.size());
   for (size_t i = 0; i < gr.representative.size(); ++i) {
     p.groups[i].rep = gr.representative[i];
+    p.groups[i].form = cost_form(g, g.node(gr.representative[i]));
     p.groups[i].count = gr.count[i];
   }
   double sum = 0;
@@ -65,15 +67,16 @@ Prepared prepare(const MeasuredRun& r) {
   return p;
 }
 
-// Predicted seconds of one node of a phase over all its calls in the run.
-double node_seconds(const Prepared& p, int phase, NodeId node, const Target& t) {
+// Predicted seconds of one node of a group over all its calls in the run: each decode
+// step at its own context, except for kernels whose cost does not read the context.
+double node_seconds(const Prepared& p, int phase, const Group& gr, const Target& t) {
   const MeasuredRun& r = *p.run;
-  const Graph& g = *p.phase[phase].g;
-  const Node& n = g.node(node);
-  if (phase == 0) return cost_node(g, n, t, {r.batch, r.prompt, r.prompt}).time_s;
-  double s = 0;
-  for (int64_t i = 1; i <= r.decode_steps; ++i)
-    s += cost_node(g, n, t, {r.batch, 1, r.prompt + i}).time_s;
+  if (phase == 0) return cost_node(gr.form, t, {r.batch, r.prompt, r.prompt}).time_s;
+  if (r.decode_steps <= 0) return 0;
+  bool reads_context = true;
+  double s = cost_node(gr.form, t, {r.batch, 1, r.prompt + 1}, {}, &reads_context).time_s;
+  if (!reads_context) return s * double(r.decode_steps);
+  for (int64_t i = 2; i <= r.decode_steps; ++i) s += cost_node(gr.form, t, {r.batch, 1, r.prompt + i}).time_s;
   return s;
 }
 
@@ -89,7 +92,7 @@ Eval evaluate(const Prepared& p, const Target& t) {
     if (ph == 1 && p.run->decode_steps == 0) continue;
     double total = 0;
     for (const Group& gr : pp.groups) {
-      double per_node = node_seconds(p, ph, gr.rep, t);
+      double per_node = node_seconds(p, ph, gr, t);
       total += per_node * gr.count;
       if (gr.measured_nodes > 0 && gr.measured > 0 && pp.measured > 0) {
         double l = std::log(per_node * gr.measured_nodes / gr.measured);

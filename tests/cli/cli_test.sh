@@ -400,6 +400,21 @@ grep -q "per-op" "$tmp/err" || bad "calibrate without per-op timings: $(cat "$tm
 [ -e "$tmp/cal2.toml" ] && bad "a failed calibration left an output file"
 printf '{"kernels": [' >"$tmp/trunc.jsonl"
 expect_rc 2 "$LATHE" calibrate "$tmp/trunc.jsonl" --hw cpu-host -o "$tmp/cal3.toml"
+# Edited runs: decode steps past the plan (costed step by step: 2^62 of them hung),
+# a time that is not a number.
+python3 -c "
+import json
+r = json.loads(open('$tmp/runs.jsonl').readline())
+r['decode_steps'] = 2**62
+open('$tmp/steps.jsonl', 'w').write(json.dumps(r) + '\n')
+r = json.loads(open('$tmp/runs.jsonl').readline())
+r['kernels'][0]['measured_ms'] = -1
+open('$tmp/negtime.jsonl', 'w').write(json.dumps(r) + '\n')
+"
+expect_rc 2 "$LATHE" calibrate "$tmp/steps.jsonl" --hw cpu-host -o "$tmp/cal4.toml"
+grep -q "decode_steps 4611686018427387904 is outside the plan's 0..4" "$tmp/err" || bad "calibrate with edited decode_steps: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/negtime.jsonl" --hw cpu-host -o "$tmp/cal5.toml"
+grep -q "measured_ms must be a non-negative number" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
 
 expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/t.json"
 grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"
