@@ -145,6 +145,24 @@ k = [x for x in d['kernels'] if x['kernel'] == 'norm_lm_head'][0]
 assert k['bytes'] > 0 and k['flops'] > 0 and abs(k['achieved_gbs'] - k['bytes'] / k['measured_ms'] / 1e6) < 1e-6 * k['achieved_gbs'], k
 " || bad "run --per-op json lacks measured profiling figures"
 expect_rc 0 "$LATHE" run tiny --tokens 5,6,7 --gen 4 --temperature 0.8 --top-k 20 --top-p 0.9 --sample-seed 3
+cp "$tmp/out" "$tmp/sampled1.txt"
+# --repeat: each phase's fastest pass; the same tokens (the samplers restart from their
+# seeds); per-kernel calls of one pass, not of all.
+expect_rc 0 "$LATHE" run tiny --tokens 5,6,7 --gen 4 --temperature 0.8 --top-k 20 --top-p 0.9 --sample-seed 3 --repeat 3
+[ "$(grep "sequence 0" "$tmp/out")" = "$(grep "sequence 0" "$tmp/sampled1.txt")" ] || bad "run --repeat sampled other tokens"
+grep -q "best of 3 passes" "$tmp/out" || bad "run --repeat does not say it reports the best pass"
+expect_rc 0 "$LATHE" run tiny --gen 5 --per-op --format json --repeat 3
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+r = d['repeat']
+assert r['passes'] == 3 and len(r['prefill_ms']) == 3 and len(r['decode_ms']) == 3, r
+assert d['prefill_ms'] == min(r['prefill_ms']) and d['decode_ms'] == min(r['decode_ms']), (d['prefill_ms'], r)
+pre = [k for k in d['kernels'] if k['phase'] == 'prefill']
+dec = [k for k in d['kernels'] if k['phase'] == 'decode']
+assert all(k['calls'] == 1 for k in pre) and all(k['calls'] == 4 for k in dec), [(k['name'], k['calls']) for k in d['kernels']]
+assert abs(sum(k['measured_ms'] for k in pre) - d['prefill_ms']) <= 0.5 * d['prefill_ms'], 'prefill kernels are not the best pass'
+" || bad "run --repeat json"
+expect_rc 2 "$LATHE" run tiny --gen 2 --repeat 0
 # Clang/LLVM and OpenBLAS are loaded on first use: a command that never runs a kernel
 # does not map them, and a JIT module that cannot be found is a located error.
 if ldd "$LATHE" | grep -Eq "libLLVM|libclang-cpp|libopenblas"; then bad "lathe links Clang/LLVM or OpenBLAS (they are dlopen()ed)"; fi
