@@ -129,10 +129,12 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> values_;
   // Name -> latest id with that name (the entry may be dead; lookups check).
-  // Transparent hashing: lookups by string_view build no string.
+  // Transparent hashing: lookups by string_view build no string. Not noexcept on
+  // purpose: libstdc++ then stores each name's hash in its node, so copying a graph
+  // (a sweep copies fused graphs once per format) does not hash every name again.
   struct NameHash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   using NameIndex = std::unordered_map<std::string, int32_t, NameHash, std::equal_to<>>;
   NameIndex value_index_;

@@ -1,6 +1,8 @@
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -99,23 +101,32 @@ PassRecord record_of(const std::string& pass, const Graph& prefill, const Graph&
 
 Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t, const Workload& w,
               const LowerHooks& hooks) {
+  return lower_passes(std::move(prefill), std::move(decode), o, t, w, hooks, 0, SIZE_MAX);
+}
+
+Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Target& t, const Workload& w,
+                     const LowerHooks& hooks, size_t begin, size_t end) {
   Lowered out;
   out.pipeline = pipeline_for(o);
+  end = std::min(end, out.pipeline.size());
+  begin = std::min(begin, end);
   bool debug = std::getenv("LATHE_DEBUG") != nullptr;
   const char* force = std::getenv("LATHE_VERIFY");
   bool each = hooks.verify_each_pass || (force && *force && std::string_view(force) != "0");
+  const std::string input = begin == 0 ? "build" : "pass " + out.pipeline[begin - 1];
   if (each) {
-    verify_or_die(prefill, "build (prefill)");
-    verify_or_die(decode, "build (decode)");
+    verify_or_die(prefill, input + " (prefill)");
+    verify_or_die(decode, input + " (decode)");
   }
-  if (hooks.record) out.records.push_back(record_of("input", prefill, decode, t, w));
-  if (hooks.after_pass) {
+  if (hooks.record && begin == 0) out.records.push_back(record_of("input", prefill, decode, t, w));
+  if (hooks.after_pass && begin == 0) {
     hooks.after_pass("input", 0, prefill, true);
     hooks.after_pass("input", 0, decode, true);
   }
   PassContext ctx{o, t};
-  int index = 0;
-  for (const std::string& name : out.pipeline) {
+  int index = int(begin);
+  for (size_t pi = begin; pi < end; ++pi) {
+    const std::string& name = out.pipeline[pi];
     const PassInfo* p = find_pass(name);
     LATHE_ASSERT(p != nullptr, "pass vanished: " + name);
     auto t0 = std::chrono::steady_clock::now();

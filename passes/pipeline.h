@@ -61,4 +61,11 @@ struct LowerHooks {
 Lowered lower(Graph prefill, Graph decode, const PlanOptions& o, const Target& t, const Workload& w,
               const LowerHooks& hooks = {});
 
+// Runs passes [begin, end) of the pipeline for `o` (end clamped to its length) on graphs
+// that already went through the passes before `begin` (a sweep lowers the structural
+// passes once for every weight and KV format of a model). lower() is begin 0, end all;
+// the result names the whole pipeline.
+Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Target& t, const Workload& w,
+                     const LowerHooks& hooks, size_t begin, size_t end);
+
 }  // namespace lathe

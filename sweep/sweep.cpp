@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -363,41 +366,108 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     shapes.push_back(std::move(sh));
   }
   {
-    std::atomic<size_t> next{0};
-    auto build = [&] {
-      for (size_t i = next++; i < shapes.size(); i = next++) {
-        PlanShape& sh = *shapes[i];
-        PointAxes p;
-        p.model = sh.key.model;
-        p.target = sh.lower_target;
-        p.weights = sh.key.weights;
-        p.kv = sh.key.kv;
-        p.kv_layout = sh.key.kv_layout;
-        p.fusion = sh.key.fusion;
-        p.tp = sh.key.tp;
-        PlanOptions opts = plan_options(s, p);
-        opts.act_dtype = sh.key.act;
-        const ModelSpec& m = s.models[size_t(sh.key.model)];
-        const Target& t = s.targets[size_t(sh.lower_target)];
-        try {
-          LowerHooks hooks;
-          hooks.record = false;
-          hooks.verify_each_pass = false;
-          sh.lowered = std::make_unique<Lowered>(
-              lower(build_graph(m, build_options(m, t, opts, sh.reference, Phase::prefill)),
-                    build_graph(m, build_options(m, t, opts, sh.reference, Phase::decode)), opts, t,
-                    sh.reference, hooks));
-          sh.prepared = std::make_unique<PreparedPlan>(sh.lowered->prefill, sh.lowered->decode);
-          sh.kv_layout = sh.lowered->decode.attrs.s("kv_layout");
-        } catch (const Error& e) {
-          sh.error = e.what();
-        }
-      }
+    // Shapes that differ only in weight format, KV dtype or layout share their graphs up
+    // to the end of the structural passes (the fusions, which read neither formats nor
+    // target): those are built and fused once per (model, tp, activations, fusion set)
+    // -- a "front" -- and each shape finishes a copy with the format and memory passes.
+    struct Front {
+      int shape = -1;  // the shape whose options build it
+      size_t passes = 0;
+      std::string error;
+      std::unique_ptr<Lowered> lowered;
     };
-    std::vector<std::thread> pool;
-    for (int i = 1; i < std::min<int>(threads, int(shapes.size())); ++i) pool.emplace_back(build);
-    build();
-    for (std::thread& th : pool) th.join();
+    auto shape_options = [&](const PlanShape& sh) {
+      PointAxes p;
+      p.model = sh.key.model;
+      p.target = sh.lower_target;
+      p.weights = sh.key.weights;
+      p.kv = sh.key.kv;
+      p.kv_layout = sh.key.kv_layout;
+      p.fusion = sh.key.fusion;
+      p.tp = sh.key.tp;
+      PlanOptions opts = plan_options(s, p);
+      opts.act_dtype = sh.key.act;
+      return opts;
+    };
+    const std::vector<std::string> structural = fusion_pass_names();
+    std::vector<Front> fronts;
+    std::vector<int> front_of(shapes.size(), -1);
+    {
+      std::map<std::string, int> index;
+      std::vector<int> members;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const PlanShape& sh = *shapes[i];
+        std::vector<std::string> pipeline = pipeline_for(shape_options(sh));
+        size_t n = 0;
+        while (n < pipeline.size() && std::find(structural.begin(), structural.end(), pipeline[n]) != structural.end())
+          ++n;
+        if (n == 0) continue;
+        std::string key = std::to_string(sh.key.model) + "/" + std::to_string(sh.key.tp) + "/" +
+                          std::to_string(int(sh.key.act)) + "/" + std::to_string(sh.key.fusion);
+        for (size_t k = 0; k < n; ++k) key += "/" + pipeline[k];
+        auto [it, fresh] = index.emplace(key, int(fronts.size()));
+        if (fresh) {
+          fronts.push_back(Front{int(i), n, "", nullptr});
+          members.push_back(0);
+        }
+        front_of[i] = it->second;
+        ++members[size_t(it->second)];
+      }
+      for (size_t i = 0; i < shapes.size(); ++i)  // a front of one shape saves nothing
+        if (front_of[i] >= 0 && members[size_t(front_of[i])] < 2) front_of[i] = -1;
+    }
+    LowerHooks hooks;
+    hooks.record = false;
+    hooks.verify_each_pass = false;
+    auto built = [&](const PlanShape& sh, const PlanOptions& opts, Phase phase) {
+      const ModelSpec& m = s.models[size_t(sh.key.model)];
+      return build_graph(m, build_options(m, s.targets[size_t(sh.lower_target)], opts, sh.reference, phase));
+    };
+    auto parallel = [&](size_t n, const std::function<void(size_t)>& f) {
+      std::atomic<size_t> next{0};
+      auto work = [&] {
+        for (size_t i = next++; i < n; i = next++) f(i);
+      };
+      std::vector<std::thread> pool;
+      for (int i = 1; i < std::min<int>(threads, int(n)); ++i) pool.emplace_back(work);
+      work();
+      for (std::thread& th : pool) th.join();
+    };
+    std::vector<size_t> used_fronts;
+    for (size_t f = 0; f < fronts.size(); ++f)
+      if (std::count(front_of.begin(), front_of.end(), int(f)) > 0) used_fronts.push_back(f);
+    parallel(used_fronts.size(), [&](size_t i) {
+      Front& fr = fronts[used_fronts[i]];
+      const PlanShape& sh = *shapes[size_t(fr.shape)];
+      PlanOptions opts = shape_options(sh);
+      try {
+        fr.lowered = std::make_unique<Lowered>(lower_passes(built(sh, opts, Phase::prefill), built(sh, opts, Phase::decode),
+                                                            opts, s.targets[size_t(sh.lower_target)], sh.reference,
+                                                            hooks, 0, fr.passes));
+      } catch (const Error& e) {
+        fr.error = e.what();
+      }
+    });
+    parallel(shapes.size(), [&](size_t i) {
+      PlanShape& sh = *shapes[i];
+      PlanOptions opts = shape_options(sh);
+      const Target& t = s.targets[size_t(sh.lower_target)];
+      try {
+        if (front_of[i] >= 0) {
+          const Front& fr = fronts[size_t(front_of[i])];
+          if (!fr.error.empty()) throw Error(fr.error);
+          sh.lowered = std::make_unique<Lowered>(
+              lower_passes(fr.lowered->prefill, fr.lowered->decode, opts, t, sh.reference, hooks, fr.passes, SIZE_MAX));
+        } else {
+          sh.lowered = std::make_unique<Lowered>(
+              lower(built(sh, opts, Phase::prefill), built(sh, opts, Phase::decode), opts, t, sh.reference, hooks));
+        }
+        sh.prepared = std::make_unique<PreparedPlan>(sh.lowered->prefill, sh.lowered->decode);
+        sh.kv_layout = sh.lowered->decode.attrs.s("kv_layout");
+      } catch (const Error& e) {
+        sh.error = e.what();
+      }
+    });
   }
   sum.shapes = int(shapes.size());
   sum.lower_s = seconds_since(t_lower);
