@@ -125,6 +125,12 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       req.options.passes = passes.empty() ? "none" : passes;
       req.workload = {pl.at("batch").get<int64_t>(), pl.at("prompt").get<int64_t>(),
                       pl.at("gen").get<int64_t>()};
+      // The ranges `lathe run` accepts (its decode steps are costed one by one).
+      if (req.workload.batch < 1 || req.workload.batch > 4096 || req.workload.prompt < 1 ||
+          req.workload.prompt > (int64_t(1) << 20) || req.workload.gen < 0 || req.workload.gen > (int64_t(1) << 20))
+        throw Error("plan workload (batch " + std::to_string(req.workload.batch) + ", prompt " +
+                    std::to_string(req.workload.prompt) + ", gen " + std::to_string(req.workload.gen) +
+                    ") is outside what lathe run accepts");
       LowerHooks hooks;
       hooks.record = false;
       it = plans.emplace(key, std::make_shared<Planned>(make_plan(req, hooks, false))).first;
@@ -146,9 +152,11 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         throw Error(what + " " + std::to_string(v) + " is outside the plan's " + std::to_string(lo) + ".." +
                     std::to_string(hi));
     };
+    // A plan directory runs shorter prompts and longer generations than it was
+    // compiled for, as long as they fit its KV cache (prompt + gen positions).
     within(d.run.batch, 1, cap.batch, "batch");
-    within(d.run.prompt, 1, cap.prompt, "prompt_length");
-    within(d.run.decode_steps, 0, std::max<int64_t>(0, cap.gen - 1), "decode_steps");
+    within(d.run.prompt, 1, cap.final_context(), "prompt_length");
+    within(d.run.decode_steps, 0, cap.final_context() - d.run.prompt, "decode_steps");
     auto time_ok = [](double v, const std::string& what) {
       if (!std::isfinite(v) || v < 0) throw Error(what + " must be a non-negative number");
     };

@@ -35,7 +35,13 @@ Target target_from(const json& j) {
   t.compute_capability = j.at("compute_capability").get<int>();
   for (const TargetField& f : target_fields()) {
     auto it = j.at("fields").find(std::string(f.key));
-    if (it != j.at("fields").end()) set_field(t, f, it->get<double>());
+    if (it == j.at("fields").end()) continue;
+    double v = it->get<double>();
+    FieldRange r = target_field_range(f);
+    if (!(v >= r.lo && v <= r.hi))  // the ranges of hardware TOML files and --set
+      throw Error("target field " + std::string(f.key) + " = " + it->dump() + " is outside [" +
+                  std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]");
+    set_field(t, f, v);
   }
   return t;
 }
@@ -145,6 +151,7 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
                   std::to_string(g.attrs.i("final_context")) + ")");
     if (vocab % tp != 0) fail(g, "vocab is not divisible by tp");
     const Shape kv_shape = {Dim::c(layers), Dim::c(2), Dim::B(), Dim::T(), Dim::c(kvh), Dim::c(d)};
+    if (g.values_of(ValueKind::state).size() != 1) fail(g, "expected one KV state value ($kv)");
     for (ValueId v : g.values_of(ValueKind::state)) {
       const Value& val = g.value(v);
       if (val.shape != kv_shape)
@@ -209,7 +216,11 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
                   std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");
     Plan p;
     p.model = j.at("model").get<std::string>();
-    p.target = target_from(j.at("target"));
+    try {
+      p.target = target_from(j.at("target"));
+    } catch (const Error& e) {
+      throw Error(source + ": " + e.what());
+    }
     const json& w = j.at("workload");
     p.workload = {w.at("batch").get<int64_t>(), w.at("prompt").get<int64_t>(), w.at("gen").get<int64_t>()};
     const json& o = j.at("options");

@@ -58,7 +58,11 @@ int64_t Attrs::i(std::string_view key, int64_t def) const {
   const AttrValue* v = find(key);
   if (!v) return def;
   if (auto p = std::get_if<int64_t>(v)) return *p;
-  if (auto p = std::get_if<double>(v)) return int64_t(*p);
+  if (auto p = std::get_if<double>(v)) {
+    // Out of int64 range (or NaN) would be undefined behaviour to convert.
+    if (!(*p > -9.2e18 && *p < 9.2e18)) return def;
+    return int64_t(*p);
+  }
   return def;
 }
 

@@ -430,7 +430,16 @@ r['kernels'][0]['measured_ms'] = -1
 open('$tmp/negtime.jsonl', 'w').write(json.dumps(r) + '\n')
 "
 expect_rc 2 "$LATHE" calibrate "$tmp/steps.jsonl" --hw cpu-host -o "$tmp/cal4.toml"
-grep -q "decode_steps 4611686018427387904 is outside the plan's 0..4" "$tmp/err" || bad "calibrate with edited decode_steps: $(cat "$tmp/err")"
+grep -q "decode_steps 4611686018427387904 is outside the plan's 0..5" "$tmp/err" || bad "calibrate with edited decode_steps: $(cat "$tmp/err")"
+python3 -c "
+import json
+r = json.loads(open('$tmp/runs.jsonl').readline())
+r['decode_steps'] = 2**62
+r['plan']['gen'] = 2**62
+open('$tmp/steps2.jsonl', 'w').write(json.dumps(r) + '\n')
+"
+expect_rc 2 "$LATHE" calibrate "$tmp/steps2.jsonl" --hw cpu-host -o "$tmp/cal6.toml"
+grep -q "outside what lathe run accepts" "$tmp/err" || bad "calibrate with edited plan gen: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" calibrate "$tmp/negtime.jsonl" --hw cpu-host -o "$tmp/cal5.toml"
 grep -q "measured_ms must be a non-negative number" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
 

@@ -46,20 +46,34 @@ SweepSummary run(const SweepSpace& s, SweepOptions o = {}) {
   return run_sweep(s, o);
 }
 
+// A second space for the shared fronts: a dense and an MoE model, KV layouts, formats.
+const char* kFrontSpace =
+    "models = [\"tiny\", \"tiny-moe\"]\n"
+    "hardware = [\"a100-80g\"]\n"
+    "batch = [1, 4]\n"
+    "prompt = [64]\n"
+    "gen = [8]\n"
+    "weights = [\"auto\", \"int8\", \"int4:g32\"]\n"
+    "kv = [\"auto\", \"int8\"]\n"
+    "kv_layout = [\"auto\", \"paged:16\", \"TLHD\"]\n"
+    "act = [\"auto\", \"f32\"]\n";
+
 // The figures of a sweep row equal simulate() of a plan built and lowered for that
 // point alone (as `lathe simulate` does): one point of every plan shape (the sweep
 // lowers the structural passes once for all formats of a model and finishes a copy
 // per shape), and a spread of other points.
-TEST(Sweep, RowsEqualSimulateOfThePoint) {
-  SweepSpace s = expand_sweep(spec_of(kSpace));
+void expect_rows_equal_simulate(const char* space, size_t min_shapes) {
+  SweepSpace s = expand_sweep(spec_of(space));
   SweepSummary sum = run(s);
-  ASSERT_GT(sum.rows.size(), 100u);
+  ASSERT_GT(sum.rows.size(), 20u);
   std::vector<const SweepRow*> picked;
   std::set<std::string> shapes;
   for (const SweepRow& row : sum.rows)
-    if (shapes.insert(row.hardware + row.weights + row.kv + row.fusion + std::to_string(row.tp)).second)
+    if (shapes.insert(row.model + "/" + row.hardware + "/" + row.weights + "/" + row.kv + "/" + row.kv_layout + "/" +
+                      row.act + "/" + row.fusion + "/" + std::to_string(row.tp))
+            .second)
       picked.push_back(&row);
-  EXPECT_GE(picked.size(), 20u);
+  EXPECT_GE(picked.size(), min_shapes);
   std::mt19937_64 rng(7);
   for (int i = 0; i < 8; ++i) picked.push_back(&sum.rows[rng() % sum.rows.size()]);
   for (const SweepRow* rp : picked) {
@@ -97,6 +111,12 @@ TEST(Sweep, RowsEqualSimulateOfThePoint) {
     EXPECT_EQ(row.act, l.decode.attrs.s("act_dtype"));
   }
 }
+
+TEST(Sweep, RowsEqualSimulateOfThePoint) { expect_rows_equal_simulate(kSpace, 20); }
+
+// Every shape of two models x formats x layouts x activations, lowered from shared
+// fronts, against its own lowering.
+TEST(Sweep, RowsFromSharedFrontsEqualSimulateOfThePoint) { expect_rows_equal_simulate(kFrontSpace, 30); }
 
 TEST(Sweep, SkipsPointsThatCannotBePlannedAndSaysWhy) {
   SweepSpace s = expand_sweep(spec_of(kSpace));
