@@ -567,7 +567,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
   cmd->add_option("--logits", a->logits_out,
                   "write the logits of every step (prefill's last position, then each decode step; all sequences) "
-                  "to this file as f32 rows of vocab values");
+                  "to this file as f32 rows of vocab values (the first pass's with --repeat)");
   cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
   cmd->add_option("--repeat", a->repeat,
                   "run prefill and decode N times and report each phase's fastest pass (and its kernels); "
