@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <variant>
+
+#include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "support/cpu_run.h"
 
@@ -32,6 +35,54 @@ TEST(CpuSmoke, TinyDefaultPlanMatchesReference) {
     std::printf("decode err %.3g (token %d)\n", e, t);
     EXPECT_LT(e, 1e-4);
   }
+}
+
+// A plan file whose graph attributes were edited (each integer attribute of either
+// graph set to 0, -1, one more, one less and twice its value) is either rejected by the
+// loader with lathe::Error or runs prefill and decode: never an out-of-bounds write
+// (several of these crashed `lathe run PLAN` before the loader checked them).
+TEST(CpuSmoke, EditedPlanAttributesAreRejectedOrRun) {
+  Workload w{2, 8, 4};
+  PlanOptions o;
+  o.weights = parse_weight_format("int8");
+  Plan good = testing::make_plan("tiny-moe", w, o);
+  std::vector<std::pair<bool, std::string>> keys;
+  for (bool prefill : {true, false})
+    for (const auto& [k, v] : (prefill ? good.prefill : good.decode).attrs.items())
+      if (std::holds_alternative<int64_t>(v)) keys.push_back({prefill, k});
+  ASSERT_GE(keys.size(), 20u);
+  int rejected = 0, ran = 0;
+  for (const auto& [prefill, key] : keys) {
+    int64_t v = (prefill ? good.prefill : good.decode).attrs.i(key);
+    for (int64_t nv : {int64_t(0), int64_t(-1), v + 1, v - 1, 2 * v}) {
+      if (nv == v) continue;
+      Plan p = good;
+      (prefill ? p.prefill : p.decode).attrs.set(key, nv);
+      Plan back;
+      try {
+        back = plan_from_json(plan_to_json(p), "edited.json");
+      } catch (const Error&) {
+        ++rejected;
+        continue;
+      }
+      SCOPED_TRACE((prefill ? "prefill " : "decode ") + key + " = " + std::to_string(nv));
+      try {
+        WeightSource src = synthetic_source(1);
+        WeightStore store = WeightStore::build({&back.prefill, &back.decode}, src, 2);
+        SessionOptions so;
+        so.threads = 2;
+        CpuSession s(back, store, testing::test_jit(), so);
+        StepResult r = s.prefill({{1, 2, 3, 4}, {5, 6}});
+        r = s.decode({r.argmax[0], r.argmax[1]});
+        EXPECT_EQ(r.logits.size(), 2u);
+        ++ran;
+      } catch (const Error&) {
+        ++rejected;  // a located error from the session (e.g. the batch exceeds the plan)
+      }
+    }
+  }
+  std::printf("%d edits rejected, %d ran\n", rejected, ran);
+  EXPECT_GT(rejected, 0);
 }
 
 // The probe's fit of the integer GEMMs' two fixed costs recovers them exactly from
