@@ -1,7 +1,9 @@
 // lathe: compile, simulate and run LLM inference plans.
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <new>
+#include <string_view>
 
 #include "cli/common.h"
 #include "ir/assert.h"
@@ -13,22 +15,42 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "lathe 0.1.0");
   lathe::cli::Registry reg;
-  lathe::cli::register_specs(app, reg);
-  lathe::cli::register_check(app, reg);
-  lathe::cli::register_import_hf(app, reg);
-  lathe::cli::register_graph(app, reg);
-  lathe::cli::register_simulate(app, reg);
-  lathe::cli::register_compile(app, reg);
-  lathe::cli::register_run(app, reg);
-  lathe::cli::register_serve(app, reg);
-  lathe::cli::register_rag(app, reg);
-  lathe::cli::register_moe(app, reg);
-  lathe::cli::register_edge(app, reg);
-  lathe::cli::register_sweep(app, reg);
-  lathe::cli::register_advise(app, reg);
-  lathe::cli::register_calibrate(app, reg);
-  lathe::cli::register_tune(app, reg);
-  lathe::cli::register_weights(app, reg);
+  // Each entry registers the subcommands it names. Setting up every subcommand's
+  // options costs about a millisecond, so a command line that starts with a known
+  // subcommand registers only that entry; anything else (--help, a typo) gets all.
+  using Register = void (*)(CLI::App&, lathe::cli::Registry&);
+  struct Entry {
+    std::initializer_list<std::string_view> names;
+    Register fn;
+  };
+  const Entry entries[] = {
+      {{"specs"}, lathe::cli::register_specs},
+      {{"check"}, lathe::cli::register_check},
+      {{"import-hf"}, lathe::cli::register_import_hf},
+      {{"graph"}, lathe::cli::register_graph},
+      {{"simulate", "whatif"}, lathe::cli::register_simulate},
+      {{"compile"}, lathe::cli::register_compile},
+      {{"run", "probe"}, lathe::cli::register_run},
+      {{"serve-sim"}, lathe::cli::register_serve},
+      {{"rag-sim"}, lathe::cli::register_rag},
+      {{"moe-sim"}, lathe::cli::register_moe},
+      {{"edge-sim"}, lathe::cli::register_edge},
+      {{"sweep", "merge"}, lathe::cli::register_sweep},
+      {{"advise"}, lathe::cli::register_advise},
+      {{"calibrate"}, lathe::cli::register_calibrate},
+      {{"tune"}, lathe::cli::register_tune},
+      {{"weights"}, lathe::cli::register_weights},
+  };
+  const Entry* only = nullptr;
+  if (argc > 1)
+    for (const Entry& e : entries)
+      for (std::string_view n : e.names)
+        if (n == argv[1]) only = &e;
+  if (only) {
+    only->fn(app, reg);
+  } else {
+    for (const Entry& e : entries) e.fn(app, reg);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
