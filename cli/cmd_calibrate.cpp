@@ -126,8 +126,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       req.workload = {pl.at("batch").get<int64_t>(), pl.at("prompt").get<int64_t>(),
                       pl.at("gen").get<int64_t>()};
       // The ranges `lathe run` accepts (its decode steps are costed one by one).
-      if (req.workload.batch < 1 || req.workload.batch > 4096 || req.workload.prompt < 1 ||
-          req.workload.prompt > (int64_t(1) << 20) || req.workload.gen < 0 || req.workload.gen > (int64_t(1) << 20))
+      if (req.workload.batch < 1 || req.workload.batch > kMaxRunBatch || req.workload.prompt < 1 ||
+          req.workload.prompt > kMaxRunTokens || req.workload.gen < 0 || req.workload.gen > kMaxRunTokens)
         throw Error("plan workload (batch " + std::to_string(req.workload.batch) + ", prompt " +
                     std::to_string(req.workload.prompt) + ", gen " + std::to_string(req.workload.gen) +
                     ") is outside what lathe run accepts");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -18,6 +19,11 @@
 #include "frontend/specs.h"
 
 namespace lathe::cli {
+
+// The workloads `lathe run` accepts (--batch, --prompt-tokens, --gen); `lathe calibrate`
+// holds recorded runs to the same limits.
+constexpr int64_t kMaxRunBatch = 4096;
+constexpr int64_t kMaxRunTokens = int64_t(1) << 20;
 
 // The command CLI11 selected; main runs it inside the error guard.
 struct Registry {

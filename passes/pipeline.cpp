@@ -113,10 +113,11 @@ Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Ta
   bool debug = std::getenv("LATHE_DEBUG") != nullptr;
   const char* force = std::getenv("LATHE_VERIFY");
   bool each = hooks.verify_each_pass || (force && *force && std::string_view(force) != "0");
-  const std::string input = begin == 0 ? "build" : "pass " + out.pipeline[begin - 1];
+  // What produced the graphs after the first n passes: for verifier messages.
+  auto after = [&](size_t n) { return n == 0 ? std::string("build") : "pass " + out.pipeline[n - 1]; };
   if (each) {
-    verify_or_die(prefill, input + " (prefill)");
-    verify_or_die(decode, input + " (decode)");
+    verify_or_die(prefill, after(begin) + " (prefill)");
+    verify_or_die(decode, after(begin) + " (decode)");
   }
   if (hooks.record && begin == 0) out.records.push_back(record_of("input", prefill, decode, t, w));
   if (hooks.after_pass && begin == 0) {
@@ -152,8 +153,8 @@ Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Ta
     }
   }
   if (!each) {
-    verify_or_die(prefill, "the pipeline (prefill; LATHE_VERIFY=1 verifies after each pass)");
-    verify_or_die(decode, "the pipeline (decode; LATHE_VERIFY=1 verifies after each pass)");
+    verify_or_die(prefill, after(end) + " (prefill; LATHE_VERIFY=1 verifies after each pass)");
+    verify_or_die(decode, after(end) + " (decode; LATHE_VERIFY=1 verifies after each pass)");
   }
   out.prefill = std::move(prefill);
   out.decode = std::move(decode);

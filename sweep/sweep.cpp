@@ -392,6 +392,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
     const std::vector<std::string> structural = fusion_pass_names();
     std::vector<Front> fronts;
     std::vector<int> front_of(shapes.size(), -1);
+    std::vector<size_t> used_fronts;  // fronts shared by two shapes or more
     {
       std::map<std::string, int> index;
       std::vector<int> members;
@@ -413,8 +414,10 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
         front_of[i] = it->second;
         ++members[size_t(it->second)];
       }
-      for (size_t i = 0; i < shapes.size(); ++i)  // a front of one shape saves nothing
-        if (front_of[i] >= 0 && members[size_t(front_of[i])] < 2) front_of[i] = -1;
+      for (int& f : front_of)  // a front of one shape saves nothing
+        if (f >= 0 && members[size_t(f)] < 2) f = -1;
+      for (size_t f = 0; f < fronts.size(); ++f)
+        if (members[f] >= 2) used_fronts.push_back(f);
     }
     LowerHooks hooks;
     hooks.record = false;
@@ -433,9 +436,6 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
       work();
       for (std::thread& th : pool) th.join();
     };
-    std::vector<size_t> used_fronts;
-    for (size_t f = 0; f < fronts.size(); ++f)
-      if (std::count(front_of.begin(), front_of.end(), int(f)) > 0) used_fronts.push_back(f);
     parallel(used_fronts.size(), [&](size_t i) {
       Front& fr = fronts[used_fronts[i]];
       const PlanShape& sh = *shapes[size_t(fr.shape)];
