@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "support/plans.h"
 
@@ -109,6 +111,24 @@ TEST(Simulate, SumMaxAffineIsExact) {
   double brute = 0;
   for (int64_t t = 10; t <= 500; ++t) brute += std::max({1.0 + 0.5 * t, 100.0 - 0.1 * t, 30.0 + 0.0 * t});
   EXPECT_NEAR(sum_max_affine(1.0, 0.5, 100.0, -0.1, 30.0, 0.0, 10, 500), brute, 1e-9 * brute);
+  // Seeded random lines (rising, falling, flat, crossing anywhere, several crossings
+  // in one step, constants) against the sum step by step.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> icpt(-50.0, 150.0), slope(-0.5, 0.5);
+  for (int trial = 0; trial < 2000; ++trial) {
+    double k[6];
+    for (int i = 0; i < 3; ++i) {
+      k[2 * i] = icpt(rng);
+      int kind = int(rng() % 4);
+      k[2 * i + 1] = kind == 0 ? 0.0 : (kind == 1 ? 0.25 : slope(rng));
+    }
+    int64_t t0 = int64_t(rng() % 300), t1 = t0 + int64_t(rng() % 400) - 5;
+    double want = 0;
+    for (int64_t t = t0; t <= t1; ++t)
+      want += std::max({k[0] + k[1] * double(t), k[2] + k[3] * double(t), k[4] + k[5] * double(t)});
+    double got = sum_max_affine(k[0], k[1], k[2], k[3], k[4], k[5], t0, t1);
+    ASSERT_NEAR(got, want, 1e-9 * (1.0 + std::fabs(want))) << "trial " << trial;
+  }
 }
 
 TEST(Simulate, KvBytesScaleWithDtypeAndContext) {
