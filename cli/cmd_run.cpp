@@ -517,6 +517,10 @@ int run_probe(const ProbeArgs& a) {
                         {"int8_dot_half_k", p.int8_dot_half_k}, {"int_gemm_gops_32_rows", p.int_gemm_gops_rows},
                         {"int_dot_half_rows", p.int_dot_half_rows}, {"int8_gemm_gops_32_rows", p.int8_gemm_gops_rows},
                         {"int8_dot_half_rows", p.int8_dot_half_rows},
+                        {"attention_gflops", p.attention_gflops}, {"attention_gflops_d64", p.attention_gflops_short},
+                        {"attention_gflops_group1", p.attention_gflops_group1},
+                        {"attention_efficiency", p.attention_efficiency}, {"attention_half_dim", p.attention_half_dim},
+                        {"attention_half_group", p.attention_half_group},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
                         {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";
@@ -532,7 +536,7 @@ int run_probe(const ProbeArgs& a) {
               << fmt_double(p.gemm_gflops_small, 1) << " at 32 rows), "
               << (p.int8_gops_all > 0 ? "int8 dot " + fmt_double(p.int8_gops_all, 1) + " GOP/s, " : std::string())
               << (p.int_gemm_gops > 0 ? "int4 GEMM " + fmt_double(p.int_gemm_gops, 1) + " GOP/s, " : std::string())
-              << "loop overhead "
+              << "flash attention " << fmt_double(p.attention_gflops, 1) << " GFLOP/s, loop overhead "
               << fmt_double(p.loop_overhead_us, 2) << " us\n";
   }
   return 0;

@@ -63,6 +63,14 @@ struct Target {
   // int_dot / (1 + int_dot_half_k / K + int_dot_half_rows / M).
   double int_dot_half_rows = 0;
   double int8_dot_half_rows = 0;  // the same for int8 weights
+  // CPUs: flash attention's fixed costs besides its QK and PV multiply-adds, which add
+  // in time: the online softmax of each (query row, key block, head) against head_dim,
+  // and loading and transposing each key block once for the query heads that share a
+  // KV head. Efficiency at head_dim D and group size G (query heads per KV head) =
+  // efficiency.attention / (1 + attention_half_dim / D + attention_half_group / G);
+  // 0 = flat.
+  double attention_half_dim = 0;
+  double attention_half_group = 0;
   // Kernels overlap compute and memory imperfectly near the ridge point: busy time is
   // (compute^p + memory^p)^(1/p). p = 2 gives 1.41 x max at the ridge; a large p is
   // the pure roofline max.

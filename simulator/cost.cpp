@@ -42,6 +42,13 @@ std::string kernel_label(const Node& n) {
   return s;
 }
 
+double attention_flops(double B, double heads, double head_dim, double S, double T, bool tile_waste) {
+  // Causal pairs: query i (0-based among the S new) sees T - S + i + 1 keys.
+  double pairs = S * (T - S) + S * (S + 1) / 2.0;
+  double waste = tile_waste ? S * 32.0 : 0.0;  // half a 64-key tile on the diagonal per row
+  return 4.0 * B * heads * head_dim * (pairs + waste);
+}
+
 double expected_experts_touched(double experts, double top_k, double tokens) {
   if (experts <= 0) return 0;
   return experts * (1.0 - std::pow(1.0 - top_k / experts, tokens));
@@ -347,12 +354,8 @@ struct Costing {
   void attention(bool flash_prefill, bool decode_kernel) {
     int64_t h = f.heads, kvh = f.kv_heads, d = f.head_dim;
     int64_t context_len = context();
-    double B = double(b.B), S = double(b.S), T = double(context_len);
-    // Causal pairs: query i (0-based among the S new) sees T - S + i + 1 keys.
-    double pairs = S * (T - S) + S * (S + 1) / 2.0;
-    double waste = 0;
-    if (flash_prefill && !o.ideal) waste = S * 32.0;  // half a 64-key tile on the diagonal per row
-    c.flops = 4.0 * B * double(h) * double(d) * (pairs + waste);
+    c.flops = attention_flops(double(b.B), double(h), double(d), double(b.S), double(context_len),
+                              flash_prefill && !o.ideal);
     double kv_bytes = vb(f.kv_context);
     c.bytes = vb(in(0)) + kv_bytes + all_outputs();
     double bits = f.kv_context.format.bits_per_element(double(d));
@@ -368,7 +371,11 @@ struct Costing {
       c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
       c.math = f.act;
       double peak = t.matrix_peak_flops(c.math);
-      c.compute_s = c.flops / (peak * eff(t.eff.attention));
+      double e = eff(t.eff.attention);
+      // CPUs: the fixed costs per head_dim and per KV-head group (Target).
+      if (!o.ideal && !t.is_gpu() && d > 0 && kvh > 0)
+        e /= 1.0 + t.attention_half_dim / double(d) + t.attention_half_group * double(kvh) / double(h);
+      c.compute_s = c.flops / (peak * std::max(1e-6, e));
     }
   }
 

@@ -94,6 +94,12 @@ std::string kernel_label(const Node& n);
 double kv_read_run_bytes(const KvLayout& l, int64_t context, int64_t kv_heads, int64_t head_dim, double bits);
 double contiguity_efficiency(double run_bytes, const Target& t);
 
+// FLOPs of causal attention of S new query rows per sequence over a context of T
+// positions (the S new ones last), B sequences, `heads` query heads of head_dim: QK^T
+// and PV over the visible (query, key) pairs, 4 FLOPs per pair and dimension. A flash
+// kernel (`tile_waste`) also computes half a 64-key tile past the diagonal per row.
+double attention_flops(double B, double heads, double head_dim, double S, double T, bool tile_waste);
+
 // Expected number of distinct experts `tokens` tokens touch when each picks top_k of
 // `experts` uniformly: E x (1 - (1 - k/E)^tokens).
 double expected_experts_touched(double experts, double top_k, double tokens);

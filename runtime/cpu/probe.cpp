@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/weights.h"
+#include "simulator/cost.h"
 
 namespace lathe {
 
@@ -112,6 +114,30 @@ LATHE_PROBE_QGEMM(lathe_probe_qgemm_2048, lk::I4, 2048, 32)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_512, lk::I8, 512, 0)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_2048, lk::I8, 2048, 0)
 )";
+// Prefill attention as the plans' kernels run it (attention_kernel with the emitter's
+// default 16-row query tiles), one sequence of kAttnS new tokens over an empty f32 KV
+// cache in the LHTD layout, `heads` query heads sharing `kv_heads` KV heads of head_dim.
+constexpr int kAttnS = 512;
+// The symbol of one shape's kernel, and one source that defines all `shapes`.
+struct AttnShape {
+  int heads, kv_heads, head_dim;
+};
+std::string attention_probe_symbol(const AttnShape& a) {
+  return "lathe_probe_attention_" + std::to_string(a.heads) + "_" + std::to_string(a.kv_heads) + "_" +
+         std::to_string(a.head_dim);
+}
+std::string attention_probe_source(const std::vector<AttnShape>& shapes) {
+  std::string src(cpu_prelude_text());
+  for (const AttnShape& a : shapes) {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "extern \"C\" void %s(const LatheCtx* c, const LatheStep* st, const float* q, float* o) {\n"
+                  "  lk::attention_kernel<lk::F32, lk::LHTD, 1, %d, %d, 16, 1, %d, %d, 16>(c, st, 0, q, o, 0.1f);\n}\n",
+                  attention_probe_symbol(a).c_str(), a.kv_heads, kAttnS, a.heads, a.head_dim);
+    src += buf;
+  }
+  return src;
+}
 constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128, kQgemmMSmall = 32, kQgemmWeightCopies = 16;
 
 constexpr double kFlopsPerIter = 12.0 * 16 * 2;
@@ -395,6 +421,59 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
                         r.int8_dot_half_rows);
   }
 
+  // Flash-attention efficiency of the f32 FMA peak: the generated kernel's own code
+  // (attention_kernel, 16-row query tiles) over a 512-token causal prompt, its FLOPs
+  // counted as simulator/cost.cpp counts a flash attention's (attention_flops).
+  const std::vector<AttnShape> attn_shapes = {{8, 1, 128}, {8, 1, 64}, {8, 8, 128}};
+  const std::string attn_src = attention_probe_source(attn_shapes);
+  // Each shape's kernel, inputs and step; the shapes are timed in turn, round after
+  // round, so that the host's slow spells fall on all three alike.
+  struct AttnRun {
+    AttnShape shape;
+    void (*fn)(const LatheCtx*, const LatheStep*, const float*, float*);
+    AlignedBuffer q, o, kv;
+    LatheCtx ctx;
+    double best = 1e30;
+  };
+  const long S = kAttnS;
+  std::vector<int> row_seq(static_cast<size_t>(S), 0), row_pos(static_cast<size_t>(S), 0);
+  for (long i = 0; i < S; ++i) row_pos[size_t(i)] = int(i);
+  LatheSeq seq{0, 0, int(S), 0};
+  LatheStep step{1, int(S), &seq, row_seq.data(), row_pos.data(), nullptr, 0};
+  std::vector<std::unique_ptr<AttnRun>> runs;
+  for (const AttnShape& a : attn_shapes) {
+    const long q_floats = S * a.heads * a.head_dim, kv_floats = 2L * a.kv_heads * S * a.head_dim;
+    auto run = std::make_unique<AttnRun>(AttnRun{a, nullptr, AlignedBuffer(size_t(q_floats) * 4),
+                                                 AlignedBuffer(size_t(q_floats) * 4), AlignedBuffer(size_t(kv_floats) * 4),
+                                                 LatheCtx{}});
+    run->fn = reinterpret_cast<decltype(run->fn)>(jit.get(attn_src, attention_probe_symbol(a), "probe-attention"));
+    for (long i = 0; i < q_floats; ++i) static_cast<float*>(run->q.data())[i] = float(i % 17) * 0.05f - 0.4f;
+    for (long i = 0; i < kv_floats; ++i) static_cast<float*>(run->kv.data())[i] = float(i % 23) * 0.04f - 0.45f;
+    run->ctx.pool = &pool;
+    run->ctx.parallel_for = ThreadPool::run;
+    run->ctx.threads = r.threads;
+    run->ctx.kv = static_cast<unsigned char*>(run->kv.data());
+    runs.push_back(std::move(run));
+  }
+  for (int round = 0; round <= 24; ++round)  // round 0 warms up
+    for (auto& run : runs) {
+      auto t0 = Clock::now();
+      run->fn(&run->ctx, &step, static_cast<const float*>(run->q.data()), static_cast<float*>(run->o.data()));
+      if (round > 0) run->best = std::min(run->best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  auto gflops = [&](const AttnRun& run) {
+    return attention_flops(1, run.shape.heads, run.shape.head_dim, double(S), double(S), true) / run.best / 1e9;
+  };
+  // Three shapes: 8 query heads on one KV head (group 8) at head_dim 128 and 64, and 8
+  // on 8 (group 1) at 128, which span the built-in models' (groups 1-8, head_dim 64-128). 1 / efficiency = 1 / e + c_d / D + c_g / G, as the integer
+  // GEMMs' two fixed costs (fit_two_fixed_costs with D for K and G for M).
+  r.attention_gflops = gflops(*runs[0]);
+  r.attention_gflops_short = gflops(*runs[1]);
+  r.attention_gflops_group1 = gflops(*runs[2]);
+  if (r.fma_gflops_all > 0)
+    fit_two_fixed_costs(r.fma_gflops_all, r.attention_gflops, r.attention_gflops_short, r.attention_gflops_group1, 8,
+                        128, 64, 1, r.attention_efficiency, r.attention_half_dim, r.attention_half_group);
+
   // Loop overhead: empty parallel loops.
   const int loops = 20000;
   auto t0 = Clock::now();
@@ -436,7 +515,10 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# Streaming read %.1f GB/s (one thread %.1f GB/s); f32 FMA %.1f GFLOP/s all threads,\n"
                 "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA)\n"
                 "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512,\n"
-                "# %.1f at 32 rows; int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512, %.1f at 32 rows.\n"
+                "# %.1f at 32 rows; int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512, %.1f at 32 rows;\n"
+                "# flash attention over a 512-token prompt %.1f GFLOP/s (8 query heads on one KV head, head_dim\n"
+                "# 128), %.1f at head_dim 64, %.1f with 8 KV heads; efficiency.attention and its two halves fit\n"
+                "# the three (efficiency = attention / (1 + half_dim / head_dim + half_group / group)).\n"
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
                 "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot, their half_k and half_rows fit\n"
                 "# the integer GEMMs' three points (efficiency = int_dot / (1 + half_k / K + half_rows / M)).\n"
@@ -457,6 +539,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "int8_dot_half_k = %.1f         # the same for int8 weights\n"
                 "int_dot_half_rows = %.1f       # measured: the int4 GEMM at 128 and 32 rows\n"
                 "int8_dot_half_rows = %.1f      # the same for int8 weights\n"
+                "attention_half_dim = %.1f      # measured: flash attention at head_dim 128 and 64\n"
+                "attention_half_group = %.2f    # measured: flash attention with 8 and 1 query heads per KV head\n"
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
                 "price_per_hour = 0\n\n"
                 "[hardware.peak_tflops]\n"
@@ -464,7 +548,7 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "%s\n"
                 "[hardware.efficiency]\n"
                 "gemm = %.3f                    # measured sgemm / FMA peak, large-M limit\n"
-                "attention = 0.40\n"
+                "attention = %.3f               # %s\n"
                 "memory = 0.85\n"
                 "elementwise = 0.50\n"
                 "%s",
@@ -472,9 +556,14 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 p.fma_gflops_one, p.loop_overhead_us, p.gemm_gflops,
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
                 p.int_gemm_gops, p.int_gemm_gops_short, p.int_gemm_gops_rows, p.int8_gemm_gops, p.int8_gemm_gops_short,
-                p.int8_gemm_gops_rows, name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
-                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.fma_gflops_all / 1e3, int8_line,
-                std::max(0.05, p.gemm_efficiency), int_dot_line);
+                p.int8_gemm_gops_rows, p.attention_gflops, p.attention_gflops_short, p.attention_gflops_group1,
+                name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
+                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.attention_half_dim, p.attention_half_group, p.fma_gflops_all / 1e3, int8_line,
+                std::max(0.05, p.gemm_efficiency),
+                p.attention_efficiency > 0 ? std::clamp(p.attention_efficiency, 0.01, 1.5) : 0.40,
+                p.attention_efficiency > 0 ? "measured flash attention / FMA peak, large head_dim and group limit"
+                                           : "default (not measured)",
+                int_dot_line);
   return buf;
 }
 

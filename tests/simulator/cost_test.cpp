@@ -166,6 +166,36 @@ TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
       << "decode GEMVs pack nothing";
 }
 
+// CPU flash attention: fixed costs per head_dim and per KV-head group that add in time,
+// efficiency = attention / (1 + attention_half_dim / D + attention_half_group / G); GPU
+// targets and --ideal ignore them.
+TEST(Cost, CpuFlashAttentionFixedCostsAddInTime) {
+  for (const char* hw : {"cpu-host", "a100-80g"}) {
+    auto p = build_plan_graphs("small", hw, {1, 64, 4});
+    Lowered l = testing::lower_plan(p, PlanOptions{});
+    Target flat = p.target, fixed = p.target;
+    ASSERT_EQ(flat.attention_half_dim, 0);
+    ASSERT_EQ(flat.attention_half_group, 0);
+    fixed.attention_half_dim = 16;
+    fixed.attention_half_group = 0.5;
+    const NodeId id = l.prefill.find_node("l0.flash_attention");
+    ASSERT_NE(id, kNone) << hw;
+    const Node& fa = l.prefill.node(id);
+    for (int64_t S : {16, 64, 256}) {
+      Bindings b{1, S, S};
+      NodeCost a = cost_node(l.prefill, fa, flat, b), c = cost_node(l.prefill, fa, fixed, b);
+      // small: head_dim 64, 8 query heads on 4 KV heads (group 2).
+      const double factor = std::string(hw) == "cpu-host" ? 1.0 + 16.0 / 64.0 + 0.5 / 2.0 : 1.0;
+      EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * factor) << hw << " S " << S;
+      EXPECT_DOUBLE_EQ(c.flops, a.flops);
+      CostOptions ideal;
+      ideal.ideal = true;
+      EXPECT_DOUBLE_EQ(cost_node(l.prefill, fa, fixed, b, ideal).compute_s, cost_node(l.prefill, fa, flat, b, ideal).compute_s)
+          << hw;
+    }
+  }
+}
+
 TEST(Cost, CollectivesUseTheInterconnect) {
   PlanOptions o;
   o.tp = 2;
