@@ -81,6 +81,7 @@ struct RunData {
   std::string label;
   std::shared_ptr<Planned> plan;
   MeasuredRun run;
+  int int8_dot = -1;  // the run's "cpu_int8_dot": 1 / 0, -1 when it does not say
 };
 
 std::string opt_string(const nlohmann::json& j, const char* key) {
@@ -144,6 +145,10 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     d.run.decode_steps = j.at("decode_steps").get<int64_t>();
     d.run.prefill_s = j.at("prefill_ms").get<double>() * 1e-3;
     d.run.decode_s = j.at("decode_ms").get<double>() * 1e-3;
+    if (j.contains("cpu_int8_dot")) {
+      if (!j["cpu_int8_dot"].is_boolean()) throw Error("cpu_int8_dot must be true or false");
+      d.int8_dot = j["cpu_int8_dot"].get<bool>() ? 1 : 0;
+    }
     // The run must fit the plan it was recorded with (the decode steps are costed one
     // by one), and its times must be numbers.
     const Workload& cap = d.plan->workload;
@@ -205,7 +210,29 @@ int run_calibrate(const CalibrateArgs& a) {
     bool held = a.holdout >= 2 && runs.size() >= 2 && int(i % size_t(a.holdout)) == a.holdout - 1;
     (held ? test : train).push_back(runs[i].run);
   }
-  CalibrationResult res = calibrate(start, train, test);
+  // Runs recorded on a CPU with 8-bit dot products ran their integer GEMMs on them
+  // (lathe run says so: cpu_int8_dot); a CPU spec without an int8 peak costs them as
+  // dequantization and an f32 GEMM instead, a path no efficiency factor turns into the
+  // other. The fit then starts from an int8 peak of 4x the f32 FMA peak (VNNI: four
+  // 8-bit products per 32-bit lane) and fits efficiency.int_dot / int8_dot against it;
+  // the "before" errors stay those of the spec as given.
+  Target fit_start = start;
+  std::string int8_note;
+  size_t with_dot = 0;
+  for (const RunData& r : runs) with_dot += r.int8_dot == 1;
+  if (!start.is_gpu() && start.peak_int8 <= 0 && with_dot > 0) {
+    if (with_dot == runs.size()) {
+      fit_start.peak_int8 = 4.0 * start.peak_fp32;
+      int8_note = "the runs used 8-bit dot products (cpu_int8_dot), which " + start.name +
+                  " has no peak for: fitted with peak_tflops.int8 = 4 x fp32 = " + fmt_double(fit_start.peak_int8, 4) +
+                  " (VNNI's ratio)";
+    } else {
+      int8_note = "only " + std::to_string(with_dot) + " of " + std::to_string(runs.size()) +
+                  " runs used 8-bit dot products (cpu_int8_dot; recorded on different hosts?): kept " + start.name +
+                  "'s dequantization model for integer weights";
+    }
+  }
+  CalibrationResult res = calibrate(fit_start, train, test, &start);
   Target fitted = res.fitted;
   fitted.name = a.name.empty() ? start.name + "-calibrated" : a.name;
   char date[32];
@@ -219,6 +246,7 @@ int run_calibrate(const CalibrateArgs& a) {
       "Mean per-phase error: training " + pct(res.train_before) + " -> " + pct(res.train_after) +
       (test.empty() ? "" : ", held out " + pct(res.test_before) + " -> " + pct(res.test_after)) +
       ".\n";
+  if (!int8_note.empty()) comment += "Note: " + int8_note + ".\n";
   comment += "Fitted: ";
   for (const FittedFactor& f : res.factors)
     if (f.used)
@@ -232,6 +260,9 @@ int run_calibrate(const CalibrateArgs& a) {
     j["target"] = start.name;
     j["output"] = a.out;
     j["train_runs"] = train.size();
+    j["int8_peak_from_runs"] = fit_start.peak_int8 != start.peak_int8 ? nlohmann::json(fit_start.peak_int8)
+                                                                     : nlohmann::json(nullptr);
+    if (!int8_note.empty()) j["note"] = int8_note;
     j["test_runs"] = test.size();
     j["error"] = {{"train_before", res.train_before},
                   {"train_after", res.train_after},
@@ -255,7 +286,9 @@ int run_calibrate(const CalibrateArgs& a) {
   }
   std::cout << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
             << start.name << " (" << train.size() << " to fit, " << test.size()
-            << " held out: every " << a.holdout << "th run)\n\n";
+            << " held out: every " << a.holdout << "th run)\n";
+  if (!int8_note.empty()) std::cout << "  note: " << int8_note << "\n";
+  std::cout << "\n";
   Table f({"factor", "before", "after", ""});
   for (const FittedFactor& x : res.factors)
     f.add({x.key, fmt_double(x.before, 4), fmt_double(x.after, 4),

@@ -75,6 +75,9 @@ const TargetField kTargetFields[] = {
     EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
     EF("efficiency.int_dot", int_dot, "CPU integer-dot-product GEMMs with int4 weights, of the 8-bit dot peak"),
     EF("efficiency.int8_dot", int8_dot, "CPU integer-dot-product GEMMs with int8 weights, of the 8-bit dot peak"),
+    EF("efficiency.int_dot_gemv", int_dot_gemv,
+       "CPU integer-dot-product GEMVs (decode) with int4 weights, of the 8-bit dot peak (0 = int_dot)"),
+    EF("efficiency.int8_dot_gemv", int8_dot_gemv, "the same with int8 weights (0 = int8_dot)"),
 };
 #undef TF
 #undef EF
@@ -118,6 +121,8 @@ std::string target_field_list() {
 }
 
 FieldRange target_field_range(const TargetField& f) {
+  if (f.eff_member == &Efficiency::int_dot_gemv || f.eff_member == &Efficiency::int8_dot_gemv)
+    return {0.0, 1.5};  // 0: the GEMMs' factor
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};

@@ -27,6 +27,10 @@ struct Efficiency {
   double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
   double int_dot = 0.375;     // CPUs: int4 integer-dot-product GEMMs/GEMVs, of the 8-bit dot peak
   double int8_dot = 0.375;    // the same with int8 weights
+  // CPUs: the integer-dot-product GEMVs (decode, at most kCpuGemvRows rows) when they
+  // differ from the GEMMs' register tiles; 0 = int_dot / int8_dot.
+  double int_dot_gemv = 0;
+  double int8_dot_gemv = 0;
 };
 
 struct Target {

@@ -118,6 +118,7 @@ const Param kParams[] = {
     {"efficiency.memory", 0.005, 1.5, true},   {"efficiency.elementwise", 0.005, 1.5, true},
     {"efficiency.dequant", 0.05, 16.0, true},  {"efficiency.scalar", 0.005, 1.5, true},
     {"efficiency.int_dot", 0.005, 1.5, true},  {"efficiency.int8_dot", 0.005, 1.5, true},
+    {"efficiency.int_dot_gemv", 0.005, 1.5, true}, {"efficiency.int8_dot_gemv", 0.005, 1.5, true},
     {"launch_overhead_us", 0.0, 200.0, false},
     // The CPU cost model's size dependences (0 = flat; `lathe probe` measures them).
     {"gemm_half_rows", 0.0, 1024.0, false},    {"int_dot_half_k", 0.0, 8192.0, false},
@@ -165,7 +166,7 @@ double mean_abs_error(const std::vector<PhaseError>& e, bool after) {
 }
 
 CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>& train,
-                            const std::vector<MeasuredRun>& test) {
+                            const std::vector<MeasuredRun>& test, const Target* before) {
   if (train.empty()) throw Error("calibrate: no training runs");
   std::vector<Prepared> tr, te;
   for (const MeasuredRun& r : train) tr.push_back(prepare(r));
@@ -178,6 +179,9 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
     return l;
   };
   Target cur = start;
+  // The GEMV factors' 0 means "the GEMMs' factor": start from that value, as predicted.
+  if (cur.eff.int_dot_gemv <= 0) cur.eff.int_dot_gemv = cur.eff.int_dot;
+  if (cur.eff.int8_dot_gemv <= 0) cur.eff.int8_dot_gemv = cur.eff.int8_dot;
   // Keep the factors inside the fitted ranges.
   for (const Param& p : kParams) set(cur, p.key, std::clamp(get(cur, p.key), p.lo, p.hi));
   double best = loss(cur);
@@ -264,12 +268,16 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
       best = l;
     }
   }
+  // A factor no kernel depends on keeps the value it came with (not the clamped or
+  // GEMV-initialized one: a GEMV factor left at 0 follows the fitted GEMM factor).
+  for (size_t i = 0; i < std::size(kParams); ++i)
+    if (!used[i]) set(cur, kParams[i].key, get(start, kParams[i].key));
   res.fitted = cur;
   for (size_t i = 0; i < std::size(kParams); ++i)
     res.factors.push_back(
         {kParams[i].key, get(start, kParams[i].key), get(cur, kParams[i].key), bool(used[i])});
-  res.train = phase_errors(tr, start, cur);
-  res.test = phase_errors(te, start, cur);
+  res.train = phase_errors(tr, before ? *before : start, cur);
+  res.test = phase_errors(te, before ? *before : start, cur);
   res.train_before = mean_abs_error(res.train, false);
   res.train_after = mean_abs_error(res.train, true);
   res.test_before = mean_abs_error(res.test, false);

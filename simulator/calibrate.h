@@ -70,8 +70,10 @@ double predict_phase(const MeasuredRun& run, Phase phase, const Target& t);
 
 // Fits `start`'s factors to `train`; reports errors on `train` and `test`. Throws
 // lathe::Error when `train` is empty.
+// `before`, when given, is the target the "before" errors are reported for (the spec
+// as the user gave it, when `start` adds what the runs showed about the host).
 CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>& train,
-                            const std::vector<MeasuredRun>& test);
+                            const std::vector<MeasuredRun>& test, const Target* before = nullptr);
 
 double mean_abs_error(const std::vector<PhaseError>& e, bool after);
 

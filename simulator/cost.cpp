@@ -300,7 +300,8 @@ struct Costing {
       // (int_dot_half_k of reduction length) and the per-call work on the weights
       // (int_dot_half_rows of rows).
       const bool i4 = wdtype == DType::int4;
-      double e = eff(i4 ? t.eff.int_dot : t.eff.int8_dot);
+      const double gemv_e = i4 ? t.eff.int_dot_gemv : t.eff.int8_dot_gemv;
+      double e = eff(gemv_rows && gemv_e > 0 ? gemv_e : (i4 ? t.eff.int_dot : t.eff.int8_dot));
       const double half_k = i4 ? t.int_dot_half_k : t.int8_dot_half_k;
       const double half_rows = i4 ? t.int_dot_half_rows : t.int8_dot_half_rows;
       if (!o.ideal && !gemv_rows)

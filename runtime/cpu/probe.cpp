@@ -494,6 +494,12 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
 
 std::string cpu_model_name() { return cpuinfo_field(read_text("/proc/cpuinfo"), "model name"); }
 
+bool cpu_has_int8_dot() {
+  std::string flags = " " + cpuinfo_field(read_text("/proc/cpuinfo"), "flags") + " ";
+  auto has = [&](const char* f) { return flags.find(" " + std::string(f) + " ") != std::string::npos; };
+  return (has("avx512_vnni") && has("avx512vl")) || has("avx_vnni");
+}
+
 std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
   char date[32];
   std::time_t now = std::time(nullptr);

@@ -46,6 +46,12 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb = 512, doub
 // The CPU's model name from /proc/cpuinfo ("" when unknown).
 std::string cpu_model_name();
 
+// Whether this CPU has 8-bit dot products (AVX512-VNNI with AVX512VL, or AVX-VNNI): the
+// CPU backend's kernels then multiply int8 and int4 weights with dot products (the
+// path simulator/cost.cpp costs when a CPU target has an int8 peak). From the flags in
+// /proc/cpuinfo; false where they cannot be read.
+bool cpu_has_int8_dot();
+
 // The integer GEMMs pay two fixed costs besides their dot-product steps, which add in
 // time: 1 / eff(M, K) = 1 / eff + c_k / K + c_m / M (eff of `peak`). Rates at
 // (m_a, k_a), (m_a, k_b) and (m_c, k_a) give eff and the halves half_k = c_k x eff and

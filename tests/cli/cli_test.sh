@@ -446,6 +446,29 @@ expect_rc 2 "$LATHE" calibrate "$tmp/steps2.jsonl" --hw cpu-host -o "$tmp/cal6.t
 grep -q "outside what lathe run accepts" "$tmp/err" || bad "calibrate with edited plan gen: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" calibrate "$tmp/negtime.jsonl" --hw cpu-host -o "$tmp/cal5.toml"
 grep -q "measured_ms must be a non-negative number" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
+# Runs that used 8-bit dot products (cpu_int8_dot, as lathe run records it): a CPU spec
+# without an int8 peak is fitted with 4x its f32 peak (cpu-host: 4 x 0.768); runs that
+# disagree keep the spec's model; a field that is not a boolean is an error.
+grep -q '"cpu_int8_dot"' "$tmp/runs.jsonl" || bad "lathe run --format json lacks cpu_int8_dot"
+python3 -c "
+import json
+rs = [json.loads(l) for l in open('$tmp/runs.jsonl')]
+def write(name, values):
+    with open('$tmp/' + name, 'w') as f:
+        for r, v in zip(rs, values):
+            r = dict(r); r['cpu_int8_dot'] = v; f.write(json.dumps(r) + '\n')
+write('dot.jsonl', [True] * len(rs))
+write('dotmix.jsonl', [True] + [False] * (len(rs) - 1))
+write('dotbad.jsonl', ['yes'] * len(rs))
+"
+expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
+grep -q "fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/out" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/out")"
+grep -q "^int8 = 3.072" "$tmp/cal7.toml" || bad "calibrated spec lacks the int8 peak: $(grep int8 "$tmp/cal7.toml")"
+expect_rc 0 "$LATHE" calibrate "$tmp/dotmix.jsonl" --hw cpu-host -o "$tmp/cal8.toml" --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and 'only 1 of 4' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
+grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal8.toml")"
+expect_rc 2 "$LATHE" calibrate "$tmp/dotbad.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
+grep -q "cpu_int8_dot must be true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"
 
 expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/t.json"
 grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"

@@ -145,6 +145,36 @@ TEST(Cost, CpuIntegerGemmFixedCostsAddInTime) {
   }
 }
 
+// CPU integer GEMVs (decode, at most kCpuGemvRows rows) take efficiency.int_dot_gemv /
+// int8_dot_gemv when set (0, the default: the GEMMs' factor); GEMMs never do.
+TEST(Cost, CpuIntegerGemvEfficiency) {
+  for (const char* fmt : {"int4:g32", "int8"}) {
+    const QuantizedSmall q = quantized_small(fmt);
+    const Lowered& l = q.lowered;
+    const bool i8 = std::string(fmt) == "int8";
+    Target shared = q.target;
+    shared.peak_int8 = 2.0;
+    shared.eff.int_dot = 0.4;
+    shared.eff.int8_dot = 0.3;
+    ASSERT_EQ(shared.eff.int_dot_gemv, 0);
+    ASSERT_EQ(shared.eff.int8_dot_gemv, 0);
+    Target own = shared;
+    (i8 ? own.eff.int8_dot_gemv : own.eff.int_dot_gemv) = 0.05;
+    (i8 ? own.eff.int_dot_gemv : own.eff.int8_dot_gemv) = 0.9;  // the other format's: unused
+    const Node& dq = l.decode.node(l.decode.find_node("l0.wq"));
+    for (int64_t B : {1, 2, 8}) {
+      Bindings b{B, 1, 65};
+      NodeCost a = cost_node(l.decode, dq, shared, b), c = cost_node(l.decode, dq, own, b);
+      EXPECT_DOUBLE_EQ(a.compute_s, a.flops / (2.0e12 * (i8 ? 0.3 : 0.4))) << fmt << " B " << B;
+      EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (2.0e12 * 0.05)) << fmt << " B " << B;
+    }
+    const Node& pq = l.prefill.node(l.prefill.find_node("l0.wq"));
+    Bindings p{1, 64, 64};
+    EXPECT_DOUBLE_EQ(cost_node(l.prefill, pq, own, p).compute_s, cost_node(l.prefill, pq, shared, p).compute_s)
+        << fmt << ": GEMMs keep int_dot / int8_dot";
+  }
+}
+
 // CPU BLAS GEMMs: efficiency gemm x M / (M + gemm_half_rows) above the GEMV row count,
 // flat for the generated GEMVs (decode) and when gemm_half_rows is 0 (the default).
 TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
