@@ -38,9 +38,13 @@ for pass in $(seq 1 "$PASSES"); do
   done
 done
 # Per run and phase, the fastest pass: its phase time and its kernels of that phase.
-python3 - "$runs" "$OUT"/runs-pass*.jsonl <<'PY'
+pass_files=()
+for pass in $(seq 1 "$PASSES"); do pass_files+=("$OUT/runs-pass$pass.jsonl"); done
+python3 - "$runs" "${pass_files[@]}" <<'PY'
 import json, sys
 out, passes = sys.argv[1], [[json.loads(l) for l in open(p)] for p in sys.argv[2:]]
+if len({len(p) for p in passes}) != 1:
+    sys.exit("calibrate_runs.sh: the passes recorded different numbers of runs")
 with open(out, "w") as f:
     for recs in zip(*passes):
         best = dict(recs[0])
@@ -51,6 +55,9 @@ with open(out, "w") as f:
                               [k for k in src["kernels"] if k["phase"] == phase]
         # The figures derived from the two phase times, and a note of the merge (the
         # record's other fields, such as "repeat", are the first pass's).
+        for phase, rate in (("prefill", "prefill_tokens_per_s"), ("decode", "decode_tokens_per_s")):
+            if best.get(rate) and recs[0][phase + "_ms"] > 0:
+                best[rate] = recs[0][rate] * recs[0][phase + "_ms"] / best[phase + "_ms"]
         best["ttft_ms"] = best["prefill_ms"]
         best["e2e_ms"] = best["prefill_ms"] + best["decode_ms"]
         if best.get("decode_steps"):

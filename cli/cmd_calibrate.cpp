@@ -218,8 +218,12 @@ int run_calibrate(const CalibrateArgs& a) {
   // the "before" errors stay those of the spec as given.
   Target fit_start = start;
   std::string int8_note;
-  size_t with_dot = 0;
-  for (const RunData& r : runs) with_dot += r.int8_dot == 1;
+  size_t with_dot = 0, without_dot = 0;
+  for (const RunData& r : runs) {
+    with_dot += r.int8_dot == 1;
+    without_dot += r.int8_dot == 0;
+  }
+  const size_t unknown = runs.size() - with_dot - without_dot;
   if (!start.is_gpu() && start.peak_int8 <= 0 && with_dot > 0) {
     if (with_dot == runs.size()) {
       fit_start.peak_int8 = 4.0 * start.peak_fp32;
@@ -227,10 +231,16 @@ int run_calibrate(const CalibrateArgs& a) {
                   " has no peak for: fitted with peak_tflops.int8 = 4 x fp32 = " + fmt_double(fit_start.peak_int8, 4) +
                   " (VNNI's ratio)";
     } else {
-      int8_note = "only " + std::to_string(with_dot) + " of " + std::to_string(runs.size()) +
-                  " runs used 8-bit dot products (cpu_int8_dot; recorded on different hosts?): kept " + start.name +
-                  "'s dequantization model for integer weights";
+      int8_note = std::to_string(with_dot) + " of " + std::to_string(runs.size()) +
+                  " runs used 8-bit dot products (cpu_int8_dot), " + std::to_string(without_dot) + " did not" +
+                  (unknown ? " and " + std::to_string(unknown) + " do not say (recorded before lathe run wrote it)"
+                           : std::string(" (recorded on different hosts?)")) +
+                  ": kept " + start.name + "'s dequantization model for integer weights";
     }
+  } else if (!start.is_gpu() && start.peak_int8 > 0 && without_dot > 0 && with_dot == 0) {
+    int8_note = std::to_string(without_dot) + " of " + std::to_string(runs.size()) +
+                " runs were recorded on a CPU without 8-bit dot products (cpu_int8_dot false), but " + start.name +
+                " has an int8 peak, so its integer weights are costed as dot products the kernels did not use";
   }
   CalibrationResult res = calibrate(fit_start, train, test, &start);
   Target fitted = res.fitted;

@@ -38,9 +38,8 @@ Target target_from(const json& j) {
     if (it == j.at("fields").end()) continue;
     double v = it->get<double>();
     FieldRange r = target_field_range(f);
-    if (!(v >= r.lo && v <= r.hi))  // the ranges of hardware TOML files and --set
-      throw Error("target field " + std::string(f.key) + " = " + it->dump() + " is outside [" +
-                  std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]");
+    if (!r.contains(v))  // the ranges of hardware TOML files and --set
+      throw Error("target field " + std::string(f.key) + " = " + it->dump() + " is outside " + r.text());
     set_field(t, f, v);
   }
   return t;

@@ -205,7 +205,7 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
     // Efficiency factors are fractions of a peak, except dequant: a relative speed that
     // calibration can find above 1 (kernels needing fewer operations than modelled).
     FieldRange range = target_field_range(f);
-    if (auto v = reader->get_double(key, range.lo, range.hi)) set_field(tg, f, *v);
+    if (auto v = reader->get_double(key, range.lo, range.hi, range.zero_ok)) set_field(tg, f, *v);
   }
   if (!peak) r.fail_table("missing required table [hardware.peak_tflops]");
   if (tg.hbm_bandwidth_gbs <= 0) r.fail_table("missing or zero 'hbm_bandwidth_gbs' (memory bandwidth, GB/s)");

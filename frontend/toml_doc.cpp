@@ -174,13 +174,13 @@ int64_t TableReader::require_int(std::string_view key, int64_t min, int64_t max)
   return *v;
 }
 
-std::optional<double> TableReader::get_double(std::string_view key, double min, double max) {
+std::optional<double> TableReader::get_double(std::string_view key, double min, double max, bool zero_ok) {
   const TomlValue* v = lookup(key, TomlValue::Kind::floating, "a number");
   if (!v) return std::nullopt;
   double d = v->kind == TomlValue::Kind::integer ? double(v->integer) : v->floating;
-  if (!std::isfinite(d) || d < min || d > max) {
+  if (!std::isfinite(d) || ((d < min || d > max) && !(zero_ok && d == 0))) {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "expected a number in [%g, %g], got %g", min, max, d);
+    std::snprintf(buf, sizeof buf, "expected %sa number in [%g, %g], got %g", zero_ok ? "0 or " : "", min, max, d);
     fail_at(*v, key, buf);
   }
   return d;

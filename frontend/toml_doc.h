@@ -47,7 +47,8 @@ class TableReader {
   bool has(std::string_view key) const { return t_.get(key) != nullptr; }
   std::optional<int64_t> get_int(std::string_view key, int64_t min, int64_t max);
   int64_t require_int(std::string_view key, int64_t min, int64_t max);
-  std::optional<double> get_double(std::string_view key, double min, double max);
+  // `zero_ok`: 0 is also accepted (a field whose 0 means "not set").
+  std::optional<double> get_double(std::string_view key, double min, double max, bool zero_ok = false);
   std::optional<std::string> get_string(std::string_view key);
   std::string require_string(std::string_view key);
   std::optional<bool> get_bool(std::string_view key);

@@ -120,9 +120,15 @@ std::string target_field_list() {
   return s;
 }
 
+std::string FieldRange::text() const {
+  char range[80];
+  std::snprintf(range, sizeof range, "%s[%g, %g]", zero_ok ? "0 or " : "", lo, hi);
+  return range;
+}
+
 FieldRange target_field_range(const TargetField& f) {
   if (f.eff_member == &Efficiency::int_dot_gemv || f.eff_member == &Efficiency::int8_dot_gemv)
-    return {0.0, 1.5};  // 0: the GEMMs' factor
+    return {1e-3, 1.5, true};  // 0: the GEMMs' factor
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
@@ -146,11 +152,8 @@ std::string apply_override(Target& t, std::string_view assignment) {
   if (multiply) v *= get_field(t, *f);
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
   FieldRange r = target_field_range(*f);
-  if (v < r.lo || v > r.hi) {
-    char range[64];
-    std::snprintf(range, sizeof range, "[%g, %g]", r.lo, r.hi);
-    return "override '" + std::string(assignment) + "': " + std::string(f->key) + " lies in " + range;
-  }
+  if (!r.contains(v))
+    return "override '" + std::string(assignment) + "': " + std::string(f->key) + " lies in " + r.text();
   set_field(t, *f, v);
   return "";
 }

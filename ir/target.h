@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <span>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -27,8 +28,9 @@ struct Efficiency {
   double scalar = 0.5;        // non-matrix FLOPs (softmax, norms) of the fp32 peak
   double int_dot = 0.375;     // CPUs: int4 integer-dot-product GEMMs/GEMVs, of the 8-bit dot peak
   double int8_dot = 0.375;    // the same with int8 weights
-  // CPUs: the integer-dot-product GEMVs (decode, at most kCpuGemvRows rows) when they
-  // differ from the GEMMs' register tiles; 0 = int_dot / int8_dot.
+  // CPUs: the integer-dot-product GEMVs (decode: at most kCpuGemvRows rows, expert
+  // GEMMs at most 16 token-expert pairs) when they differ from the GEMMs' register
+  // tiles; 0 = int_dot / int8_dot.
   double int_dot_gemv = 0;
   double int8_dot_gemv = 0;
 };
@@ -110,6 +112,9 @@ void set_field(Target& t, const TargetField& f, double v);
 // [1, 1000], GEMM tile sizes in [1, 4096], everything else >= 0.
 struct FieldRange {
   double lo, hi;
+  bool zero_ok = false;  // 0 is also valid ("not set": the GEMV efficiencies)
+  bool contains(double v) const { return std::isfinite(v) && ((v >= lo && v <= hi) || (zero_ok && v == 0)); }
+  std::string text() const;  // "[lo, hi]" or "0 or [lo, hi]"
 };
 FieldRange target_field_range(const TargetField& f);
 // Applies "key=value" or "key=x1.5" (multiply). Returns an error message or "".

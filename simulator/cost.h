@@ -96,9 +96,14 @@ double contiguity_efficiency(double run_bytes, const Target& t);
 
 // FLOPs of causal attention of S new query rows per sequence over a context of T
 // positions (the S new ones last), B sequences, `heads` query heads of head_dim: QK^T
-// and PV over the visible (query, key) pairs, 4 FLOPs per pair and dimension. A flash
-// kernel (`tile_waste`) also computes half a 64-key tile past the diagonal per row.
-double attention_flops(double B, double heads, double head_dim, double S, double T, bool tile_waste);
+// and PV over the visible (query, key) pairs, 4 FLOPs per pair and dimension, plus
+// `waste_pairs` per query row that a blocked kernel computes past the diagonal.
+double attention_flops(double B, double heads, double head_dim, double S, double T, double waste_pairs);
+
+// Pairs' worth of work per query row that a flash-attention kernel spends besides the
+// causal pairs: on GPUs half a 64-key tile past the diagonal (32); on CPUs the per-row
+// costs measured in pairs (also 32; simulator/cost.cpp).
+double flash_waste_pairs(const Target& t);
 
 // Expected number of distinct experts `tokens` tokens touch when each picks top_k of
 // `experts` uniformly: E x (1 - (1 - k/E)^tokens).

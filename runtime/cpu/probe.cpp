@@ -424,7 +424,9 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
   // Flash-attention efficiency of the f32 FMA peak: the generated kernel's own code
   // (attention_kernel, 16-row query tiles) over a 512-token causal prompt, its FLOPs
   // counted as simulator/cost.cpp counts a flash attention's (attention_flops).
-  const std::vector<AttnShape> attn_shapes = {{8, 1, 128}, {8, 1, 64}, {8, 8, 128}};
+  // 16 query heads on 2 KV heads (group 8) and 2 on 2 (group 1): 2 x 32 query tiles,
+  // the same 64 work items for the threads in every shape.
+  const std::vector<AttnShape> attn_shapes = {{16, 2, 128}, {16, 2, 64}, {2, 2, 128}};
   const std::string attn_src = attention_probe_source(attn_shapes);
   // Each shape's kernel, inputs and step; the shapes are timed in turn, round after
   // round, so that the host's slow spells fall on all three alike.
@@ -462,10 +464,14 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
       if (round > 0) run->best = std::min(run->best, std::chrono::duration<double>(Clock::now() - t0).count());
     }
   auto gflops = [&](const AttnRun& run) {
-    return attention_flops(1, run.shape.heads, run.shape.head_dim, double(S), double(S), true) / run.best / 1e9;
+    // The FLOPs the simulator counts for it on a CPU target (flash_waste_pairs).
+    Target cpu;
+    cpu.kind = TargetKind::cpu;
+    return attention_flops(1, run.shape.heads, run.shape.head_dim, double(S), double(S), flash_waste_pairs(cpu)) /
+           run.best / 1e9;
   };
-  // Three shapes: 8 query heads on one KV head (group 8) at head_dim 128 and 64, and 8
-  // on 8 (group 1) at 128, which span the built-in models' (groups 1-8, head_dim 64-128). 1 / efficiency = 1 / e + c_d / D + c_g / G, as the integer
+  // Three shapes: group 8 at head_dim 128 and 64, and group 1 at 128, which span the
+  // built-in models' (groups 1-8, head_dim 64-128). 1 / efficiency = 1 / e + c_d / D + c_g / G, as the integer
   // GEMMs' two fixed costs (fit_two_fixed_costs with D for K and G for M).
   r.attention_gflops = gflops(*runs[0]);
   r.attention_gflops_short = gflops(*runs[1]);
@@ -522,8 +528,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# %.1f GFLOP/s one thread; parallel loop overhead %.2f us; sgemm %.1f GFLOP/s (%.0f%% of FMA)\n"
                 "# at 256 rows, %.1f GFLOP/s at 32 rows; int4 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512,\n"
                 "# %.1f at 32 rows; int8 x int8 GEMM %.1f GOP/s at K = 2048, %.1f at 512, %.1f at 32 rows;\n"
-                "# flash attention over a 512-token prompt %.1f GFLOP/s (8 query heads on one KV head, head_dim\n"
-                "# 128), %.1f at head_dim 64, %.1f with 8 KV heads; efficiency.attention and its two halves fit\n"
+                "# flash attention over a 512-token prompt %.1f GFLOP/s (16 query heads on 2 KV heads, head_dim\n"
+                "# 128), %.1f at head_dim 64, %.1f with 2 on 2; efficiency.attention and its two halves fit\n"
                 "# the three (efficiency = attention / (1 + half_dim / head_dim + half_group / group)).\n"
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
                 "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot, their half_k and half_rows fit\n"

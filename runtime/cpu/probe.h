@@ -30,8 +30,8 @@ struct ProbeResult {
   double gemm_efficiency = 0;      // large-M sgemm / fma_gflops_all (fit of the two points)
   double gemm_half_rows = 0;       // rows at which sgemm reaches half of that (0: flat)
   // The flash-attention kernel, all threads, FLOPs as the simulator counts them, over a
-  // 512-token prompt: 8 query heads on one KV head at head_dim 128, the same at 64, and
-  // 8 on 8 at 128; the fit of the three (fit_two_fixed_costs; 0: not measured).
+  // 512-token prompt: 16 query heads on 2 KV heads at head_dim 128, the same at 64, and
+  // 2 on 2 at 128; the fit of the three (fit_two_fixed_costs; 0: not measured).
   double attention_gflops = 0, attention_gflops_short = 0, attention_gflops_group1 = 0;
   double attention_efficiency = 0, attention_half_dim = 0, attention_half_group = 0;
   double memory_gb = 0;            // MemTotal

@@ -195,6 +195,10 @@ expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
 # The sgemm efficiency is fitted at two row counts.
 grep -qE "^gemm_half_rows = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no gemm_half_rows"
+for f in attention_half_dim attention_half_group; do
+  grep -qE "^$f = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no $f"
+done
+grep -qE "^attention = [0-9.]+ +# measured" "$tmp/probe.toml" || bad "probe did not measure flash attention: $(grep '^attention' "$tmp/probe.toml")"
 # The 8-bit dot-product peak is measured exactly where the host has VNNI.
 if grep -qwE "avx512_vnni|avx_vnni" /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
   grep -qE "^int8 = [0-9.]+" "$tmp/probe.toml" || bad "probe on a VNNI host wrote no int8 peak"
@@ -465,7 +469,7 @@ expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal7.toml
 grep -q "fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/out" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/out")"
 grep -q "^int8 = 3.072" "$tmp/cal7.toml" || bad "calibrated spec lacks the int8 peak: $(grep int8 "$tmp/cal7.toml")"
 expect_rc 0 "$LATHE" calibrate "$tmp/dotmix.jsonl" --hw cpu-host -o "$tmp/cal8.toml" --format json
-python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and 'only 1 of 4' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and '1 of 4 runs used' in d['note'] and '3 did not' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
 grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal8.toml")"
 expect_rc 2 "$LATHE" calibrate "$tmp/dotbad.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
 grep -q "cpu_int8_dot must be true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"

@@ -141,6 +141,11 @@ TEST(Specs, HardwareErrors) {
   std::string exp0 = base;
   exp0.insert(exp0.find("[hardware.peak_tflops]"), "roofline_exponent = 0.5\n");
   EXPECT_NE(err(exp0).find("roofline_exponent"), std::string::npos) << err(exp0);
+  // The integer GEMV efficiencies: 0 ("the GEMMs' factor") or a fraction like the others.
+  EXPECT_EQ(err(base + "[hardware.efficiency]\nint8_dot_gemv = 0\nint_dot_gemv = 0.2\n"), "");
+  EXPECT_NE(err(base + "[hardware.efficiency]\nint8_dot_gemv = 1e-6\n").find("expected 0 or a number in [0.001, 1.5]"),
+            std::string::npos)
+      << err(base + "[hardware.efficiency]\nint8_dot_gemv = 1e-6\n");
 }
 
 TEST(Specs, PlanFiles) {

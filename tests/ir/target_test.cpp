@@ -27,6 +27,11 @@ TEST(Target, OverridesByKey) {
   EXPECT_NE(apply_override(t, "roofline_exponent=0.5").find("roofline_exponent lies in [1, 1000]"),
             std::string::npos);
   EXPECT_DOUBLE_EQ(t.gemm_tile_m, 128);  // a rejected override changes nothing
+  // 0 means "the GEMMs' factor" for the integer GEMV efficiencies; tiny values do not.
+  EXPECT_EQ(apply_override(t, "efficiency.int8_dot_gemv=0.1"), "");
+  EXPECT_EQ(apply_override(t, "efficiency.int8_dot_gemv=0"), "");
+  EXPECT_EQ(t.eff.int8_dot_gemv, 0);
+  EXPECT_NE(apply_override(t, "efficiency.int_dot_gemv=1e-6").find("lies in 0 or [0.001, 1.5]"), std::string::npos);
 }
 
 TEST(Target, Fp8SupportFollowsArchitecture) {

@@ -218,6 +218,10 @@ TEST(Cost, CpuFlashAttentionFixedCostsAddInTime) {
       const double factor = std::string(hw) == "cpu-host" ? 1.0 + 16.0 / 64.0 + 0.5 / 2.0 : 1.0;
       EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * factor) << hw << " S " << S;
       EXPECT_DOUBLE_EQ(c.flops, a.flops);
+      // The causal pairs plus 32 pairs' worth per row (GPUs: half a 64-key tile past
+      // the diagonal; CPUs: the kernel's per-row costs, measured in pairs).
+      const double waste = 32.0;
+      EXPECT_DOUBLE_EQ(a.flops, 4.0 * 8 * 64 * (double(S) * double(S + 1) / 2 + double(S) * waste)) << hw;
       CostOptions ideal;
       ideal.ideal = true;
       EXPECT_DOUBLE_EQ(cost_node(l.prefill, fa, fixed, b, ideal).compute_s, cost_node(l.prefill, fa, flat, b, ideal).compute_s)

@@ -111,6 +111,28 @@ TEST(Simulate, SumMaxAffineIsExact) {
   double brute = 0;
   for (int64_t t = 10; t <= 500; ++t) brute += std::max({1.0 + 0.5 * t, 100.0 - 0.1 * t, 30.0 + 0.0 * t});
   EXPECT_NEAR(sum_max_affine(1.0, 0.5, 100.0, -0.1, 30.0, 0.0, 10, 500), brute, 1e-9 * brute);
+  // Three lines through one integer point, a crossing exactly on an integer, parallel
+  // lines, a one-step range and an empty one.
+  auto brute_sum = [](double a0, double a1, double b0, double b1, double c0, double c1, int64_t t0, int64_t t1) {
+    double s = 0;
+    for (int64_t t = t0; t <= t1; ++t)
+      s += std::max({a0 + a1 * double(t), b0 + b1 * double(t), c0 + c1 * double(t)});
+    return s;
+  };
+  struct Lines {
+    double k[6];
+    int64_t t0, t1;
+  };
+  for (const Lines& c : {Lines{{0, 1, 100, -1, 50, 0}, 0, 100},      // all three meet at t = 50
+                         Lines{{0, 2, 30, 0, -10, 1}, 0, 40},        // 2t = 30 at t = 15
+                         Lines{{5, 0.5, 7, 0.5, 1, 0.5}, 3, 90},     // parallel
+                         Lines{{1, 1, 3, -1, 0, 0}, 1, 1},           // one step, a crossing at it
+                         Lines{{1, 1, 3, -1, 0, 0}, 5, 4}}) {        // empty
+    const double* k = c.k;
+    EXPECT_NEAR(sum_max_affine(k[0], k[1], k[2], k[3], k[4], k[5], c.t0, c.t1),
+                brute_sum(k[0], k[1], k[2], k[3], k[4], k[5], c.t0, c.t1), 1e-9)
+        << c.t0 << ".." << c.t1;
+  }
   // Seeded random lines (rising, falling, flat, crossing anywhere, several crossings
   // in one step, constants) against the sum step by step.
   std::mt19937 rng(7);
