@@ -115,6 +115,16 @@ TEST(Cost, CpuIntegerDotProducts) {
   }
 }
 
+// The target of quantized_small with 8-bit dot products: a 2 TOP/s int8 peak, int4
+// GEMMs at 0.4 of it and int8 at 0.3 (distinct, so the tests see which one is used).
+Target with_int_dot(const QuantizedSmall& q) {
+  Target t = q.target;
+  t.peak_int8 = 2.0;
+  t.eff.int_dot = 0.4;
+  t.eff.int8_dot = 0.3;
+  return t;
+}
+
 // CPU integer GEMMs: two fixed costs that add in time, efficiency =
 // int_dot / (1 + int_dot_half_k / K + int_dot_half_rows / M); the GEMVs of decode
 // (at most kCpuGemvRows rows) keep the flat efficiency.
@@ -123,10 +133,7 @@ TEST(Cost, CpuIntegerGemmFixedCostsAddInTime) {
     const QuantizedSmall q = quantized_small(fmt);
     const Lowered& l = q.lowered;
     const bool i8 = std::string(fmt) == "int8";
-    Target flat = q.target;
-    flat.peak_int8 = 2.0;
-    flat.eff.int_dot = 0.4;
-    flat.eff.int8_dot = 0.3;
+    const Target flat = with_int_dot(q);
     Target fixed = flat;
     (i8 ? fixed.int8_dot_half_k : fixed.int_dot_half_k) = 256;
     (i8 ? fixed.int8_dot_half_rows : fixed.int_dot_half_rows) = 16;
@@ -152,10 +159,7 @@ TEST(Cost, CpuIntegerGemvEfficiency) {
     const QuantizedSmall q = quantized_small(fmt);
     const Lowered& l = q.lowered;
     const bool i8 = std::string(fmt) == "int8";
-    Target shared = q.target;
-    shared.peak_int8 = 2.0;
-    shared.eff.int_dot = 0.4;
-    shared.eff.int8_dot = 0.3;
+    const Target shared = with_int_dot(q);
     ASSERT_EQ(shared.eff.int_dot_gemv, 0);
     ASSERT_EQ(shared.eff.int8_dot_gemv, 0);
     Target own = shared;
