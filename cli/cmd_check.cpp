@@ -103,6 +103,16 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
             << "): kernels below it are memory-bound\n";
   std::cout << "  efficiency        gemm " << t.eff.gemm << ", attention " << t.eff.attention << ", memory "
             << t.eff.memory << ", elementwise " << t.eff.elementwise << "\n";
+  if (!t.is_gpu()) {
+    // The CPU cost model's own figures (lathe probe measures them; 0 = flat / unset).
+    auto gemv = [](double v) { return v > 0 ? fmt_double(v, 3) : std::string("= GEMM"); };
+    std::cout << "  CPU GEMMs         sgemm half rows " << t.gemm_half_rows << "; int4 dot " << t.eff.int_dot
+              << " (half K " << t.int_dot_half_k << ", half rows " << t.int_dot_half_rows << ", GEMV "
+              << gemv(t.eff.int_dot_gemv) << "); int8 dot " << t.eff.int8_dot << " (half K " << t.int8_dot_half_k
+              << ", half rows " << t.int8_dot_half_rows << ", GEMV " << gemv(t.eff.int8_dot_gemv) << ")\n";
+    std::cout << "  CPU attention     half head_dim " << t.attention_half_dim << ", half group "
+              << t.attention_half_group << "\n";
+  }
   return 0;
 }
 

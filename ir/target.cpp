@@ -149,7 +149,13 @@ std::string apply_override(Target& t, std::string_view assignment) {
   auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
   if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(v))
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
-  if (multiply) v *= get_field(t, *f);
+  if (multiply) {
+    double base = get_field(t, *f);
+    // An unset (0) integer GEMV efficiency stands for the GEMMs' factor: scale that.
+    if (base == 0 && f->eff_member == &Efficiency::int_dot_gemv) base = t.eff.int_dot;
+    if (base == 0 && f->eff_member == &Efficiency::int8_dot_gemv) base = t.eff.int8_dot;
+    v *= base;
+  }
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
   FieldRange r = target_field_range(*f);
   if (!r.contains(v))
