@@ -205,6 +205,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   } catch (const json::parse_error& e) {
     throw Error(source + ": not a valid plan file (JSON error at byte " + std::to_string(e.byte) +
                 (text.empty() ? ": the file is empty" : ": truncated or corrupted") + ")");
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (out_of_range)
+    throw Error(source + ": not a valid plan file (" + std::string(e.what()) + ")");
   }
   try {
     if (!j.is_object() || !j.contains("lathe_plan"))

@@ -184,6 +184,11 @@ expect_rc 2 "$LATHE" run tiny --tokens 99999 --gen 2
 cp -r "$tmp/tplan" "$tmp/trunc"; head -c 2000 "$tmp/tplan/plan.json" >"$tmp/trunc/plan.json"
 expect_rc 2 "$LATHE" run "$tmp/trunc" --gen 2
 grep -q "truncated or corrupted" "$tmp/err" || bad "truncated plan error: $(cat "$tmp/err")"
+# A number past the double range (the JSON parser's out_of_range, found by the fuzzer:
+# it aborted).
+cp -r "$tmp/tplan" "$tmp/huge"; printf '23e324' >"$tmp/huge/plan.json"
+expect_rc 2 "$LATHE" run "$tmp/huge" --gen 2
+grep -q "not a valid plan file" "$tmp/err" || bad "plan with an out-of-range number: $(cat "$tmp/err")"
 cp -r "$tmp/tplan" "$tmp/v9"; sed -i 's/"lathe_plan": 1/"lathe_plan": 9/' "$tmp/v9/plan.json"
 expect_rc 2 "$LATHE" run "$tmp/v9" --gen 2
 grep -q "version 9" "$tmp/err" || bad "plan version error"
@@ -464,10 +469,21 @@ def write(name, values):
 write('dot.jsonl', [True] * len(rs))
 write('dotmix.jsonl', [True] + [False] * (len(rs) - 1))
 write('dotbad.jsonl', ['yes'] * len(rs))
+write('nodot.jsonl', [False] * len(rs))
 "
 expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
 grep -q "fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/out" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/out")"
 grep -q "^int8 = 3.072" "$tmp/cal7.toml" || bad "calibrated spec lacks the int8 peak: $(grep int8 "$tmp/cal7.toml")"
+# The "before" errors are those of the spec as given, with or without the adopted peak.
+expect_rc 0 "$LATHE" calibrate "$tmp/nodot.jsonl" --hw cpu-host -o "$tmp/cal10.toml" --format json
+cp "$tmp/out" "$tmp/plain.json"
+expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal11.toml" --format json
+python3 -c "
+import json
+a, b = json.load(open('$tmp/plain.json')), json.load(open('$tmp/out'))
+assert a['int8_peak_from_runs'] is None and b['int8_peak_from_runs'] == 3.072, (a['int8_peak_from_runs'], b['int8_peak_from_runs'])
+assert a['error']['train_before'] == b['error']['train_before'], (a['error'], b['error'])
+" || bad "calibrate's before errors changed with the adopted int8 peak"
 expect_rc 0 "$LATHE" calibrate "$tmp/dotmix.jsonl" --hw cpu-host -o "$tmp/cal8.toml" --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and '1 of 4 runs used' in d['note'] and '3 did not' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
 grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal8.toml")"
