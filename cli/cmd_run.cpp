@@ -338,7 +338,8 @@ int run_run(const RunArgs& a) {
     j["target"] = plan.target.name;
     j["threads"] = session.threads;
     j["device"] = session.device;
-    // Which path the CPU kernels took for integer weights (lathe calibrate reads it).
+    // Whether this CPU has VNNI 8-bit dot products, which its int8 and int4 kernels then
+    // use (lathe calibrate reads it).
     if (a.backend == "cpu") j["cpu_int8_dot"] = cpu_has_int8_dot();
     j["tokens"] = flat;
     j["generated"] = generated;

@@ -104,6 +104,12 @@ double get_field(const Target& t, const TargetField& f) {
   return f.member ? t.*(f.member) : t.eff.*(f.eff_member);
 }
 
+double effective_field(const Target& t, const TargetField& f) {
+  if (f.eff_member == &Efficiency::int_dot_gemv) return t.eff.int_dot_of(true, true);
+  if (f.eff_member == &Efficiency::int8_dot_gemv) return t.eff.int_dot_of(false, true);
+  return get_field(t, f);
+}
+
 void set_field(Target& t, const TargetField& f, double v) {
   if (f.member)
     t.*(f.member) = v;
@@ -149,13 +155,7 @@ std::string apply_override(Target& t, std::string_view assignment) {
   auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
   if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(v))
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
-  if (multiply) {
-    double base = get_field(t, *f);
-    // An unset (0) integer GEMV efficiency stands for the GEMMs' factor: scale that.
-    if (base == 0 && f->eff_member == &Efficiency::int_dot_gemv) base = t.eff.int_dot;
-    if (base == 0 && f->eff_member == &Efficiency::int8_dot_gemv) base = t.eff.int8_dot;
-    v *= base;
-  }
+  if (multiply) v *= effective_field(t, *f);  // x0.5 on an unset GEMV factor: half the GEMMs'.
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
   FieldRange r = target_field_range(*f);
   if (!r.contains(v))

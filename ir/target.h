@@ -33,6 +33,12 @@ struct Efficiency {
   // tiles; 0 = int_dot / int8_dot.
   double int_dot_gemv = 0;
   double int8_dot_gemv = 0;
+  // The integer-dot-product factor in use: int4 or int8 weights, GEMV or GEMM (an unset
+  // GEMV factor is the GEMMs').
+  double int_dot_of(bool int4, bool gemv) const {
+    const double g = int4 ? int_dot_gemv : int8_dot_gemv;
+    return gemv && g > 0 ? g : (int4 ? int_dot : int8_dot);
+  }
 };
 
 struct Target {
@@ -106,6 +112,9 @@ struct TargetField {
 std::span<const TargetField> target_fields();
 const TargetField* find_target_field(std::string_view key);
 double get_field(const Target& t, const TargetField& f);
+// The value a field stands for: get_field, except that an unset (0) integer GEMV
+// efficiency stands for the GEMMs' factor.
+double effective_field(const Target& t, const TargetField& f);
 void set_field(Target& t, const TargetField& f, double v);
 // The values a field may take, the same in hardware TOML files and --set: efficiencies
 // in [0.001, 1.5] (dequant, a relative speed, up to 16), roofline_exponent in

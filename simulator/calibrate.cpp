@@ -179,11 +179,10 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
     return l;
   };
   Target cur = start;
-  // The GEMV factors' 0 means "the GEMMs' factor": start from that value, as predicted.
-  if (cur.eff.int_dot_gemv <= 0) cur.eff.int_dot_gemv = cur.eff.int_dot;
-  if (cur.eff.int8_dot_gemv <= 0) cur.eff.int8_dot_gemv = cur.eff.int8_dot;
-  // Keep the factors inside the fitted ranges.
-  for (const Param& p : kParams) set(cur, p.key, std::clamp(get(cur, p.key), p.lo, p.hi));
+  // Start from the values the factors stand for (an unset GEMV factor: the GEMMs'),
+  // inside the fitted ranges.
+  for (const Param& p : kParams)
+    set(cur, p.key, std::clamp(effective_field(cur, *find_target_field(p.key)), p.lo, p.hi));
   double best = loss(cur);
   std::vector<bool> used(std::size(kParams), false);
   for (size_t i = 0; i < std::size(kParams); ++i) {
@@ -269,7 +268,7 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
     }
   }
   // A factor no kernel depends on keeps the value it came with (not the clamped or
-  // GEMV-initialized one: a GEMV factor left at 0 follows the fitted GEMM factor).
+  // effective one: a GEMV factor left at 0 follows the fitted GEMM factor).
   for (size_t i = 0; i < std::size(kParams); ++i)
     if (!used[i]) set(cur, kParams[i].key, get(start, kParams[i].key));
   res.fitted = cur;

@@ -48,17 +48,6 @@ double attention_flops(double B, double heads, double head_dim, double S, double
   return 4.0 * B * heads * head_dim * (pairs + S * waste_pairs);
 }
 
-double flash_waste_pairs(const Target& t) {
-  // GPUs: half a 64-key tile through QK and PV. CPUs (16-key blocks): the FLOPs past
-  // the diagonal are only 4 pairs' worth, but the kernel's per-row costs that do not
-  // shrink with the context (the row's partial last block through the online softmax,
-  // its setup and normalization, a short prompt's few work items on the threads) cost
-  // 34-35 pairs' time per row on `small` at 64-128 tokens, measured against a probe
-  // at 512 (docs/performance.md): 32 as on GPUs.
-  (void)t;
-  return 32.0;
-}
-
 double expected_experts_touched(double experts, double top_k, double tokens) {
   if (experts <= 0) return 0;
   return experts * (1.0 - std::pow(1.0 - top_k / experts, tokens));
@@ -310,8 +299,7 @@ struct Costing {
       // (int_dot_half_k of reduction length) and the per-call work on the weights
       // (int_dot_half_rows of rows).
       const bool i4 = wdtype == DType::int4;
-      const double gemv_e = i4 ? t.eff.int_dot_gemv : t.eff.int8_dot_gemv;
-      double e = eff(gemv_rows && gemv_e > 0 ? gemv_e : (i4 ? t.eff.int_dot : t.eff.int8_dot));
+      double e = eff(t.eff.int_dot_of(i4, gemv_rows));
       const double half_k = i4 ? t.int_dot_half_k : t.int8_dot_half_k;
       const double half_rows = i4 ? t.int_dot_half_rows : t.int8_dot_half_rows;
       if (!o.ideal && !gemv_rows)
@@ -366,7 +354,7 @@ struct Costing {
     int64_t h = f.heads, kvh = f.kv_heads, d = f.head_dim;
     int64_t context_len = context();
     c.flops = attention_flops(double(b.B), double(h), double(d), double(b.S), double(context_len),
-                              flash_prefill && !o.ideal ? flash_waste_pairs(t) : 0.0);
+                              flash_prefill && !o.ideal ? kFlashWastePairs : 0.0);
     double kv_bytes = vb(f.kv_context);
     c.bytes = vb(in(0)) + kv_bytes + all_outputs();
     double bits = f.kv_context.format.bits_per_element(double(d));

@@ -101,9 +101,13 @@ double contiguity_efficiency(double run_bytes, const Target& t);
 double attention_flops(double B, double heads, double head_dim, double S, double T, double waste_pairs);
 
 // Pairs' worth of work per query row that a flash-attention kernel spends besides the
-// causal pairs: on GPUs half a 64-key tile past the diagonal (32); on CPUs the per-row
-// costs measured in pairs (also 32; simulator/cost.cpp).
-double flash_waste_pairs(const Target& t);
+// causal pairs. GPUs: half a 64-key tile through QK and PV past the diagonal. CPUs
+// (16-key blocks): the FLOPs past the diagonal are only 4 pairs' worth, but the kernel's
+// per-row costs that do not shrink with the context (the row's partial last block
+// through the online softmax, its setup and normalization, a short prompt's few work
+// items on the threads) cost 34-35 pairs' time per row on `small` at 64-128 tokens,
+// measured against a probe at 512 (docs/performance.md): the same 32.
+constexpr double kFlashWastePairs = 32.0;
 
 // Expected number of distinct experts `tokens` tokens touch when each picks top_k of
 // `experts` uniformly: E x (1 - (1 - k/E)^tokens).

@@ -463,22 +463,22 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
       run->fn(&run->ctx, &step, static_cast<const float*>(run->q.data()), static_cast<float*>(run->o.data()));
       if (round > 0) run->best = std::min(run->best, std::chrono::duration<double>(Clock::now() - t0).count());
     }
-  auto gflops = [&](const AttnRun& run) {
-    // The FLOPs the simulator counts for it on a CPU target (flash_waste_pairs).
-    Target cpu;
-    cpu.kind = TargetKind::cpu;
-    return attention_flops(1, run.shape.heads, run.shape.head_dim, double(S), double(S), flash_waste_pairs(cpu)) /
+  auto gflops = [&](const AttnRun& run) {  // FLOPs as the simulator counts them
+    return attention_flops(1, run.shape.heads, run.shape.head_dim, double(S), double(S), kFlashWastePairs) /
            run.best / 1e9;
   };
   // Three shapes: group 8 at head_dim 128 and 64, and group 1 at 128, which span the
-  // built-in models' (groups 1-8, head_dim 64-128). 1 / efficiency = 1 / e + c_d / D + c_g / G, as the integer
-  // GEMMs' two fixed costs (fit_two_fixed_costs with D for K and G for M).
+  // built-in models' (groups 1-8, head_dim 64-128). 1 / efficiency = 1 / e + c_d / D +
+  // c_g / G, as the integer GEMMs' two fixed costs (fit_two_fixed_costs with the head
+  // dim for K and the group for M).
   r.attention_gflops = gflops(*runs[0]);
   r.attention_gflops_short = gflops(*runs[1]);
   r.attention_gflops_group1 = gflops(*runs[2]);
+  auto group = [](const AttnShape& a) { return double(a.heads / a.kv_heads); };
   if (r.fma_gflops_all > 0)
-    fit_two_fixed_costs(r.fma_gflops_all, r.attention_gflops, r.attention_gflops_short, r.attention_gflops_group1, 8,
-                        128, 64, 1, r.attention_efficiency, r.attention_half_dim, r.attention_half_group);
+    fit_two_fixed_costs(r.fma_gflops_all, r.attention_gflops, r.attention_gflops_short, r.attention_gflops_group1,
+                        group(attn_shapes[0]), attn_shapes[0].head_dim, attn_shapes[1].head_dim,
+                        group(attn_shapes[2]), r.attention_efficiency, r.attention_half_dim, r.attention_half_group);
 
   // Loop overhead: empty parallel loops.
   const int loops = 20000;
