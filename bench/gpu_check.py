@@ -20,6 +20,9 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
    in runs.json) and `lathe calibrate --holdout 3` on them with the --per-op run of
    step 5: the per-phase error of the probed spec and of the calibrated one, on fitted
    and on held-out runs. (Rebuild the calibrated spec from runs.json if wanted.)
+7. Kernel tuning: `lathe tune --backend cuda` at batch 1 (bf16 and int4:g128 weights,
+   128-token prompt): per tunable kernel the default and best time per call and the
+   winning parameters, and the decode step of the default vs the tuned plan.
 Writes DIR/gpu-check.md and prints it. Every lathe call is logged to DIR/runs.log
 (command, exit code, seconds, stderr) and its JSON kept in DIR/runs.json; a call that
 fails leaves a FAILED row with its error and the rest of the table still runs.
@@ -207,6 +210,27 @@ def main():
           f"before | after |\n|---|---:|---:|")
         w(f"| fitted runs | {100 * e['train_before']:.1f}% | {100 * e['train_after']:.1f}% |")
         w(f"| held-out runs | {100 * e['test_before']:.1f}% | {100 * e['test_after']:.1f}% |")
+    # Kernel tuning (the tuning files stay in a temp dir; their JSON is in runs.json).
+    tune_dir = tempfile.mkdtemp(prefix="lathe-tuning-")
+    for fmt in ("bf16", "int4:g128"):
+        t = call(out, f"tune-{fmt}", L, "tune", a.model, hw, "--backend", a.backend, "--weights", fmt,
+                 "--prompt-tokens", "128", "--gen", "32", "--reps", "2", "--steps", "8", *act,
+                 "-o", os.path.join(tune_dir, f"tuning-{fmt.replace(':', '-')}.json"), "--format", "json")
+        if t is None:
+            w(f"\n| kernel tuning {fmt}: FAILED: {FAILED[-1][2]} |\n|---|")
+            continue
+        w(f"\n| kernel tuning ({fmt}, batch 1) | shape | default us | best us | best | gain |\n"
+          "|---|---|---:|---:|---|---:|")
+        for e in t["all"]:
+            best = " ".join(f"{k[5:]}={v}" for k, v in sorted(e["params"].items())) or "default"
+            gain = e["default_us"] / e["best_us"] if e["best_us"] > 0 else 0
+            w(f"| {e['kind']} | {e['shape']} | {e['default_us']:.1f} | {e['best_us']:.1f} | {best} | {gain:.2f}x |")
+        if t.get("plan"):
+            pl = t["plan"]
+            w(f"| whole plan | decode step | {pl['decode_default_ms'] * 1e3:.1f} | {pl['decode_tuned_ms'] * 1e3:.1f} | "
+              f"| {pl['decode_gain']:.2f}x |")
+            w(f"| whole plan | prefill 128 | {pl['prefill_default_ms'] * 1e3:.1f} | {pl['prefill_tuned_ms'] * 1e3:.1f} | "
+              f"| {pl['prefill_gain']:.2f}x |")
     if FAILED:
         w("\nFailed calls (full stderr in runs.log):\n")
         for key, rc, why in FAILED:

@@ -174,7 +174,7 @@ void register_compile(CLI::App& app, Registry& r) {
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a hardware field: key=value (repeatable)");
-  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU kernels)");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU or CUDA kernels)");
   cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");
   cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");

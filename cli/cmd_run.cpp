@@ -87,18 +87,6 @@ std::string printable(const std::string& s) {
 
 std::string ms(double s) { return fmt_double(s * 1e3, s * 1e3 < 10 ? 3 : 2); }
 
-// The built-in hardware spec that describes a detected GPU (for predictions).
-std::string builtin_target_for(const CudaDeviceInfo& d) {
-  std::string n = d.name;
-  if (n.find("H200") != std::string::npos) return "h200";
-  if (n.find("H100") != std::string::npos) return "h100-sxm";
-  if (n.find("A100") != std::string::npos) return d.memory_gb > 50 ? "a100-80g" : "a100-40g";
-  if (n.find("L4") != std::string::npos) return "l4";
-  if (n.find("4090") != std::string::npos) return "rtx-4090";
-  if (n.find("Orin") != std::string::npos) return "jetson-agx-orin-64g";
-  std::cerr << "lathe: warning: no built-in spec for " << n << "; predictions use h100-sxm (pass --hw)\n";
-  return "h100-sxm";
-}
 
 // The backends behind one interface for `lathe run`.
 struct Backend {
@@ -213,7 +201,7 @@ int run_run(const RunArgs& a) {
     model_name = p.model.name;
   }
   if (!a.tuning.empty()) {
-    std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning);
+    std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning, a.backend);
     if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
   }
   int64_t vocab = plan.decode.attrs.i("vocab");
@@ -580,7 +568,7 @@ void register_run(CLI::App& app, Registry& r) {
                   "run prefill and decode N times and report each phase's fastest pass (and its kernels); "
                   "the JSON lists every pass")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU backend)");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (tuned for the same --backend)");
   cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");

@@ -1,6 +1,6 @@
 // lathe tune: time candidate kernel parameters on the real backend and store the
 // best per (kernel kind, shape) in a tuning file that `lathe compile --tuning` and
-// `lathe run --tuning` read (codegen/tuning.h, runtime/cpu/tune.h).
+// `lathe run --tuning` read (codegen/tuning.h, runtime/tune.h).
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -10,7 +10,7 @@
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
-#include "runtime/cpu/tune.h"
+#include "runtime/tune.h"
 #include "runtime/cuda/cuda_api.h"
 
 namespace lathe::cli {
@@ -32,26 +32,24 @@ std::string params_text(const std::map<std::string, int64_t>& p) {
 }
 
 int run_tune(const TuneArgs& a) {
-  if (a.backend == "cuda") {
-    // Not implemented: CUDA kernels use the emitter's defaults. Say so with or without a
-    // device, so that a machine without a GPU does not suggest one would help.
-    const std::string missing =
-        "kernel tuning is implemented for the CPU backend only (no CUDA tuner; CUDA kernels use "
-        "the emitter's defaults); use --backend cpu";
-    std::string why;
-    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why + "; " + missing);
-    throw Error("--backend cuda: " + missing);
-  }
-  if (a.backend != "cpu") throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
+  if (a.backend != "cpu" && a.backend != "cuda")
+    throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
+  const bool cuda = a.backend == "cuda";
   if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
-  if (!CpuJit::available())
+  std::string hw = a.hardware;
+  if (cuda) {
+    std::string why;
+    if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
+    if (hw == "cpu-host") hw = builtin_target_for(CudaApi(0).device());
+  } else if (!CpuJit::available()) {
     throw Error("this lathe was built without Clang/LLVM: the CPU backend cannot run");
+  }
   PlanSpec spec = a.plan.plan_spec();
   PlanRequest req;
   req.model = a.model;
-  req.hardware = a.hardware;
+  req.hardware = hw;
   req.options = spec.options;
-  if (!req.options.act_dtype) req.options.act_dtype = DType::f32;
+  if (!req.options.act_dtype) req.options.act_dtype = cuda ? DType::bf16 : DType::f32;
   req.workload = {a.batch, a.prompt, std::max<int64_t>(a.gen, 2)};
   LowerHooks hooks;
   hooks.record = false;
@@ -61,15 +59,20 @@ int run_tune(const TuneArgs& a) {
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   WeightStore weights =
       WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(1), threads);
-  CpuJit jit(JitOptions{a.cache_dir, true});
   TuneOptions o;
   o.threads = threads;
   o.reps = a.reps;
   o.decode_steps = a.steps;
   if (a.format != "json")
-    std::cerr << "lathe tune: timing candidate kernel parameters of " << p.model.name
-              << " on the CPU (" << threads << " threads)...\n";
-  TuneResult r = tune_cpu(plan, weights, jit, o);
+    std::cerr << "lathe tune: timing candidate kernel parameters of " << p.model.name << " on "
+              << (cuda ? "the GPU" : "the CPU (" + std::to_string(threads) + " threads)") << "...\n";
+  TuneResult r;
+  if (cuda) {
+    r = tune_cuda(plan, weights, a.cache_dir.empty() ? "" : a.cache_dir + "/cuda", o);
+  } else {
+    CpuJit jit(JitOptions{a.cache_dir, true});
+    r = tune_cpu(plan, weights, jit, o);
+  }
   write_file_atomic(a.out, tuning_to_json(r.file));
   auto gain = [](double d, double t) { return t > 0 ? d / t : 0.0; };
   if (a.format == "json") {
@@ -98,8 +101,8 @@ int run_tune(const TuneArgs& a) {
   }
   std::cout << "lathe tune: " << p.model.name << " (" << describe_options(p) << "), batch "
             << a.batch << ", prompt " << a.prompt << " on " << r.file.machine << "\n";
-  std::cout << "  " << r.sessions << " sessions, " << r.kernels_compiled
-            << " kernel variants compiled (" << fmt_double(r.compile_s, 1) << " s of JIT)\n\n";
+  std::cout << "  " << r.sessions << " sessions, " << r.kernels_compiled << " kernel variants compiled ("
+            << fmt_double(r.compile_s, 1) << (cuda ? " s of NVRTC)\n\n" : " s of JIT)\n\n");
   Table t({"kernel", "shape", "default us", "best us", "best", "gain", "candidates (us)"});
   for (const TuningEntry& e : r.all) {
     std::string cands;
@@ -130,16 +133,21 @@ int run_tune(const TuneArgs& a) {
 }  // namespace
 
 // Applies a tuning file to a lowered plan (compile, run); returns a note for the user.
-std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path) {
+std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path,
+                              const std::string& backend) {
   TuningFile t = tuning_from_json(read_file(path), path);
-  if (t.backend != "cpu")
-    throw Error(path + ": tuning for the " + t.backend + " backend; only cpu tuning is applied");
-  int n = apply_tuning(prefill, t, "cpu") + apply_tuning(decode, t, "cpu");
-  std::string note =
-      "applied " + std::to_string(n) + " tuned kernel" + (n == 1 ? "" : "s") + " from " + path;
-  std::string host = cpu_model_name();
-  if (!host.empty() && t.machine.rfind(host, 0) != 0)
-    note += " (tuned on " + t.machine + ", this machine is " + host + ")";
+  if (!backend.empty() && t.backend != backend)
+    throw Error(path + ": tuning for the " + t.backend + " backend; this run uses --backend " + backend);
+  int n = apply_tuning(prefill, t, t.backend) + apply_tuning(decode, t, t.backend);
+  std::string note = "applied " + std::to_string(n) + " tuned " + t.backend + " kernel" + (n == 1 ? "" : "s") +
+                     " from " + path;
+  if (t.backend == "cpu") {
+    std::string host = cpu_model_name();
+    if (!host.empty() && t.machine.rfind(host, 0) != 0)
+      note += " (tuned on " + t.machine + ", this machine is " + host + ")";
+  } else if (!t.machine.empty()) {
+    note += " (tuned on " + t.machine + ")";
+  }
   return note;
 }
 
@@ -149,8 +157,11 @@ void register_tune(CLI::App& app, Registry& r) {
                                      "Time candidate kernel parameters on the real backend; write "
                                      "the best per kernel to a tuning file");
   cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file")->required();
-  cmd->add_option("HW", a->hardware, "hardware spec the plan is made for (default cpu-host)");
-  cmd->add_option("--backend", a->backend, "cpu (this machine); cuda is not supported yet and exits 2");
+  cmd->add_option("HW", a->hardware,
+                  "hardware spec the plan is made for (default cpu-host; with --backend cuda the detected GPU's)");
+  cmd->add_option("--backend", a->backend,
+                  "cpu (this machine's CPU, default) or cuda (GPU 0: GEMV warps and loads in flight, decode "
+                  "attention splits)");
   cmd->add_option("-o,--out", a->out, "tuning file to write (JSON)")->required();
   cmd->add_option("--batch", a->batch, "sequences (default 1)")
       ->check(CLI::Range(int64_t(1), int64_t(256)));
@@ -166,7 +177,7 @@ void register_tune(CLI::App& app, Registry& r) {
   cmd->add_option("--steps", a->steps, "decode steps per repetition (default 8)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--cache-dir", a->cache_dir,
-                  "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
+                  "kernel cache directory (default $XDG_CACHE_HOME/lathe; CUDA in its cuda/)");
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, a] { r.action = [a] { return run_tune(*a); }; });
 }

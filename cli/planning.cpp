@@ -1,11 +1,13 @@
 #include "cli/planning.h"
 
 #include <cstdio>
+#include <iostream>
 
 #include "frontend/builder.h"
 #include "frontend/sweep.h"
 #include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
+#include "runtime/cuda/cuda_api.h"
 
 namespace lathe::cli {
 
@@ -121,6 +123,19 @@ std::string oom_message(const Planned& p) {
                 human_bytes(m.activations).c_str(), (long long)m.max_batch,
                 m.max_batch == 0 ? " (even the weights do not fit: try int4 weights or --tp)" : "");
   return buf;
+}
+
+// The built-in hardware spec that describes a detected GPU (for predictions).
+std::string builtin_target_for(const CudaDeviceInfo& d) {
+  std::string n = d.name;
+  if (n.find("H200") != std::string::npos) return "h200";
+  if (n.find("H100") != std::string::npos) return "h100-sxm";
+  if (n.find("A100") != std::string::npos) return d.memory_gb > 50 ? "a100-80g" : "a100-40g";
+  if (n.find("L4") != std::string::npos) return "l4";
+  if (n.find("4090") != std::string::npos) return "rtx-4090";
+  if (n.find("Orin") != std::string::npos) return "jetson-agx-orin-64g";
+  std::cerr << "lathe: warning: no built-in spec for " << n << "; predictions use h100-sxm (pass --hw)\n";
+  return "h100-sxm";
 }
 
 }  // namespace lathe::cli

@@ -14,6 +14,10 @@
 #include "passes/pipeline.h"
 #include "simulator/simulate.h"
 
+namespace lathe {
+struct CudaDeviceInfo;
+}
+
 namespace lathe::cli {
 
 // --batch/--prompt/--gen; -1 means "not given" (plan file, then defaults apply).
@@ -58,8 +62,15 @@ std::string pass_report_md(const Planned& p);
 std::map<std::string, std::string> plan_files(const Planned& p);
 
 // Applies a tuning file (`lathe tune -o FILE`) to a plan's lowered graphs; returns a
-// note for the user (how many kernels, and a warning when it was tuned on another CPU).
-std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path);
+// note for the user (how many kernels, and a warning when it was tuned on another CPU
+// or on a GPU). `backend` "cpu" or "cuda": the file must be for it (lathe run);
+// empty: any backend (lathe compile; a plan can carry both backends' parameters).
+std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path,
+                              const std::string& backend = "");
+
+// The built-in hardware spec that describes a detected GPU (for predictions); warns
+// on stderr and answers h100-sxm for GPUs without one.
+std::string builtin_target_for(const CudaDeviceInfo& d);
 
 // One-line descriptions used in headers.
 std::string describe_target(const Target& t);

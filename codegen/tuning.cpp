@@ -4,49 +4,146 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/cpu/kernel_lib.h"
+#include "codegen/cuda/emit_cuda.h"
+#include "codegen/kernel_facts.h"
 #include "ir/assert.h"
 
 namespace lathe {
 
 namespace {
-constexpr const char* kParamNames[] = {"tune_rows", "tune_cols", "tune_qt", "tune_split"};
+
+// Every tuning parameter, the backend whose emitter reads it and the values that
+// emitter accepts (`allowed` empty: any value in [lo, hi]).
+struct ParamRule {
+  const char* name;
+  const char* backend;
+  int64_t lo, hi;
+  std::vector<int64_t> allowed;
+};
+const std::vector<ParamRule>& param_rules() {
+  static const std::vector<ParamRule> rules = {
+      {"tune_rows", "cpu", 0, 4096, {}},
+      {"tune_cols", "cpu", 0, 4096, {}},
+      {"tune_qt", "cpu", 1, 256, {}},
+      {"tune_split", "cpu", 1, 64, {}},
+      {"tune_cuda_warps", "cuda", 4, 16, {4, 8, 16}},
+      {"tune_cuda_loads", "cuda", 1, 8, {1, 2, 4, 8}},
+      {"tune_cuda_split", "cuda", 1, 128, {}},
+  };
+  return rules;
+}
+
+// "K=4096 N=1024+1024 w=int8 pro=rms_norm epi=none": the GEMM family's shape key.
+std::optional<std::string> gemm_shape(const Graph& g, const Node& n) {
+  auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+  if (!p) return std::nullopt;
+  const Value& x = g.value(n.inputs[size_t(p->x)]);
+  std::string ns;
+  for (int w = 0; w < p->num_weights; ++w) {
+    const Value& wv = g.value(n.inputs[size_t(p->first_weight + w)]);
+    ns += (w ? "+" : "") + wv.shape[wv.shape.size() - 2].str();
+  }
+  const Value& w0 = g.value(n.inputs[size_t(p->first_weight)]);
+  return "K=" + x.shape.back().str() + " N=" + ns + " w=" + format_name(w0.format) +
+         " pro=" + n.attrs.s("prologue", "none") + " epi=" + n.attrs.s("epilogue", "none") +
+         (n.kind == OpKind::lm_head ? " lm_head" : "") +
+         (n.kind == OpKind::expert_matmul ? " experts=" + w0.shape[0].str() : "");
+}
+
+std::string attention_shape(const Graph& g, const Node& n) {
+  return "H=" + std::to_string(n.attrs.i("heads")) + " KVH=" + std::to_string(n.attrs.i("kv_heads")) +
+         " D=" + std::to_string(n.attrs.i("head_dim")) + " kv=" + g.attrs.s("kv_dtype") +
+         " layout=" + g.attrs.s("kv_layout");
+}
+
+std::optional<TuningKey> cuda_tuning_key(const Graph& g, const Node& n) {
+  const int64_t B = g.attrs.i("B"), rows = B * g.attrs.i("S");
+  if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
+    // Only steps of at most kCudaGemvRows rows (sequences for lm_head) run the GEMV entry.
+    if ((n.kind == OpKind::lm_head ? B : rows) > kCudaGemvRows) return std::nullopt;
+    if (auto s = gemm_shape(g, n)) return TuningKey{"gemv", *s};
+    return std::nullopt;
+  }
+  if (n.kind == OpKind::expert_matmul) {
+    auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+    if (!p) return std::nullopt;
+    const Value& idx = g.value(n.inputs[size_t(p->idx)]);
+    const Dim& k = idx.shape.back();
+    if (!k.is_const() || rows > kCudaExpertGemvPairs / std::max<int64_t>(1, k.coef)) return std::nullopt;
+    if (auto s = gemm_shape(g, n)) return TuningKey{"gemv", *s};
+    return std::nullopt;
+  }
+  if (n.kind == OpKind::decode_attention)
+    return TuningKey{"decode_attention", attention_shape(g, n) + " cap=" + std::to_string(kv_facts(g).capacity)};
+  return std::nullopt;
+}
+
 }  // namespace
 
+bool is_tuning_backend(const std::string& backend) { return backend == "cpu" || backend == "cuda"; }
+
+void check_tuning_param(const std::string& backend, const std::string& name, int64_t value,
+                        const std::string& where) {
+  for (const ParamRule& r : param_rules()) {
+    if (name != r.name) continue;
+    if (backend != r.backend)
+      throw Error(where + ": '" + name + "' is a " + r.backend + " parameter, not a " + backend + " one");
+    bool ok = value >= r.lo && value <= r.hi;
+    if (!r.allowed.empty()) ok = std::find(r.allowed.begin(), r.allowed.end(), value) != r.allowed.end();
+    if (!ok) {
+      std::string range;
+      if (r.allowed.empty()) {
+        range = std::to_string(r.lo) + " to " + std::to_string(r.hi);
+      } else {
+        for (int64_t v : r.allowed) range += (range.empty() ? "" : ", ") + std::to_string(v);
+        range = "one of " + range;
+      }
+      throw Error(where + ": " + name + " = " + std::to_string(value) + " (expected " + range + ")");
+    }
+    return;
+  }
+  std::string known;
+  for (const ParamRule& r : param_rules())
+    if (backend == r.backend) known += (known.empty() ? "" : ", ") + std::string(r.name);
+  throw Error(where + ": unknown parameter '" + name + "' (" + backend + " parameters: " + known + ")");
+}
+
 std::optional<TuningKey> tuning_key(const Graph& g, NodeId id, const std::string& backend) {
-  if (backend != "cpu") return std::nullopt;
   const Node& n = g.node(id);
   if (!n.alive) return std::nullopt;
+  if (backend == "cuda") return cuda_tuning_key(g, n);
+  if (backend != "cpu") return std::nullopt;
   if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
     // Only GEMMs over more than kGemvRows rows take the tiled path the knobs shape.
     int64_t rows = n.kind == OpKind::lm_head ? g.attrs.i("B") : g.attrs.i("B") * g.attrs.i("S");
     if (rows <= lk::kGemvRows) return std::nullopt;
-    auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
-    if (!p) return std::nullopt;
-    const Value& x = g.value(n.inputs[size_t(p->x)]);
-    std::string ns;
-    for (int w = 0; w < p->num_weights; ++w) {
-      const Value& wv = g.value(n.inputs[size_t(p->first_weight + w)]);
-      ns += (w ? "+" : "") + wv.shape[wv.shape.size() - 2].str();
-    }
-    const Value& w0 = g.value(n.inputs[size_t(p->first_weight)]);
-    std::string shape = "K=" + x.shape.back().str() + " N=" + ns + " w=" + format_name(w0.format) +
-                        " pro=" + n.attrs.s("prologue", "none") +
-                        " epi=" + n.attrs.s("epilogue", "none") +
-                        (n.kind == OpKind::lm_head ? " lm_head" : "");
-    return TuningKey{"gemm", shape};
+    if (auto s = gemm_shape(g, n)) return TuningKey{"gemm", *s};
+    return std::nullopt;
   }
-  if (n.kind == OpKind::flash_attention || n.kind == OpKind::decode_attention) {
-    std::string shape = "H=" + std::to_string(n.attrs.i("heads")) +
-                        " KVH=" + std::to_string(n.attrs.i("kv_heads")) +
-                        " D=" + std::to_string(n.attrs.i("head_dim")) +
-                        " kv=" + g.attrs.s("kv_dtype") + " layout=" + g.attrs.s("kv_layout");
+  if (n.kind == OpKind::flash_attention || n.kind == OpKind::decode_attention)
     return TuningKey{n.kind == OpKind::flash_attention ? "flash_attention" : "decode_attention",
-                     shape};
-  }
+                     attention_shape(g, n)};
   return std::nullopt;
 }
 
-std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind) {
+std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind,
+                                                              const std::string& backend,
+                                                              const std::string& shape) {
+  if (backend == "cuda") {
+    if (kind == "gemv") {
+      // 16-bit weights already keep 4 loads in flight; rows that are decoded keep 1.
+      const bool wide = shape.find(" w=bf16") != std::string::npos || shape.find(" w=f16") != std::string::npos;
+      return {{},
+              {{"tune_cuda_warps", 4}},
+              {{"tune_cuda_warps", 16}},
+              {{"tune_cuda_loads", 2}},
+              {{"tune_cuda_loads", wide ? 8 : 4}}};
+    }
+    if (kind == "decode_attention")
+      return {{}, {{"tune_cuda_split", 8}}, {{"tune_cuda_split", 16}}, {{"tune_cuda_split", 32}},
+              {{"tune_cuda_split", 64}}};
+    return {{}};
+  }
   if (kind == "gemm")
     return {{},
             {{"tune_cols", 32}},
@@ -66,7 +163,8 @@ int apply_params(Graph& g, const std::string& kind, const std::string& shape,
     auto key = tuning_key(g, id, backend);
     if (!key || key->kind != kind || key->shape != shape) continue;
     Node& n = g.node_mut(id);
-    for (const char* p : kParamNames) n.attrs.erase(p);
+    for (const ParamRule& r : param_rules())
+      if (backend == r.backend) n.attrs.erase(r.name);
     for (const auto& [k, v] : params) n.attrs.set(k, v);
     ++changed;
   }
@@ -114,6 +212,8 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
                   " (this lathe reads version 1)");
     t.backend = j.at("backend").get<std::string>();
+    if (!is_tuning_backend(t.backend))
+      throw Error(source + ": backend '" + t.backend + "' (expected cpu or cuda)");
     t.machine = j.value("machine", "");
     t.model = j.value("model", "");
     t.target = j.value("target", "");
@@ -127,9 +227,9 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       x.kind = e.at("kind").get<std::string>();
       x.shape = e.at("shape").get<std::string>();
       for (const auto& [k, v] : e.at("params").items()) {
-        if (std::find(std::begin(kParamNames), std::end(kParamNames), k) == std::end(kParamNames))
-          throw Error(source + ": entry " + x.kind + " '" + x.shape + "': unknown parameter '" + k +
-                      "'");
+        const std::string where = source + ": entry " + x.kind + " '" + x.shape + "'";
+        if (!v.is_number_integer()) throw Error(where + ": " + k + " must be an integer");
+        check_tuning_param(t.backend, k, v.get<int64_t>(), where);
         x.params[k] = v.get<int64_t>();
       }
       x.default_us = e.value("default_us", 0.0);

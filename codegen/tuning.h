@@ -10,6 +10,17 @@
 //   flash_attention   tune_qt: query rows per tile sharing each K/V read
 //   decode_attention  tune_split: parts the context is split into (flash-decoding)
 //
+// Tunable CUDA kernels and their knobs (codegen/cuda/cuda_prelude.cuh); the CUDA
+// parameters have names of their own, so one plan can carry both backends' tuning:
+//   gemv              GEMM-family nodes whose step runs the warp-per-row GEMV entry
+//                     (at most 8 rows; 16 token-expert pairs for MoE experts):
+//                     tune_cuda_warps (warps per block: 4, 8 (default) or 16),
+//                     tune_cuda_loads (16-byte weight loads each lane has in flight:
+//                     1, 2, 4 or 8; default 4 for 16-bit weights, 1 for 8- and 4-bit)
+//   decode_attention  tune_cuda_split: parts the context is split into (1-128; default
+//                     the KV capacity / 64, at most 64). The key includes the capacity
+//                     (cap=), since the default and the best split both follow it.
+//
 // The file (JSON, "format": "lathe-tuning", "version": 1):
 //   { "format": "lathe-tuning", "version": 1, "backend": "cpu",
 //     "machine": "AMD EPYC 7B13 (avx2), 2 threads", "model": "small", "target": "cpu-host",
@@ -50,8 +61,19 @@ struct TuningKey {
 };
 std::optional<TuningKey> tuning_key(const Graph& g, NodeId id, const std::string& backend = "cpu");
 
-// Candidate parameter sets for a kind, the default (empty map) first.
-std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind);
+// Candidate parameter sets for a key, the default (empty map) first. CUDA GEMV
+// candidates depend on the weight format in the shape (16-bit rows can keep more
+// loads in flight than rows that must be decoded).
+std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string& kind,
+                                                              const std::string& backend = "cpu",
+                                                              const std::string& shape = "");
+
+// The backends whose tuning files lathe reads: "cpu" and "cuda".
+bool is_tuning_backend(const std::string& backend);
+// Throws lathe::Error (naming `where`) when `name` is not a parameter of `backend` or
+// `value` is outside the values its kernels accept.
+void check_tuning_param(const std::string& backend, const std::string& name, int64_t value,
+                        const std::string& where);
 
 std::string tuning_to_json(const TuningFile& t);
 // Throws lathe::Error (naming `source`) on malformed files.

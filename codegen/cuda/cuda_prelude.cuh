@@ -213,14 +213,15 @@ struct GemmDesc {
 // issues U independent 16-byte weight loads before decoding the first (memory-level
 // parallelism is what a bandwidth-bound GEMV needs); activations and gains are read
 // with 16-byte loads too.
-template <typename T, int FMT, int K, int G, int MAXM, bool NORM>
+template <typename T, int FMT, int K, int G, int MAXM, bool NORM, int LOADS = 0>
 __device__ __forceinline__ void warp_gemv(const void* w, const void* s, i64 n, const T* const* xr, const float* rr,
                                           const T* normw, int M, float* acc) {
   constexpr int E = WChunk<FMT>::E;
   constexpr int CH = K / E;  // 16-byte chunks per row
   // Four loads in flight for 16-bit rows; one for int8/fp8/int4, whose decoding needs
   // the registers (a software-pipelined variant measured slower, docs/performance.md).
-  constexpr int U = CH >= 32 * 4 && E <= 8 ? 4 : 1;
+  // LOADS > 0 (tune_cuda_loads, `lathe tune --backend cuda`) sets the count instead.
+  constexpr int U = LOADS > 0 ? LOADS : CH >= 32 * 4 && E <= 8 ? 4 : 1;
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int m = 0; m < MAXM; ++m) acc[m] = 0.0f;
@@ -271,7 +272,7 @@ __device__ __forceinline__ void warp_gemv(const void* w, const void* s, i64 n, c
 
 // M up to 8 rows, handled 4 at a time (the unrolled 4-row dot keeps NVRTC's compile
 // time low; rows 5-8 re-read the weight row from L2: weight loads bypass L1).
-template <typename T, int FMT, int K, int G, int WARPS, bool NORM>
+template <typename T, int FMT, int K, int G, int WARPS, bool NORM, int LOADS = 0>
 __device__ void gemv_kernel(const LatheCudaStep* st, const GemmDesc& d, const T* x, const T* normw, const void* const* W,
                             const void* const* S, void* const* out, const T* res) {
   constexpr int MAXM = 8, UNROLL = 4;
@@ -301,7 +302,8 @@ __device__ void gemv_kernel(const LatheCudaStep* st, const GemmDesc& d, const T*
   float acc[MAXM], acc2[MAXM];
   auto dot = [&](const void* w, const void* s, i64 row, float* out) {
     for (int m0 = 0; m0 < M; m0 += UNROLL)
-      warp_gemv<T, FMT, K, G, UNROLL, NORM>(w, s, row, xr + m0, rr + m0, normw, min(UNROLL, M - m0), out + m0);
+      warp_gemv<T, FMT, K, G, UNROLL, NORM, LOADS>(w, s, row, xr + m0, rr + m0, normw, min(UNROLL, M - m0),
+                                                   out + m0);
   };
   if (d.epilogue == EPI_SILU_MUL) {
     dot(W[0], S[0], g, acc);
@@ -502,7 +504,7 @@ struct ExpertDesc {
 };
 
 // Decode: one warp per output column n, looping over the (few) token-expert pairs.
-template <typename T, int FMT, int K, int G, int WARPS>
+template <typename T, int FMT, int K, int G, int WARPS, int LOADS = 0>
 __device__ void expert_gemv_kernel(const LatheCudaStep* st, const ExpertDesc& d, const T* x, const int* idx,
                                    const void* const* W, const void* const* S, const float* gates, const T* res,
                                    void* const* out) {
@@ -521,11 +523,11 @@ __device__ void expert_gemv_kernel(const LatheCudaStep* st, const ExpertDesc& d,
     const int ex = idx[p];
     const T* xr = d.prologue == PRO_GATHER ? x + (p / d.top_k) * K : x + p * K;
     float a, u;
-    warp_gemv<T, FMT, K, G, 1, false>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N), n, &xr,
-                                      nullptr, nullptr, 1, &a);
+    warp_gemv<T, FMT, K, G, 1, false, LOADS>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N),
+                                             n, &xr, nullptr, nullptr, 1, &a);
     if (d.epilogue == EPI_SILU_MUL) {
-      warp_gemv<T, FMT, K, G, 1, false>(expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N), n, &xr,
-                                        nullptr, nullptr, 1, &u);
+      warp_gemv<T, FMT, K, G, 1, false, LOADS>(expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N),
+                                               n, &xr, nullptr, nullptr, 1, &u);
       if ((threadIdx.x & 31) == 0) reinterpret_cast<T*>(out[0])[p * N + n] = fromf<T>(silu(a) * u);
     } else if (combine) {
       sum += gates[p] * a;

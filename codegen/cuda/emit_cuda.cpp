@@ -5,6 +5,7 @@
 
 #include "codegen/cpu/emit_cpu.h"  // kernel_bindings: the buffer order both backends share
 #include "codegen/kernel_facts.h"
+#include "codegen/tuning.h"
 #include "ir/assert.h"
 #include "ir/buffers.h"
 #include "ir/text.h"
@@ -21,7 +22,7 @@ int cuda_arch_for(int cc) {
 
 namespace {
 
-constexpr int kGemvWarps = 8;
+constexpr int kGemvWarps = 8;  // default warps per GEMV block (tune_cuda_warps)
 
 std::string num(int64_t v) { return std::to_string(v); }
 std::string fnum(double v) {
@@ -107,6 +108,30 @@ struct Emitter {
     k.entries.push_back({"", grid, block, p0, p1, p2, max_rows});
   }
 
+  // A tuning parameter of this node (codegen/tuning.h), `dflt` when unset.
+  int64_t tuned(const char* key, int64_t dflt) const {
+    if (!n.attrs.has(key)) return dflt;
+    int64_t v = n.attrs.i(key);
+    try {
+      check_tuning_param("cuda", key, v, "tuning");
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    return v;
+  }
+  // The GEMV entry's template arguments after the format: warps per block, then the
+  // norm flag (dense GEMVs only), then loads in flight when tuned (the prelude's rule
+  // otherwise). Launch bounds keep 128 registers a thread at every block size.
+  struct GemvShape {
+    int warps, min_blocks;
+    std::string loads;  // ", U" or empty
+  };
+  GemvShape gemv_shape() const {
+    int warps = int(tuned("tune_cuda_warps", kGemvWarps));
+    int64_t loads = tuned("tune_cuda_loads", 0);
+    return {warps, 512 / (warps * 32), loads > 0 ? ", " + num(loads) : std::string()};
+  }
+
   void gemm() {
     auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
     if (!p) fail("malformed GEMM");
@@ -152,8 +177,9 @@ struct Emitter {
       std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " + ptr("const int*", data[size_t(p->idx)]) +
                          ", W, S, " + (p->gates >= 0 ? ptr("const float*", data[size_t(p->gates)]) : "nullptr") + ", " +
                          (p->residual >= 0 ? act_in(size_t(p->residual)) : "nullptr") + ", O);\n";
-      entry(0, desc + arrays + "  lk::expert_gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ">" + args,
-            CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 16 / topk, 0, 2);
+      GemvShape gv = gemv_shape();
+      entry(0, desc + arrays + "  lk::expert_gemv_kernel<T, " + fa + ", " + std::to_string(gv.warps) + gv.loads + ">" + args,
+            CudaGrid::warps, gv.warps * 32, total_rows, 0, kCudaExpertGemvPairs / topk, 0, gv.min_blocks);
       entry(1, desc + arrays + "  lk::expert_gemm_kernel<T, " + fa + ">" + args, CudaGrid::expert_tiles, 128, tiles, E,
             -1, topk);
       if (iepi >= 3) {
@@ -171,9 +197,10 @@ struct Emitter {
     std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " +
                        (p->norm >= 0 ? act_in(size_t(p->norm)) : std::string("nullptr")) + ", W, S, O, " +
                        (p->residual >= 0 ? act_in(size_t(p->residual)) : std::string("nullptr")) + ");\n";
-    entry(0, desc + arrays + "  lk::gemv_kernel<T, " + fa + ", " + std::to_string(kGemvWarps) + ", " +
-                     (ipro ? "true" : "false") + ">" + args,
-          CudaGrid::warps, kGemvWarps * 32, total_rows, 0, 8, 0, 2);
+    GemvShape gv = gemv_shape();
+    entry(0, desc + arrays + "  lk::gemv_kernel<T, " + fa + ", " + std::to_string(gv.warps) + ", " +
+                     (ipro ? "true" : "false") + gv.loads + ">" + args,
+          CudaGrid::warps, gv.warps * 32, total_rows, 0, kCudaGemvRows, 0, gv.min_blocks);
     entry(1, desc + arrays + "  lk::gemm_kernel<T, " + fa + ">" + args, CudaGrid::gemm_tiles, 128, tiles,
           last ? 1 : 0);
     // The cuBLAS route for prefill: weights already in the activation dtype, one
@@ -317,7 +344,8 @@ struct Emitter {
         KvFacts kv = kv_facts(g);
         // Splits over the context: enough blocks to fill a GPU at batch 1 (kv heads x
         // splits), at least 64 positions each.
-        int64_t splits = std::clamp<int64_t>(kv.capacity / 64, 1, 64);
+        // tune_cuda_split overrides.
+        int64_t splits = tuned("tune_cuda_split", std::clamp<int64_t>(kv.capacity / 64, 1, 64));
         int64_t gq = attr("heads") / attr("kv_heads"), d = attr("head_dim");
         entry(0, "  lk::decode_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(d) + ", " +
                      num(splits) + ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) +

@@ -16,6 +16,12 @@
 
 namespace lathe {
 
+// Steps of at most this many rows (sequences for lm_head) run a GEMM-family node's
+// GEMV entry; MoE experts' GEMV entry takes at most kCudaExpertGemvPairs token-expert
+// pairs.
+constexpr int kCudaGemvRows = 8;
+constexpr int kCudaExpertGemvPairs = 16;
+
 // How the runtime sizes the grid of an entry point for a step.
 enum class CudaGrid : uint8_t {
   warps,          // ceil(p0 / (block / 32)): one warp per output row (GEMV)
@@ -69,7 +75,8 @@ struct CudaKernel {
 std::string_view cuda_prelude_text();
 
 // Emits the kernel of one node. Throws lathe::Error for nodes the CUDA backend cannot
-// run (f32 activations, tensor-parallel collectives, dims that are not multiples of 32).
+// run (f32 activations, tensor-parallel collectives, dims that are not multiples of 32)
+// and for tuning parameters (tune_cuda_*, codegen/tuning.h) outside their values.
 CudaKernel emit_cuda_kernel(const Graph& g, NodeId id);
 std::vector<CudaKernel> emit_cuda_kernels(const Graph& g);
 

@@ -407,6 +407,12 @@ StepResult CudaSession::decode(const std::vector<int32_t>& tokens) {
   return impl_->run(impl_->decode, t, false);
 }
 const std::vector<KernelTiming>& CudaSession::timings() const { return impl_->timings; }
+void CudaSession::reset_timings() {
+  for (KernelTiming& t : impl_->timings) {
+    t.measured_s = t.predicted_s = t.flops = t.bytes = 0;
+    t.calls = 0;
+  }
+}
 std::string CudaSession::device_name() const { return impl_->api.device().name; }
 int CudaSession::device_arch() const { return impl_->arch; }
 double CudaSession::compile_s() const { return impl_->compile_s; }

@@ -36,6 +36,8 @@ class CudaSession {
   StepResult decode(const std::vector<int32_t>& tokens);
 
   const std::vector<KernelTiming>& timings() const;
+  // Zeroes the timings' sums (measured, predicted, FLOPs, bytes, calls).
+  void reset_timings();
   std::string device_name() const;
   int device_arch() const;
   double compile_s() const;

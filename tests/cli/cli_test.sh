@@ -490,12 +490,27 @@ grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs ga
 expect_rc 2 "$LATHE" calibrate "$tmp/dotbad.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
 grep -q "cpu_int8_dot must be true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"
 
-expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/t.json"
+expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/cuda-t.json"
 grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"
-grep -q "CPU backend only" "$tmp/err" || bad "tune --backend cuda does not say CUDA tuning is missing: $(cat "$tmp/err")"
+[ -e "$tmp/cuda-t.json" ] && bad "tune --backend cuda without a GPU wrote a tuning file"
+expect_rc 2 "$LATHE" tune tiny --backend tpu -o "$tmp/t.json"
+grep -q "expected cpu or cuda" "$tmp/err" || bad "tune --backend tpu: $(cat "$tmp/err")"
+# A CUDA tuning file: compile carries its parameters into the plan (the CPU kernels
+# ignore them); lathe run on the CPU refuses it; values the kernels do not take are errors.
+printf '{"format": "lathe-tuning", "version": 1, "backend": "cuda", "machine": "NVIDIA H200 (sm_90)", "entries": [{"kind": "decode_attention", "shape": "H=4 KVH=2 D=32 kv=f32 layout=LHTD cap=20", "params": {"tune_cuda_split": 3}}]}' >"$tmp/cudatune.json"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 16 --gen 4 -o "$tmp/cudatuned" --tuning "$tmp/cudatune.json"
+grep -q "applied 2 tuned cuda kernels" "$tmp/out" "$tmp/err" || bad "compile --tuning (cuda) applied nothing: $(cat "$tmp/out" "$tmp/err")"
+grep -q "tune_cuda_split = 3" "$tmp/cudatuned/decode.ir" || bad "CUDA tuning parameters are not in the plan"
+expect_rc 0 "$LATHE" run "$tmp/cudatuned" --gen 3
+expect_rc 2 "$LATHE" run tiny --tuning "$tmp/cudatune.json" --gen 3
+grep -q "tuning for the cuda backend" "$tmp/err" || bad "run --tuning with a cuda file on the CPU: $(cat "$tmp/err")"
+sed 's/"tune_cuda_split": 3/"tune_cuda_split": 0/' "$tmp/cudatune.json" >"$tmp/badcudatune.json"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/cudatuned2" --tuning "$tmp/badcudatune.json"
+grep -q "tune_cuda_split = 0 (expected 1 to 128)" "$tmp/err" || bad "bad CUDA tuning value: $(cat "$tmp/err")"
+[ -e "$tmp/cudatuned2" ] && bad "compile with a bad tuning file wrote a plan"
 printf '{"format": "lathe-tuning", "version": 1, "backend": "cpu", "machine": "m", "entries": [{"kind": "decode_attention", "shape": "H=4 KVH=2 D=32 kv=f32 layout=LHTD", "params": {"tune_split": 2}}]}' >"$tmp/tune.json"
 expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/tuned" --tuning "$tmp/tune.json"
-grep -q "applied 2 tuned kernels" "$tmp/out" || bad "compile --tuning applied nothing: $(cat "$tmp/out")"
+grep -q "applied 2 tuned cpu kernels" "$tmp/out" || bad "compile --tuning applied nothing: $(cat "$tmp/out")"
 grep -q "tune_split" "$tmp/tuned/decode.ir" || bad "tuned parameters are not in the plan"
 expect_rc 0 "$LATHE" run "$tmp/tuned" --gen 3
 printf '{"format": "other"}' >"$tmp/badtune.json"

@@ -10,6 +10,11 @@
 // a kernel are compiled once. fp8 kernels are compiled for sm_90 only: plans reject
 // fp8 on targets older than sm_89.
 //
+// Plus every candidate `lathe tune --backend cuda` may time (codegen/tuning.h: GEMV
+// warps and loads in flight, decode attention splits) for tiny, tiny-moe and
+// llama-3-8b in 16-bit, 8-bit and 4-bit weights (and fp8 for llama-3-8b): a tuned
+// kernel must compile without spills like a default one.
+//
 // Skips (with the reason) when NVRTC or the CUDA headers are not available. NVRTC
 // results are cached by content hash in the build tree, so a rerun only compiles what
 // changed.
@@ -27,6 +32,7 @@
 
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/tuning.h"
 #include "ir/assert.h"
 #include "support/plans.h"
 
@@ -43,6 +49,17 @@ NvrtcOptions test_nvrtc_options() {
   NvrtcOptions o;
   o.cache_dir = LATHE_TEST_CACHE_DIR "/cuda";
   return o;
+}
+
+// Adds a kernel unless one with its symbol is there already.
+void add_job(std::map<std::string, Job>& jobs, const CudaKernel& k, const std::string& where) {
+  auto [it, fresh] = jobs.try_emplace(k.entries.at(0).symbol);
+  if (!fresh) return;
+  it->second.source = k.source;
+  it->second.label = k.label;
+  it->second.fp8 = k.fp8;
+  for (const CudaEntry& e : k.entries) it->second.symbols.push_back(e.symbol);
+  it->second.where = where;
 }
 
 // Adds the kernels of one lowered plan, keyed by symbol.
@@ -67,14 +84,35 @@ void collect(const std::string& model, const std::string& what, const Workload& 
       failures.push_back(model + " " + what + ": " + e.what());
       continue;
     }
-    for (const CudaKernel& k : ks) {
-      auto [it, fresh] = jobs.try_emplace(k.entries.at(0).symbol);
-      if (!fresh) continue;
-      it->second.source = k.source;
-      it->second.label = k.label;
-      it->second.fp8 = k.fp8;
-      for (const CudaEntry& e : k.entries) it->second.symbols.push_back(e.symbol);
-      it->second.where = model + " " + what + " " + std::string(phase_name(g->phase)) + "/" + k.node_name;
+    for (const CudaKernel& k : ks)
+      add_job(jobs, k, model + " " + what + " " + std::string(phase_name(g->phase)) + "/" + k.node_name);
+  }
+}
+
+// Adds the kernels of every CUDA tuning candidate of one plan's tunable nodes (one
+// node per key: the others differ only in their layer).
+void collect_tuned(const std::string& model, const std::string& what, const Workload& w, const PlanOptions& o,
+                   std::map<std::string, Job>& jobs, int& candidates, std::vector<std::string>& failures) {
+  Lowered l = testing::lower_plan(testing::build_plan_graphs(model, "h100-sxm", w, o), o);
+  for (const Graph* g : {&l.prefill, &l.decode}) {
+    std::map<std::string, NodeId> first;  // kind + shape -> node
+    for (NodeId id : g->topo_order())
+      if (auto k = tuning_key(*g, id, "cuda")) first.try_emplace(k->kind + "|" + k->shape, id);
+    for (const auto& [ks, id] : first) {
+      const std::string kind = ks.substr(0, ks.find('|')), shape = ks.substr(ks.find('|') + 1);
+      for (const auto& params : tuning_candidates(kind, "cuda", shape)) {
+        if (params.empty()) continue;  // the default is in the main matrix
+        Graph tuned = *g;
+        apply_params(tuned, kind, shape, params, "cuda");
+        ++candidates;
+        std::string where = model + " " + what + " " + std::string(phase_name(g->phase)) + "/" + g->node(id).name;
+        for (const auto& [p, v] : params) where += " " + p + "=" + std::to_string(v);
+        try {
+          add_job(jobs, emit_cuda_kernel(tuned, id), where);
+        } catch (const Error& e) {
+          failures.push_back(where + ": " + e.what());
+        }
+      }
     }
   }
 }
@@ -132,7 +170,26 @@ TEST(CudaCoverage, EveryKernelCompilesForSm80AndSm90WithoutSpills) {
             }
         }
       }
+  // Tuning candidates (kernels already in the matrix dedupe by symbol).
+  int candidates = 0;
+  const size_t before_tuned = jobs.size();
+  struct TunedCase {
+    const char* model;
+    std::vector<const char*> weights;
+  };
+  for (const TunedCase& tc : {TunedCase{"tiny", {"", "int8", "int4:g32"}}, TunedCase{"tiny-moe", {"", "int4:g32"}},
+                              TunedCase{"llama-3-8b", {"", "int8", "int4:g128", "fp8"}}})
+    for (const char* wf : tc.weights) {
+      PlanOptions o;
+      o.act_dtype = DType::bf16;
+      if (*wf) o.weights = parse_weight_format(wf);
+      collect_tuned(tc.model, std::string("tuned weights ") + (*wf ? wf : "default"), workloads[0], o, jobs,
+                    candidates, failures);
+    }
+  const size_t tuned_kernels = jobs.size() - before_tuned;
+  EXPECT_GT(tuned_kernels, 50u) << "the tuning candidates should add kernels of their own";
   if (std::getenv("LATHE_COVERAGE_COUNT")) {
+    std::printf("tuning: %d candidates, %zu new kernels\n", candidates, tuned_kernels);
     std::map<std::string, int> per_model;
     for (const auto& [sym, j] : jobs) per_model[j.where.substr(0, j.where.find(' '))]++;
     for (const auto& [m, n] : per_model) std::printf("%s: %d kernels\n", m.c_str(), n);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/cuda/emit_cuda.h"
 #include "ir/assert.h"
 #include "support/plans.h"
 
@@ -27,8 +28,132 @@ TEST(Tuning, KeysNameTheTunableKernels) {
   for (NodeId id : l.decode.topo_order())
     if (auto k = tuning_key(l.decode, id)) kinds.insert(k->kind);
   EXPECT_EQ(kinds, (std::set<std::string>{"decode_attention"}));  // decode GEMVs have no knob
+  // CUDA: the prefill's 32 rows take the tiled GEMMs and flash attention (no knobs);
+  // only lm_head, over the 2 sequences' last rows, runs the GEMV entry.
   for (NodeId id : l.prefill.topo_order())
-    EXPECT_FALSE(tuning_key(l.prefill, id, "cuda").has_value());
+    EXPECT_EQ(tuning_key(l.prefill, id, "cuda").has_value(), l.prefill.node(id).kind == OpKind::lm_head)
+        << l.prefill.node(id).name;
+}
+
+TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  auto b = build_plan_graphs("tiny", "h100-sxm", {2, 16, 4}, o);
+  Lowered l = lower_plan(b, o);
+  std::set<std::string> kinds;
+  int gemvs = 0, gemm_nodes = 0;
+  for (NodeId id : l.decode.topo_order()) {
+    const Node& n = l.decode.node(id);
+    gemm_nodes += n.kind == OpKind::matmul || n.kind == OpKind::lm_head;
+    if (auto k = tuning_key(l.decode, id, "cuda")) {
+      kinds.insert(k->kind);
+      gemvs += k->kind == "gemv";
+      if (k->kind == "decode_attention") EXPECT_NE(k->shape.find(" cap=20"), std::string::npos) << k->shape;
+    }
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"gemv", "decode_attention"}));
+  EXPECT_EQ(gemvs, gemm_nodes);  // every decode GEMM-family node runs its GEMV entry
+  // The CPU keys are untouched by the CUDA ones.
+  for (NodeId id : l.decode.topo_order())
+    if (auto k = tuning_key(l.decode, id, "cpu")) EXPECT_EQ(k->kind, "decode_attention");
+  // A batch past the GEMV rows: the decode GEMVs of 9 sequences run the tiled entry.
+  auto b9 = build_plan_graphs("tiny", "h100-sxm", {9, 16, 4}, o);
+  Lowered l9 = lower_plan(b9, o);
+  for (NodeId id : l9.decode.topo_order())
+    if (auto k = tuning_key(l9.decode, id, "cuda")) EXPECT_EQ(k->kind, "decode_attention");
+  // MoE experts: the GEMV entry takes up to 16 token-expert pairs.
+  auto bm = build_plan_graphs("tiny-moe", "h100-sxm", {1, 16, 4}, o);
+  Lowered lm = lower_plan(bm, o);
+  bool expert = false;
+  for (NodeId id : lm.decode.topo_order())
+    if (auto k = tuning_key(lm.decode, id, "cuda"))
+      expert |= k->shape.find(" experts=") != std::string::npos;
+  EXPECT_TRUE(expert);
+}
+
+TEST(Tuning, EveryCudaCandidateIsAValidParameterSet) {
+  for (const std::string shape : {"K=4096 N=4096 w=bf16 pro=none epi=residual", "K=4096 N=4096 w=int4:g128 pro=none epi=none"})
+    for (const auto& params : tuning_candidates("gemv", "cuda", shape))
+      for (const auto& [k, v] : params) EXPECT_NO_THROW(check_tuning_param("cuda", k, v, "test")) << k << "=" << v;
+  auto wide = tuning_candidates("gemv", "cuda", "K=4096 N=4096 w=bf16 pro=none epi=none");
+  auto narrow = tuning_candidates("gemv", "cuda", "K=4096 N=4096 w=int8 pro=none epi=none");
+  EXPECT_TRUE(wide.front().empty());
+  EXPECT_EQ(wide.back().at("tune_cuda_loads"), 8);  // 16-bit rows: more loads in flight
+  EXPECT_EQ(narrow.back().at("tune_cuda_loads"), 4);
+  for (const auto& params : tuning_candidates("decode_attention", "cuda"))
+    for (const auto& [k, v] : params) EXPECT_NO_THROW(check_tuning_param("cuda", k, v, "test"));
+  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_warps", 5, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_loads", 3, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_split", 0, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "tune_split", 2, "f"), Error);  // a CPU parameter
+  EXPECT_THROW(check_tuning_param("cpu", "tune_cuda_split", 2, "f"), Error);
+}
+
+TEST(Tuning, CudaParametersReachTheEmittedKernelsOnly) {
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  auto b = build_plan_graphs("tiny", "h100-sxm", {1, 16, 4}, o);
+  Lowered l = lower_plan(b, o);
+  // A file that tunes every CUDA key of a graph.
+  auto cuda_file = [](const Graph& g) {
+    TuningFile t;
+    t.backend = "cuda";
+    t.machine = "test GPU";
+    for (NodeId id : g.topo_order())
+      if (auto k = tuning_key(g, id, "cuda")) {
+        bool dup = false;
+        for (const TuningEntry& x : t.entries) dup |= x.kind == k->kind && x.shape == k->shape;
+        if (dup) continue;
+        TuningEntry e;
+        e.kind = k->kind;
+        e.shape = k->shape;
+        if (k->kind == "gemv") e.params = {{"tune_cuda_warps", 16}, {"tune_cuda_loads", 2}};
+        else e.params = {{"tune_cuda_split", 3}};
+        t.entries.push_back(e);
+      }
+    return t;
+  };
+  TuningFile t = cuda_file(l.decode);
+  TuningFile back = tuning_from_json(tuning_to_json(t), "t.json");
+  EXPECT_EQ(back.backend, "cuda");
+  EXPECT_EQ(tuning_to_json(back), tuning_to_json(t));
+  EXPECT_EQ(apply_tuning(l.decode, back, "cpu"), 0);  // a CUDA file does not touch CPU kernels
+  int changed = apply_tuning(l.decode, back, "cuda");
+  EXPECT_GT(changed, 3);
+  int gemv = 0, split = 0;
+  for (const CudaKernel& k : emit_cuda_kernels(l.decode)) {
+    if (k.body.find("lk::gemv_kernel<") != std::string::npos) {
+      ++gemv;
+      // 16 warps, then the loads after the norm flag; 512 threads with one block's bounds.
+      EXPECT_NE(k.body.find(", 16, true, 2>(st") == std::string::npos ? k.body.find(", 16, false, 2>(st")
+                                                                        : k.body.find(", 16, true, 2>(st"),
+                std::string::npos)
+          << k.body;
+      EXPECT_NE(k.body.find("__launch_bounds__(512, 1)"), std::string::npos);
+      EXPECT_EQ(k.entries.at(0).block, 512);
+    }
+    if (k.body.find("lk::decode_attention_kernel<") != std::string::npos) {
+      ++split;
+      EXPECT_NE(k.body.find(", 3>(st, int(layer)"), std::string::npos) << k.body;
+      EXPECT_EQ(k.entries.at(0).p1, 3);
+    }
+  }
+  EXPECT_GT(gemv, 0);
+  EXPECT_GT(split, 0);
+  // CUDA tuning of an f32 plan (which the CPU backend runs) leaves its CPU kernels
+  // as they were.
+  Lowered lf = lower_plan(build_plan_graphs("tiny", "h100-sxm", {1, 16, 4}), {});
+  std::vector<std::string> cpu_before, cpu_after;
+  for (const CpuKernel& k : emit_cpu_kernels(lf.decode)) cpu_before.push_back(k.function);
+  EXPECT_GT(apply_tuning(lf.decode, cuda_file(lf.decode), "cuda"), 3);
+  for (const CpuKernel& k : emit_cpu_kernels(lf.decode)) cpu_after.push_back(k.function);
+  EXPECT_EQ(cpu_before, cpu_after);
+  // A value outside what the kernels take (a hand-edited plan) is an emitter error.
+  for (NodeId id : l.decode.topo_order())
+    if (tuning_key(l.decode, id, "cuda") && l.decode.node(id).kind == OpKind::decode_attention) {
+      l.decode.node_mut(id).attrs.set("tune_cuda_split", int64_t(0));
+      EXPECT_THROW(emit_cuda_kernel(l.decode, id), Error);
+    }
 }
 
 TEST(Tuning, FileRoundTripsAndAppliesToMatchingNodes) {
@@ -81,6 +206,26 @@ TEST(Tuning, MalformedFilesAreErrors) {
       "entries": [{"kind": "gemm", "shape": "x", "params": {"tile": 3}}]})",
                                 "a.json"),
                Error);
+  // CUDA files: parameters of that backend, in range.
+  EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda",
+      "entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 7}}]})",
+                                "a.json"),
+               Error);
+  EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda",
+      "entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cols": 64}}]})",
+                                "a.json"),
+               Error);
+  EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "tpu",
+      "entries": []})",
+                                "a.json"),
+               Error);
+  EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda",
+      "entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 8.5}}]})",
+                                "a.json"),
+               Error);
+  EXPECT_NO_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda",
+      "entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4, "tune_cuda_loads": 8}}]})",
+                                   "a.json"));
 }
 
 }  // namespace

@@ -23,12 +23,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "codegen/cpu/emit_cpu.h"  // kernel_bindings
 #include "ir/assert.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_session.h"
+#include "runtime/tune.h"
 #include "support/cpu_run.h"
 
 namespace lathe {
@@ -261,6 +263,87 @@ TEST(CudaBackendKv, PrefillThenDecodeEqualsTokenByToken) {
       std::vector<double> ref(rb.logits[0].begin(), rb.logits[0].end());
       EXPECT_LT(normalized_error(ra.logits[0], ref), 5e-3) << layout << " " << kv;
     }
+}
+
+// Every candidate `lathe tune --backend cuda` times computes what the default kernels
+// compute: round r of the tuner (every key at its r-th candidate) gives the default
+// plan's logits over a prefill and three decode steps. Loads in flight and warps per
+// block keep each row's summation order; a different split count of decode attention
+// merges its partial softmaxes in another order, hence the small tolerance.
+TEST(CudaTune, EveryCandidateGivesTheDefaultsLogits) {
+  REQUIRE_GPU();
+  for (const char* model : {"tiny", "tiny-moe"})
+    for (const char* wf : {"bf16", "int4:g32"}) {
+      PlanOptions o;
+      o.act_dtype = DType::bf16;
+      o.weights = parse_weight_format(wf);
+      Plan base = testing::make_plan(model, {1, 40, 4}, o, "h100-sxm");
+      WeightStore w = WeightStore::build({&base.prefill, &base.decode}, synthetic_source(42), 2);
+      const auto prompts = prompts_for(1, base.decode.attrs.i("vocab"), 40);
+      auto run = [&](const Plan& plan) {
+        CudaSession s(plan, w, test_options());
+        std::vector<std::vector<float>> out;
+        StepResult r = s.prefill(prompts);
+        out.push_back(r.logits[0]);
+        for (int step = 0; step < 3; ++step) {
+          r = s.decode({r.argmax[0]});
+          out.push_back(r.logits[0]);
+        }
+        return out;
+      };
+      const auto want = run(base);
+      std::map<std::pair<std::string, std::string>, std::vector<std::map<std::string, int64_t>>> keys;
+      for (const Graph* g : {&base.prefill, &base.decode})
+        for (NodeId id : g->topo_order())
+          if (auto k = tuning_key(*g, id, "cuda"))
+            keys.try_emplace({k->kind, k->shape}, tuning_candidates(k->kind, "cuda", k->shape));
+      ASSERT_FALSE(keys.empty()) << model;
+      for (size_t r = 1; r < 5; ++r) {
+        Plan plan = base;
+        std::string what;
+        for (const auto& [k, cands] : keys)
+          if (r < cands.size()) {
+            for (Graph* g : {&plan.prefill, &plan.decode}) apply_params(*g, k.first, k.second, cands[r], "cuda");
+            for (const auto& [p, v] : cands[r]) what += " " + p + "=" + std::to_string(v);
+          }
+        const auto got = run(plan);
+        for (size_t step = 0; step < want.size(); ++step) {
+          std::vector<double> ref(want[step].begin(), want[step].end());
+          EXPECT_LT(normalized_error(got[step], ref), 2e-3) << model << " " << wf << " round " << r << what
+                                                            << " step " << step;
+        }
+      }
+    }
+}
+
+// The tuner end to end on tiny: every key's candidates are timed, the file names
+// only valid parameters and round-trips, and the tuned plan runs.
+TEST(CudaTune, TunesTinyAndTheFileApplies) {
+  REQUIRE_GPU();
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  Plan plan = testing::make_plan("tiny", {1, 64, 8}, o, "h100-sxm");
+  WeightStore w = WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(1), 2);
+  TuneOptions t;
+  t.reps = 2;
+  t.decode_steps = 4;
+  TuneResult r = tune_cuda(plan, w, LATHE_TEST_CACHE_DIR "/cuda", t);
+  EXPECT_EQ(r.file.backend, "cuda");
+  EXPECT_NE(r.file.machine.find("sm_"), std::string::npos) << r.file.machine;
+  std::set<std::string> kinds;
+  for (const TuningEntry& e : r.all) {
+    kinds.insert(e.kind);
+    EXPECT_EQ(e.candidates.size(), tuning_candidates(e.kind, "cuda", e.shape).size()) << e.shape;
+    for (const auto& [params, us] : e.candidates) EXPECT_GT(us, 0) << e.kind << " " << e.shape;
+    EXPECT_LE(e.best_us, e.default_us);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"gemv", "decode_attention"}));
+  TuningFile back = tuning_from_json(tuning_to_json(r.file), "t.json");
+  Plan tuned = plan;
+  EXPECT_EQ(apply_tuning(tuned, back) > 0, !back.entries.empty());
+  CudaSession s(tuned, w, test_options());
+  StepResult step = s.prefill({std::vector<int32_t>(64, 3)});
+  EXPECT_EQ(step.argmax.size(), 1u);
 }
 
 TEST(CudaBackendErrors, BatchBeyondThePlanIsAnError) {

@@ -1,5 +1,5 @@
 // Tuned CPU kernels (codegen/tuning.h) against the float64 reference, and the tuner.
-#include "runtime/cpu/tune.h"
+#include "runtime/tune.h"
 
 #include <gtest/gtest.h>
 

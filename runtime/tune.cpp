@@ -1,4 +1,4 @@
-#include "runtime/cpu/tune.h"
+#include "runtime/tune.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +6,11 @@
 #include <thread>
 
 #include "ir/assert.h"
+#include "runtime/cpu/jit.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_session.h"
 
 namespace lathe {
 
@@ -40,7 +43,7 @@ struct StepTimes {
 };
 
 // One repetition: prefill, then decode steps; per-kernel timings accumulate in the session.
-StepTimes run_once(CpuSession& s, const std::vector<std::vector<int32_t>>& prompts, int steps) {
+StepTimes run_once(TuneSession& s, const std::vector<std::vector<int32_t>>& prompts, int steps) {
   StepTimes t;
   StepResult r = s.prefill(prompts);
   t.prefill = r.seconds;
@@ -62,13 +65,12 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int apply_tuning(Plan& plan, const TuningFile& t) {
-  return apply_tuning(plan.prefill, t, "cpu") + apply_tuning(plan.decode, t, "cpu");
+  return apply_tuning(plan.prefill, t, t.backend) + apply_tuning(plan.decode, t, t.backend);
 }
 
-TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
-                    const TuneOptions& o) {
+TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOptions& o) {
   TuneResult res;
-  int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string& be = backend.name;
   // Gen steps the sessions may run: the plan's capacity bounds them.
   int steps = int(std::min<int64_t>(o.decode_steps, std::max<int64_t>(0, base.workload.gen - 1)));
   auto prompts = synthetic_prompts(base);
@@ -77,34 +79,32 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
   std::map<Key, std::vector<std::map<std::string, int64_t>>> keys;
   for (const Graph* g : {&base.prefill, &base.decode})
     for (NodeId id : g->topo_order())
-      if (auto k = tuning_key(*g, id, "cpu"))
-        keys.try_emplace(Key{g->phase, k->kind, k->shape}, tuning_candidates(k->kind));
+      if (auto k = tuning_key(*g, id, be))
+        keys.try_emplace(Key{g->phase, k->kind, k->shape}, tuning_candidates(k->kind, be, k->shape));
   size_t rounds = 0;
   for (const auto& [k, c] : keys) rounds = std::max(rounds, c.size());
 
   // ---- 2. rounds: every key at its r-th candidate ----
   std::map<Key, std::vector<double>> per_call;  // seconds per call of each candidate
-  JitStats before = jit.stats();
+  const auto before = backend.compile_stats();
   for (size_t r = 0; r < rounds; ++r) {
     Plan plan = base;
     for (const auto& [k, cands] : keys) {
       if (r >= cands.size()) continue;
       Graph& g = k.phase == Phase::prefill ? plan.prefill : plan.decode;
-      apply_params(g, k.kind, k.shape, cands[r], "cpu");
+      apply_params(g, k.kind, k.shape, cands[r], be);
     }
-    SessionOptions so;
-    so.threads = threads;
-    CpuSession s(plan, weights, jit, so);
+    std::unique_ptr<TuneSession> s = backend.open(plan, true);
     ++res.sessions;
-    run_once(s, prompts, steps);  // warm-up: first touches, caches
+    run_once(*s, prompts, steps);  // warm-up: first touches, caches
     std::map<Key, double> best;
     for (int rep = 0; rep < o.reps; ++rep) {
-      s.reset_timings();
-      run_once(s, prompts, steps);
+      s->reset_timings();
+      run_once(*s, prompts, steps);
       std::map<Key, std::pair<double, int64_t>> sum;
-      for (const KernelTiming& t : s.timings()) {
+      for (const KernelTiming& t : s->timings()) {
         const Graph& g = t.phase == Phase::prefill ? plan.prefill : plan.decode;
-        auto k = tuning_key(g, t.node, "cpu");
+        auto k = tuning_key(g, t.node, be);
         if (!k || t.calls == 0) continue;
         auto& e = sum[Key{t.phase, k->kind, k->shape}];
         e.first += t.measured_s;
@@ -119,14 +119,13 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
     for (const auto& [k, cands] : keys)
       if (r < cands.size()) per_call[k].push_back(best.count(k) ? best[k] : 0.0);
   }
-  const JitStats& after = jit.stats();
-  res.kernels_compiled = after.compiled - before.compiled;
-  res.compile_s = (after.compile_s - before.compile_s) + (after.load_s - before.load_s);
+  const auto after = backend.compile_stats();
+  res.kernels_compiled = after.first - before.first;
+  res.compile_s = after.second - before.second;
 
   // ---- 3. the best candidate per key ----
-  res.file.backend = "cpu";
-  res.file.machine =
-      cpu_model_name() + " (" + jit.host_cpu() + "), " + std::to_string(threads) + " threads";
+  res.file.backend = be;
+  res.file.machine = backend.machine;
   res.file.model = base.model;
   res.file.target = base.target.name;
   res.file.batch = base.workload.batch;
@@ -157,24 +156,100 @@ TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
   if (res.file.entries.empty()) return res;
   Plan tuned = base;
   apply_tuning(tuned, res.file);
-  SessionOptions so;
-  so.threads = threads;
-  so.time_kernels = false;
-  CpuSession sd(base, weights, jit, so), st(tuned, weights, jit, so);
-  res.sessions += 2;
-  run_once(sd, prompts, steps);
-  run_once(st, prompts, steps);
   std::vector<double> pd, pt, dd, dt;
-  for (int rep = 0; rep < std::max(3, o.reps); ++rep) {
-    StepTimes a = run_once(sd, prompts, steps), b = run_once(st, prompts, steps);
-    pd.push_back(a.prefill), dd.push_back(a.decode), pt.push_back(b.prefill),
-        dt.push_back(b.decode);
+  const int reps = std::max(3, o.reps);
+  std::unique_ptr<TuneSession> sd = backend.open(base, false), st;
+  res.sessions += 2;
+  try {
+    st = backend.open(tuned, false);
+  } catch (const Error&) {
+    // Two copies of the weights do not fit (a large model on one GPU): time the
+    // default plan, close it, then the tuned one.
+    run_once(*sd, prompts, steps);
+    for (int rep = 0; rep < reps; ++rep) {
+      StepTimes a = run_once(*sd, prompts, steps);
+      pd.push_back(a.prefill), dd.push_back(a.decode);
+    }
+    sd.reset();
+    st = backend.open(tuned, false);
+  }
+  if (sd) run_once(*sd, prompts, steps);
+  run_once(*st, prompts, steps);
+  for (int rep = 0; rep < reps; ++rep) {
+    if (sd) {
+      StepTimes a = run_once(*sd, prompts, steps);
+      pd.push_back(a.prefill), dd.push_back(a.decode);
+    }
+    StepTimes b = run_once(*st, prompts, steps);
+    pt.push_back(b.prefill), dt.push_back(b.decode);
   }
   res.prefill_default_s = median(pd);
   res.prefill_tuned_s = median(pt);
   res.decode_default_s = median(dd);
   res.decode_tuned_s = median(dt);
   return res;
+}
+
+namespace {
+
+template <typename S>
+class SessionAdapter final : public TuneSession {
+ public:
+  explicit SessionAdapter(std::unique_ptr<S> s) : s_(std::move(s)) {}
+  StepResult prefill(const std::vector<std::vector<int32_t>>& p) override { return s_->prefill(p); }
+  StepResult decode(const std::vector<int32_t>& t) override { return s_->decode(t); }
+  const std::vector<KernelTiming>& timings() const override { return s_->timings(); }
+  void reset_timings() override { s_->reset_timings(); }
+
+ private:
+  std::unique_ptr<S> s_;
+};
+
+}  // namespace
+
+TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
+                    const TuneOptions& o) {
+  const int threads =
+      o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  TuneBackend b;
+  b.name = "cpu";
+  b.machine = cpu_model_name() + " (" + jit.host_cpu() + "), " + std::to_string(threads) + " threads";
+  b.open = [&](const Plan& plan, bool time_kernels) -> std::unique_ptr<TuneSession> {
+    SessionOptions so;
+    so.threads = threads;
+    so.time_kernels = time_kernels;
+    return std::make_unique<SessionAdapter<CpuSession>>(std::make_unique<CpuSession>(plan, weights, jit, so));
+  };
+  b.compile_stats = [&jit] {
+    const JitStats& s = jit.stats();
+    return std::pair<int, double>(int(s.compiled), s.compile_s + s.load_s);
+  };
+  return tune_plan(base, b, o);
+}
+
+TuneResult tune_cuda(const Plan& base, const WeightStore& weights, const std::string& cache_dir,
+                     const TuneOptions& o) {
+  std::string why;
+  if (!CudaApi::device_available(&why)) throw Error(why);
+  int compiled = 0;
+  double compile_s = 0;
+  TuneBackend b;
+  b.name = "cuda";
+  b.open = [&](const Plan& plan, bool time_kernels) -> std::unique_ptr<TuneSession> {
+    CudaSessionOptions so;
+    so.time_kernels = time_kernels;  // events around each kernel; otherwise decode runs as graphs
+    so.nvrtc.cache_dir = cache_dir;
+    auto s = std::make_unique<CudaSession>(plan, weights, so);
+    compiled += s->kernels_compiled();
+    compile_s += s->compile_s();
+    return std::make_unique<SessionAdapter<CudaSession>>(std::move(s));
+  };
+  b.compile_stats = [&] { return std::pair<int, double>(compiled, compile_s); };
+  {
+    CudaApi api(0);
+    b.machine = api.device().name + " (sm_" + std::to_string(api.device().compute_capability) + ")";
+  }
+  return tune_plan(base, b, o);
 }
 
 }  // namespace lathe
