@@ -22,9 +22,9 @@ struct CompileArgs {
   std::string model, hardware, out;
   WorkloadFlags workload;
   PlanFlags plan;
-  std::vector<std::string> sets, print_after;
+  std::vector<std::string> sets, print_after, tuning;
   bool print_after_change = false, report = false;
-  std::string dump_dir, emit, tuning;
+  std::string dump_dir, emit;
   bool nvrtc = false;
 };
 
@@ -136,8 +136,16 @@ int run_compile(const CompileArgs& a) {
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
-  std::string tuned;
-  if (!a.tuning.empty()) tuned = apply_tuning_file(p.lowered.prefill, p.lowered.decode, a.tuning);
+  // One file per backend at most: a CPU and a CUDA file never touch each other's kernels.
+  std::string tuned, backends;
+  for (const std::string& f : a.tuning) {
+    std::string be;
+    std::string note = apply_tuning_file(p.lowered.prefill, p.lowered.decode, f, "", &be);
+    if (backends.find("[" + be + "]") != std::string::npos)
+      throw Error("--tuning " + f + ": a second " + be + " tuning file (give at most one per backend)");
+    backends += "[" + be + "]";
+    tuned += (tuned.empty() ? "" : "\n  ") + note;
+  }
 
   Plan plan = to_plan(p);
   std::map<std::string, std::string> files = plan_files(p);
@@ -174,7 +182,8 @@ void register_compile(CLI::App& app, Registry& r) {
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a hardware field: key=value (repeatable)");
-  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (CPU or CUDA kernels)");
+  cmd->add_option("--tuning", a->tuning,
+                  "kernel parameters from `lathe tune -o FILE` (a CPU and/or a CUDA file: repeat the flag)");
   cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");
   cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");

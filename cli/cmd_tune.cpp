@@ -36,6 +36,7 @@ int run_tune(const TuneArgs& a) {
     throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
   const bool cuda = a.backend == "cuda";
   if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
+  check_output_file(a.out);
   std::string hw = a.hardware;
   if (cuda) {
     std::string why;
@@ -50,6 +51,9 @@ int run_tune(const TuneArgs& a) {
   req.hardware = hw;
   req.options = spec.options;
   if (!req.options.act_dtype) req.options.act_dtype = cuda ? DType::bf16 : DType::f32;
+  if (cuda && *req.options.act_dtype != DType::bf16 && *req.options.act_dtype != DType::f16)
+    throw Error("--act: the CUDA backend computes in bf16 or f16 activations (got " +
+                std::string(dtype_name(*req.options.act_dtype)) + ")");
   req.workload = {a.batch, a.prompt, std::max<int64_t>(a.gen, 2)};
   LowerHooks hooks;
   hooks.record = false;
@@ -134,11 +138,19 @@ int run_tune(const TuneArgs& a) {
 
 // Applies a tuning file to a lowered plan (compile, run); returns a note for the user.
 std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path,
-                              const std::string& backend) {
+                              const std::string& backend, std::string* file_backend) {
   TuningFile t = tuning_from_json(read_file(path), path);
+  if (file_backend) *file_backend = t.backend;
   if (!backend.empty() && t.backend != backend)
     throw Error(path + ": tuning for the " + t.backend + " backend; this run uses --backend " + backend);
-  int n = apply_tuning(prefill, t, t.backend) + apply_tuning(decode, t, t.backend);
+  int n = 0;
+  std::vector<std::string> unmatched;
+  for (const TuningEntry& e : t.entries) {
+    int m = apply_params(prefill, e.kind, e.shape, e.params, t.backend) +
+            apply_params(decode, e.kind, e.shape, e.params, t.backend);
+    if (m == 0) unmatched.push_back(e.kind + " '" + e.shape + "'");
+    n += m;
+  }
   std::string note = "applied " + std::to_string(n) + " tuned " + t.backend + " kernel" + (n == 1 ? "" : "s") +
                      " from " + path;
   if (t.backend == "cpu") {
@@ -147,6 +159,14 @@ std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& 
       note += " (tuned on " + t.machine + ", this machine is " + host + ")";
   } else if (!t.machine.empty()) {
     note += " (tuned on " + t.machine + ")";
+  }
+  if (!unmatched.empty()) {
+    note += "; " + std::to_string(unmatched.size()) + " entr" + (unmatched.size() == 1 ? "y" : "ies") +
+            " matched no kernel of this plan (another shape, weight format, KV dtype or layout";
+    note += t.backend == "cuda" ? "; CUDA decode attention also needs the same KV capacity, cap = prompt + gen): "
+                                : "): ";
+    for (size_t i = 0; i < unmatched.size() && i < 3; ++i) note += (i ? ", " : "") + unmatched[i];
+    if (unmatched.size() > 3) note += ", ...";
   }
   return note;
 }

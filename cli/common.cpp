@@ -108,6 +108,21 @@ std::string Table::csv() const {
   return out;
 }
 
+void check_output_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
+    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
+  if (fs::is_directory(p, ec)) throw Error(path + ": is a directory");
+  std::string probe = path + ".probe." + std::to_string(::getpid());
+  {
+    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  }
+  fs::remove(probe, ec);
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;
   fs::path p(path);

@@ -73,6 +73,9 @@ class Table {
 // Writes `content` to `path` through a temporary file and a rename, so a failure
 // never leaves a partial file. Throws lathe::Error.
 void write_file_atomic(const std::string& path, const std::string& content);
+// Throws lathe::Error when `path` could not be written (missing directory, a directory,
+// no permission): for commands that work a long time before they write.
+void check_output_file(const std::string& path);
 
 using lathe::AtomicFile;  // ir/atomic_file.h
 

@@ -65,8 +65,9 @@ std::map<std::string, std::string> plan_files(const Planned& p);
 // note for the user (how many kernels, and a warning when it was tuned on another CPU
 // or on a GPU). `backend` "cpu" or "cuda": the file must be for it (lathe run);
 // empty: any backend (lathe compile; a plan can carry both backends' parameters).
+// `file_backend`, when given, receives the file's backend.
 std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& path,
-                              const std::string& backend = "");
+                              const std::string& backend = "", std::string* file_backend = nullptr);
 
 // The built-in hardware spec that describes a detected GPU (for predictions); warns
 // on stderr and answers h100-sxm for GPUs without one.

@@ -12,25 +12,40 @@ namespace lathe {
 
 namespace {
 
-// Every tuning parameter, the backend whose emitter reads it and the values that
-// emitter accepts (`allowed` empty: any value in [lo, hi]).
+// Every tuning parameter, the backend whose emitter reads it, the kernel kind it
+// shapes and the values that emitter accepts (`allowed` empty: any value in [lo, hi]).
 struct ParamRule {
   const char* name;
   const char* backend;
+  const char* kind;
   int64_t lo, hi;
   std::vector<int64_t> allowed;
 };
 const std::vector<ParamRule>& param_rules() {
   static const std::vector<ParamRule> rules = {
-      {"tune_rows", "cpu", 0, 4096, {}},
-      {"tune_cols", "cpu", 0, 4096, {}},
-      {"tune_qt", "cpu", 1, 256, {}},
-      {"tune_split", "cpu", 1, 64, {}},
-      {"tune_cuda_warps", "cuda", 4, 16, {4, 8, 16}},
-      {"tune_cuda_loads", "cuda", 1, 8, {1, 2, 4, 8}},
-      {"tune_cuda_split", "cuda", 1, 128, {}},
+      {"tune_rows", "cpu", "gemm", 0, 4096, {}},
+      {"tune_cols", "cpu", "gemm", 0, 4096, {}},
+      {"tune_qt", "cpu", "flash_attention", 1, 256, {}},
+      {"tune_split", "cpu", "decode_attention", 1, 64, {}},
+      {"tune_cuda_warps", "cuda", "gemv", 4, 16, {4, 8, 16}},
+      {"tune_cuda_loads", "cuda", "gemv", 1, 8, {1, 2, 4, 8}},
+      {"tune_cuda_split", "cuda", "decode_attention", 1, 128, {}},
   };
   return rules;
+}
+
+// The text after `field` in a shape key ("K=" in "K=4096 N=..."), up to the next space.
+std::string shape_field(const std::string& shape, const std::string& field) {
+  size_t at = shape.find(field);
+  while (at != std::string::npos && at > 0 && shape[at - 1] != ' ') at = shape.find(field, at + 1);
+  if (at == std::string::npos) return "";
+  at += field.size();
+  return shape.substr(at, shape.find(' ', at) - at);
+}
+int64_t shape_int(const std::string& shape, const std::string& field) {
+  std::string v = shape_field(shape, field);
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) return -1;
+  return std::stoll(v);
 }
 
 // "K=4096 N=1024+1024 w=int8 pro=rms_norm epi=none": the GEMM family's shape key.
@@ -82,12 +97,22 @@ std::optional<TuningKey> cuda_tuning_key(const Graph& g, const Node& n) {
 
 bool is_tuning_backend(const std::string& backend) { return backend == "cpu" || backend == "cuda"; }
 
-void check_tuning_param(const std::string& backend, const std::string& name, int64_t value,
-                        const std::string& where) {
+std::vector<std::string> tuning_kinds(const std::string& backend) {
+  std::vector<std::string> kinds;
+  for (const ParamRule& r : param_rules())
+    if (backend == r.backend && std::find(kinds.begin(), kinds.end(), r.kind) == kinds.end())
+      kinds.push_back(r.kind);
+  return kinds;
+}
+
+void check_tuning_param(const std::string& backend, const std::string& kind, const std::string& name,
+                        int64_t value, const std::string& where) {
   for (const ParamRule& r : param_rules()) {
     if (name != r.name) continue;
     if (backend != r.backend)
       throw Error(where + ": '" + name + "' is a " + r.backend + " parameter, not a " + backend + " one");
+    if (!kind.empty() && kind != r.kind)
+      throw Error(where + ": '" + name + "' is a parameter of " + r.kind + " kernels, not of " + kind);
     bool ok = value >= r.lo && value <= r.hi;
     if (!r.allowed.empty()) ok = std::find(r.allowed.begin(), r.allowed.end(), value) != r.allowed.end();
     if (!ok) {
@@ -130,19 +155,36 @@ std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string&
                                                               const std::string& backend,
                                                               const std::string& shape) {
   if (backend == "cuda") {
+    // Candidates that would emit the default kernel, or one that behaves like another
+    // candidate, are left out: they cost a round and can only win on noise.
+    std::vector<std::map<std::string, int64_t>> c = {{}};
     if (kind == "gemv") {
-      // 16-bit weights already keep 4 loads in flight; rows that are decoded keep 1.
-      const bool wide = shape.find(" w=bf16") != std::string::npos || shape.find(" w=f16") != std::string::npos;
-      return {{},
-              {{"tune_cuda_warps", 4}},
-              {{"tune_cuda_warps", 16}},
-              {{"tune_cuda_loads", 2}},
-              {{"tune_cuda_loads", wide ? 8 : 4}}};
+      c.push_back({{"tune_cuda_warps", 4}});
+      c.push_back({{"tune_cuda_warps", 16}});
+      // Loads in flight: 2, and 8 for rows of at most 8 elements a load (16-bit, f32)
+      // or 4 for rows that are decoded (int8, fp8, int4). Each lane takes every 32nd
+      // 16-byte chunk of a row, so beyond ceil(chunks / 32) loads all behave alike.
+      const int64_t K = shape_int(shape, "K=");
+      const auto f = parse_weight_format(shape_field(shape, "w="));
+      if (K <= 0 || !f) return c;
+      const int E = cuda_chunk_elems(f->dtype);
+      const int64_t per_lane = std::max<int64_t>(1, (K / E + 31) / 32);
+      std::vector<int64_t> seen = {std::min<int64_t>(cuda_gemv_default_loads(f->dtype, K), per_lane)};
+      for (int64_t u : {int64_t(2), int64_t(E <= 8 ? 8 : 4)}) {
+        const int64_t eff = std::min(u, per_lane);
+        if (std::find(seen.begin(), seen.end(), eff) != seen.end()) continue;
+        seen.push_back(eff);
+        c.push_back({{"tune_cuda_loads", u}});
+      }
+      return c;
     }
-    if (kind == "decode_attention")
-      return {{}, {{"tune_cuda_split", 8}}, {{"tune_cuda_split", 16}}, {{"tune_cuda_split", 32}},
-              {{"tune_cuda_split", 64}}};
-    return {{}};
+    if (kind == "decode_attention") {
+      const int64_t cap = shape_int(shape, "cap=");
+      const int64_t dflt = cap > 0 ? cuda_decode_default_splits(cap) : -1;
+      for (int64_t sp : {8, 16, 32, 64})
+        if (sp != dflt) c.push_back({{"tune_cuda_split", sp}});
+    }
+    return c;
   }
   if (kind == "gemm")
     return {{},
@@ -214,6 +256,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     t.backend = j.at("backend").get<std::string>();
     if (!is_tuning_backend(t.backend))
       throw Error(source + ": backend '" + t.backend + "' (expected cpu or cuda)");
+    const std::vector<std::string> kinds = tuning_kinds(t.backend);
     t.machine = j.value("machine", "");
     t.model = j.value("model", "");
     t.target = j.value("target", "");
@@ -226,10 +269,18 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       TuningEntry x;
       x.kind = e.at("kind").get<std::string>();
       x.shape = e.at("shape").get<std::string>();
+      const std::string where = source + ": entry " + x.kind + " '" + x.shape + "'";
+      if (std::find(kinds.begin(), kinds.end(), x.kind) == kinds.end()) {
+        std::string known;
+        for (const std::string& k : kinds) known += (known.empty() ? "" : ", ") + k;
+        throw Error(where + ": unknown kernel kind for the " + t.backend + " backend (expected " + known + ")");
+      }
+      for (const TuningEntry& y : t.entries)
+        if (y.kind == x.kind && y.shape == x.shape) throw Error(where + ": a second entry for this kernel");
+      if (!e.at("params").is_object()) throw Error(where + ": params must be an object");
       for (const auto& [k, v] : e.at("params").items()) {
-        const std::string where = source + ": entry " + x.kind + " '" + x.shape + "'";
         if (!v.is_number_integer()) throw Error(where + ": " + k + " must be an integer");
-        check_tuning_param(t.backend, k, v.get<int64_t>(), where);
+        check_tuning_param(t.backend, x.kind, k, v.get<int64_t>(), where);
         x.params[k] = v.get<int64_t>();
       }
       x.default_us = e.value("default_us", 0.0);

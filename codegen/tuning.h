@@ -16,10 +16,13 @@
 //                     (at most 8 rows; 16 token-expert pairs for MoE experts):
 //                     tune_cuda_warps (warps per block: 4, 8 (default) or 16),
 //                     tune_cuda_loads (16-byte weight loads each lane has in flight:
-//                     1, 2, 4 or 8; default 4 for 16-bit weights, 1 for 8- and 4-bit)
+//                     1, 2, 4 or 8; default cuda_gemv_default_loads: 4 for rows of at
+//                     least 128 loads of at most 8 elements (16-bit weights with
+//                     K >= 1024, f32 with K >= 512), else 1)
 //   decode_attention  tune_cuda_split: parts the context is split into (1-128; default
-//                     the KV capacity / 64, at most 64). The key includes the capacity
-//                     (cap=), since the default and the best split both follow it.
+//                     cuda_decode_default_splits: the KV capacity / 64, between 1 and
+//                     64). The key includes the capacity (cap=), since the default and
+//                     the best split both follow it.
 //
 // The file (JSON, "format": "lathe-tuning", "version": 1):
 //   { "format": "lathe-tuning", "version": 1, "backend": "cpu",
@@ -40,7 +43,7 @@
 namespace lathe {
 
 struct TuningEntry {
-  std::string kind;   // gemm, flash_attention, decode_attention
+  std::string kind;   // cpu: gemm, flash_attention, decode_attention; cuda: gemv, decode_attention
   std::string shape;  // the key within the kind (dims, formats, epilogue; not the batch)
   std::map<std::string, int64_t> params;  // node attributes to set
   double default_us = 0, best_us = 0;     // measured per call
@@ -70,10 +73,14 @@ std::vector<std::map<std::string, int64_t>> tuning_candidates(const std::string&
 
 // The backends whose tuning files lathe reads: "cpu" and "cuda".
 bool is_tuning_backend(const std::string& backend);
-// Throws lathe::Error (naming `where`) when `name` is not a parameter of `backend` or
-// `value` is outside the values its kernels accept.
-void check_tuning_param(const std::string& backend, const std::string& name, int64_t value,
-                        const std::string& where);
+// The kernel kinds a backend tunes (cpu: gemm, flash_attention, decode_attention;
+// cuda: gemv, decode_attention).
+std::vector<std::string> tuning_kinds(const std::string& backend);
+// Throws lathe::Error (naming `where`) when `name` is not a parameter of `backend`, not
+// one of `kind`'s kernels (an empty kind skips that check) or `value` is outside the
+// values its kernels accept.
+void check_tuning_param(const std::string& backend, const std::string& kind, const std::string& name,
+                        int64_t value, const std::string& where);
 
 std::string tuning_to_json(const TuningFile& t);
 // Throws lathe::Error (naming `source`) on malformed files.

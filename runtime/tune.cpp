@@ -18,12 +18,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A tuning key: the same kernel in prefill and decode (lm_head at small batches, every
+// GEMV when batch x prompt fits the GEMV rows) is one key, timed over both phases, so
+// one winner is chosen from all of its calls.
 struct Key {
-  Phase phase;
   std::string kind, shape;
-  bool operator<(const Key& o) const {
-    return std::tie(phase, kind, shape) < std::tie(o.phase, o.kind, o.shape);
-  }
+  bool operator<(const Key& o) const { return std::tie(kind, shape) < std::tie(o.kind, o.shape); }
 };
 
 std::vector<std::vector<int32_t>> synthetic_prompts(const Plan& plan) {
@@ -80,7 +80,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
   for (const Graph* g : {&base.prefill, &base.decode})
     for (NodeId id : g->topo_order())
       if (auto k = tuning_key(*g, id, be))
-        keys.try_emplace(Key{g->phase, k->kind, k->shape}, tuning_candidates(k->kind, be, k->shape));
+        keys.try_emplace(Key{k->kind, k->shape}, tuning_candidates(k->kind, be, k->shape));
   size_t rounds = 0;
   for (const auto& [k, c] : keys) rounds = std::max(rounds, c.size());
 
@@ -91,8 +91,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
     Plan plan = base;
     for (const auto& [k, cands] : keys) {
       if (r >= cands.size()) continue;
-      Graph& g = k.phase == Phase::prefill ? plan.prefill : plan.decode;
-      apply_params(g, k.kind, k.shape, cands[r], be);
+      for (Graph* g : {&plan.prefill, &plan.decode}) apply_params(*g, k.kind, k.shape, cands[r], be);
     }
     std::unique_ptr<TuneSession> s = backend.open(plan, true);
     ++res.sessions;
@@ -106,7 +105,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
         const Graph& g = t.phase == Phase::prefill ? plan.prefill : plan.decode;
         auto k = tuning_key(g, t.node, be);
         if (!k || t.calls == 0) continue;
-        auto& e = sum[Key{t.phase, k->kind, k->shape}];
+        auto& e = sum[Key{k->kind, k->shape}];
         e.first += t.measured_s;
         e.second += t.calls;
       }
@@ -146,10 +145,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
     e.best_us = t[best] * 1e6;
     for (size_t i = 0; i < t.size(); ++i) e.candidates.push_back({cands[i], t[i] * 1e6});
     res.all.push_back(e);
-    // One entry per (kind, shape): a key tuned in both phases keeps the first winner.
-    bool present = false;
-    for (const TuningEntry& x : res.file.entries) present |= x.kind == e.kind && x.shape == e.shape;
-    if (best != 0 && !present) res.file.entries.push_back(e);
+    if (best != 0) res.file.entries.push_back(e);
   }
 
   // ---- 4. default vs tuned, alternating (nothing to compare when no key changed) ----
@@ -164,7 +160,9 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
     st = backend.open(tuned, false);
   } catch (const Error&) {
     // Two copies of the weights do not fit (a large model on one GPU): time the
-    // default plan, close it, then the tuned one.
+    // default plan, close it, then open the tuned one again (any other failure
+    // fails again there, with its own message).
+    ++res.sessions;
     run_once(*sd, prompts, steps);
     for (int rep = 0; rep < reps; ++rep) {
       StepTimes a = run_once(*sd, prompts, steps);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS
-# (default 60): the spec frontend, IR parser, sweep and plan files over a seed corpus
+# (default 60): the spec frontend, IR parser, sweep, plan and tuning files over a seed corpus
 # made from the built-in specs, sweeps, their IR and a compiled plan; the GGUF fuzzer
 # over small GGUF files written by `lathe weights init`; then the safetensors reader
 # and config.json import over the Hugging Face fixtures (tests/fixtures/hf).
@@ -26,6 +26,8 @@ for f in specs/sweeps/*.toml; do { printf '\x06'; cat "$f"; } >"$corpus/seed-swe
 rm -rf $B/plan-seed && $B/cli/lathe compile tiny-moe cpu-host --prompt 8 --gen 4 -o $B/plan-seed >/dev/null
 { printf '\x07'; cat $B/plan-seed/plan.json; } >"$corpus/seed-plan-tiny-moe"
 { printf '\x04'; $B/cli/lathe graph tiny; } >"$corpus/seed-ir-tiny"
+printf '\x08{"format": "lathe-tuning", "version": 1, "backend": "cuda", "machine": "m", "entries": [{"kind": "gemv", "shape": "K=128 N=128 w=bf16 pro=none epi=residual", "params": {"tune_cuda_warps": 16, "tune_cuda_loads": 2}, "default_us": 2.5, "best_us": 2.1}]}' >"$corpus/seed-tuning-cuda"
+printf '\x08{"format": "lathe-tuning", "version": 1, "backend": "cpu", "entries": [{"kind": "gemm", "shape": "x", "params": {"tune_cols": 64}}]}' >"$corpus/seed-tuning-cpu"
 { printf '\x04'; $B/cli/lathe graph tiny-moe --phase prefill; } >"$corpus/seed-ir-moe"
 $B/fuzz/spec_fuzzer "$corpus" -max_total_time="$secs" -max_len=65536 -timeout=5 -print_final_stats=1
 

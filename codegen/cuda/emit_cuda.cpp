@@ -20,6 +20,23 @@ int cuda_arch_for(int cc) {
   return cc;  // NVRTC compiles for the real architecture and says so if it cannot
 }
 
+int cuda_chunk_elems(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16:
+    case DType::bf16: return 8;
+    case DType::int4: return 32;
+    default: return 16;  // int8, fp8
+  }
+}
+
+int cuda_gemv_default_loads(DType t, int64_t K) {
+  const int E = cuda_chunk_elems(t);
+  return K / E >= 32 * 4 && E <= 8 ? 4 : 1;
+}
+
+int64_t cuda_decode_default_splits(int64_t kv_capacity) { return std::clamp<int64_t>(kv_capacity / 64, 1, 64); }
+
 namespace {
 
 constexpr int kGemvWarps = 8;  // default warps per GEMV block (tune_cuda_warps)
@@ -113,7 +130,7 @@ struct Emitter {
     if (!n.attrs.has(key)) return dflt;
     int64_t v = n.attrs.i(key);
     try {
-      check_tuning_param("cuda", key, v, "tuning");
+      check_tuning_param("cuda", "", key, v, "tuning");
     } catch (const Error& e) {
       fail(e.what());
     }
@@ -342,10 +359,8 @@ struct Emitter {
         break;
       case OpKind::decode_attention: {
         KvFacts kv = kv_facts(g);
-        // Splits over the context: enough blocks to fill a GPU at batch 1 (kv heads x
-        // splits), at least 64 positions each.
-        // tune_cuda_split overrides.
-        int64_t splits = tuned("tune_cuda_split", std::clamp<int64_t>(kv.capacity / 64, 1, 64));
+        // Splits over the context (tune_cuda_split, else the default rule).
+        int64_t splits = tuned("tune_cuda_split", cuda_decode_default_splits(kv.capacity));
         int64_t gq = attr("heads") / attr("kv_heads"), d = attr("head_dim");
         entry(0, "  lk::decode_attention_kernel<T, " + kv_args() + ", " + num(attr("heads")) + ", " + num(d) + ", " +
                      num(splits) + ">(st, int(layer), " + act_in(0) + ", " + act_out(0) + ", " + fnum(a.f("scale")) +

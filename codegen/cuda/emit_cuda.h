@@ -22,6 +22,16 @@ namespace lathe {
 constexpr int kCudaGemvRows = 8;
 constexpr int kCudaExpertGemvPairs = 16;
 
+// Elements of a weight row per 16-byte load (the prelude's WChunk<FMT>::E).
+int cuda_chunk_elems(DType weight_dtype);
+// 16-byte weight loads a GEMV lane keeps in flight when untuned: the rule in the
+// prelude's warp_gemv (4 when a row is at least 128 loads of at most 8 elements, else
+// 1; keep the two in step).
+int cuda_gemv_default_loads(DType weight_dtype, int64_t K);
+// Decode attention's context splits when untuned: enough blocks to fill a GPU at
+// batch 1 (kv heads x splits), at least 64 positions each.
+int64_t cuda_decode_default_splits(int64_t kv_capacity);
+
 // How the runtime sizes the grid of an entry point for a step.
 enum class CudaGrid : uint8_t {
   warps,          // ceil(p0 / (block / 32)): one warp per output row (GEMV)

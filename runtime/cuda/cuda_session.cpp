@@ -115,14 +115,19 @@ struct CudaSession::Impl {
       throw Error("the plan needs " + std::to_string(need / 1e9) + " GB of device memory; " + d.name + " has " +
                   std::to_string(d.free_gb) + " GB free");
     if (!nvrtc.available()) throw Error("CUDA backend: " + nvrtc.why_unavailable());
-    stream = api.stream();
-    upload_weights();
-    build(prefill, plan.prefill);
-    build(decode, plan.decode);
-    allocate();
-    bind(prefill);
-    bind(decode);
-    warm_blas();
+    try {
+      stream = api.stream();
+      upload_weights();
+      build(prefill, plan.prefill);
+      build(decode, plan.decode);
+      allocate();
+      bind(prefill);
+      bind(decode);
+      warm_blas();
+    } catch (...) {
+      release();  // a failed session gives its device memory back (the destructor will not run)
+      throw;
+    }
   }
 
   // cuBLAS loads its kernels and picks algorithms on the first call of each shape;
@@ -150,12 +155,16 @@ struct CudaSession::Impl {
       api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, l.w[i], c, b.epilogue == 1 ? 1.0f : 0.0f);
     }
   }
-  ~Impl() {
-    for (Program* p : {&prefill, &decode}) api.graph_destroy(p->graph_exec);
+  ~Impl() { release(); }
+  void release() {
+    for (Program* p : {&prefill, &decode}) {
+      api.graph_destroy(p->graph_exec);
+      p->graph_exec = nullptr;
+      for (Launch& l : p->launches) api.free(l.bufs), l.bufs = 0;
+    }
     for (auto& [n, wp] : dweights) api.free(wp.first), api.free(wp.second);
-    for (Program* p : {&prefill, &decode})
-      for (Launch& l : p->launches) api.free(l.bufs);
-    for (CuDevicePtr b : {kv, kv_scales, arena, stepbuf, scratch, counters}) api.free(b);
+    dweights.clear();
+    for (CuDevicePtr* b : {&kv, &kv_scales, &arena, &stepbuf, &scratch, &counters}) api.free(*b), *b = 0;
   }
 
   void upload_weights() {
@@ -164,19 +173,18 @@ struct CudaSession::Impl {
       if (t.shape.size() == 1) {
         // Norm gains: kernels read them like activations (T), whatever their stored format.
         std::vector<unsigned char> g = cuda_gain_payload(t, act);
-        CuDevicePtr pay = api.alloc(g.size(), name.c_str());
-        api.upload(pay, g.data(), g.size());
-        dweights[name] = {pay, 0};
+        auto& wp = dweights[name];  // recorded before the upload: release() frees it on failure
+        wp.first = api.alloc(g.size(), name.c_str());
+        api.upload(wp.first, g.data(), g.size());
         continue;
       }
-      CuDevicePtr pay = api.alloc(t.payload.size(), name.c_str());
-      api.upload(pay, t.payload.data(), t.payload.size());
-      CuDevicePtr sc = 0;
+      auto& wp = dweights[name];
+      wp.first = api.alloc(t.payload.size(), name.c_str());
+      api.upload(wp.first, t.payload.data(), t.payload.size());
       if (t.scales.size()) {
-        sc = api.alloc(t.scales.size(), name.c_str());
-        api.upload(sc, t.scales.data(), t.scales.size());
+        wp.second = api.alloc(t.scales.size(), name.c_str());
+        api.upload(wp.second, t.scales.data(), t.scales.size());
       }
-      dweights[name] = {pay, sc};
     }
   }
 

@@ -508,7 +508,18 @@ sed 's/"tune_cuda_split": 3/"tune_cuda_split": 0/' "$tmp/cudatune.json" >"$tmp/b
 expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/cudatuned2" --tuning "$tmp/badcudatune.json"
 grep -q "tune_cuda_split = 0 (expected 1 to 128)" "$tmp/err" || bad "bad CUDA tuning value: $(cat "$tmp/err")"
 [ -e "$tmp/cudatuned2" ] && bad "compile with a bad tuning file wrote a plan"
+expect_rc 2 "$LATHE" tune tiny -o "$tmp/no-such-dir/t.json"
+grep -q "does not exist" "$tmp/err" || bad "tune -o into a missing directory: $(cat "$tmp/err")"
 printf '{"format": "lathe-tuning", "version": 1, "backend": "cpu", "machine": "m", "entries": [{"kind": "decode_attention", "shape": "H=4 KVH=2 D=32 kv=f32 layout=LHTD", "params": {"tune_split": 2}}]}' >"$tmp/tune.json"
+# Both backends' files on one plan; two files of one backend are an error; an entry
+# that matches nothing (another KV capacity) is named.
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 16 --gen 4 -o "$tmp/bothtuned" --tuning "$tmp/cudatune.json" --tuning "$tmp/tune.json"
+grep -q "tune_cuda_split = 3" "$tmp/bothtuned/decode.ir" && grep -q "tune_split = 2" "$tmp/bothtuned/decode.ir" \
+  || bad "compile with a CPU and a CUDA tuning file did not apply both"
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/twotuned" --tuning "$tmp/cudatune.json" --tuning "$tmp/cudatune.json"
+grep -q "a second cuda tuning file" "$tmp/err" || bad "two CUDA tuning files: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 32 --gen 4 -o "$tmp/capmiss" --tuning "$tmp/cudatune.json"
+grep -q "1 entry matched no kernel of this plan" "$tmp/out" || bad "an unmatched tuning entry is not named: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/tuned" --tuning "$tmp/tune.json"
 grep -q "applied 2 tuned cpu kernels" "$tmp/out" || bad "compile --tuning applied nothing: $(cat "$tmp/out")"
 grep -q "tune_split" "$tmp/tuned/decode.ir" || bad "tuned parameters are not in the plan"

@@ -11,9 +11,10 @@
 // fp8 on targets older than sm_89.
 //
 // Plus every candidate `lathe tune --backend cuda` may time (codegen/tuning.h: GEMV
-// warps and loads in flight, decode attention splits) for tiny, tiny-moe and
-// llama-3-8b in 16-bit, 8-bit and 4-bit weights (and fp8 for llama-3-8b): a tuned
-// kernel must compile without spills like a default one.
+// warps and loads in flight, decode attention splits) for tiny, tiny-moe, the
+// wide-rows fixture (the GPU tests' tuned plans) and llama-3-8b in 16-bit, 8-bit and
+// 4-bit weights (and fp8 for llama-3-8b), bf16 activations: a tuned kernel must
+// compile without spills like a default one.
 //
 // Skips (with the reason) when NVRTC or the CUDA headers are not available. NVRTC
 // results are cached by content hash in the build tree, so a rerun only compiles what
@@ -177,7 +178,9 @@ TEST(CudaCoverage, EveryKernelCompilesForSm80AndSm90WithoutSpills) {
     const char* model;
     std::vector<const char*> weights;
   };
+  const std::string wide_fixture = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/wide-rows.toml";
   for (const TunedCase& tc : {TunedCase{"tiny", {"", "int8", "int4:g32"}}, TunedCase{"tiny-moe", {"", "int4:g32"}},
+                              TunedCase{wide_fixture.c_str(), {"bf16", "int4:g32"}},
                               TunedCase{"llama-3-8b", {"", "int8", "int4:g128", "fp8"}}})
     for (const char* wf : tc.weights) {
       PlanOptions o;

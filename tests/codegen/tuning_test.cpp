@@ -74,19 +74,44 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
 TEST(Tuning, EveryCudaCandidateIsAValidParameterSet) {
   for (const std::string shape : {"K=4096 N=4096 w=bf16 pro=none epi=residual", "K=4096 N=4096 w=int4:g128 pro=none epi=none"})
     for (const auto& params : tuning_candidates("gemv", "cuda", shape))
-      for (const auto& [k, v] : params) EXPECT_NO_THROW(check_tuning_param("cuda", k, v, "test")) << k << "=" << v;
+      for (const auto& [k, v] : params)
+        EXPECT_NO_THROW(check_tuning_param("cuda", "gemv", k, v, "test")) << k << "=" << v;
+  // Loads in flight: 16-bit rows of K = 4096 keep 4 by default, so 2 and 8 are tried;
+  // int8 rows keep 1, so 2 and 4.
+  auto loads = [](const std::string& shape) {
+    std::vector<int64_t> v;
+    for (const auto& p : tuning_candidates("gemv", "cuda", shape))
+      if (p.count("tune_cuda_loads")) v.push_back(p.at("tune_cuda_loads"));
+    return v;
+  };
   auto wide = tuning_candidates("gemv", "cuda", "K=4096 N=4096 w=bf16 pro=none epi=none");
-  auto narrow = tuning_candidates("gemv", "cuda", "K=4096 N=4096 w=int8 pro=none epi=none");
   EXPECT_TRUE(wide.front().empty());
-  EXPECT_EQ(wide.back().at("tune_cuda_loads"), 8);  // 16-bit rows: more loads in flight
-  EXPECT_EQ(narrow.back().at("tune_cuda_loads"), 4);
-  for (const auto& params : tuning_candidates("decode_attention", "cuda"))
-    for (const auto& [k, v] : params) EXPECT_NO_THROW(check_tuning_param("cuda", k, v, "test"));
-  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_warps", 5, "f"), Error);
-  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_loads", 3, "f"), Error);
-  EXPECT_THROW(check_tuning_param("cuda", "tune_cuda_split", 0, "f"), Error);
-  EXPECT_THROW(check_tuning_param("cuda", "tune_split", 2, "f"), Error);  // a CPU parameter
-  EXPECT_THROW(check_tuning_param("cpu", "tune_cuda_split", 2, "f"), Error);
+  EXPECT_EQ(loads("K=4096 N=4096 w=bf16 pro=none epi=none"), (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(loads("K=4096 N=4096 w=int8 pro=none epi=none"), (std::vector<int64_t>{2, 4}));
+  // Candidates that behave like the default or like each other are left out: a bf16
+  // row of K = 512 is 64 loads, 2 per lane (2 and 8 alike; the default 1 differs); an
+  // int4 row of K = 1024 is 32 loads, one per lane (every count alike).
+  EXPECT_EQ(loads("K=512 N=512 w=bf16 pro=none epi=none"), (std::vector<int64_t>{2}));
+  EXPECT_TRUE(loads("K=1024 N=512 w=int4:g32 pro=none epi=none").empty());
+  // f32 rows of K = 512 already keep 4 (the prelude's rule): 2 and 8 differ from it.
+  EXPECT_EQ(cuda_gemv_default_loads(DType::f32, 512), 4);
+  EXPECT_EQ(cuda_gemv_default_loads(DType::bf16, 512), 1);
+  EXPECT_EQ(loads("K=512 N=512 w=f32 pro=none epi=none"), (std::vector<int64_t>{2}));  // 4 per lane: 8 acts as 4
+  // Decode attention: the default split count (capacity / 64) is not a candidate.
+  std::vector<int64_t> splits;
+  for (const auto& params : tuning_candidates("decode_attention", "cuda", "H=32 KVH=8 D=128 kv=bf16 layout=LHTD cap=2048"))
+    for (const auto& [k, v] : params) {
+      EXPECT_NO_THROW(check_tuning_param("cuda", "decode_attention", k, v, "test"));
+      splits.push_back(v);
+    }
+  EXPECT_EQ(splits, (std::vector<int64_t>{8, 16, 64}));
+  EXPECT_THROW(check_tuning_param("cuda", "gemv", "tune_cuda_warps", 5, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "gemv", "tune_cuda_loads", 3, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "decode_attention", "tune_cuda_split", 0, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "decode_attention", "tune_split", 2, "f"), Error);  // a CPU parameter
+  EXPECT_THROW(check_tuning_param("cpu", "decode_attention", "tune_cuda_split", 2, "f"), Error);
+  EXPECT_THROW(check_tuning_param("cuda", "gemv", "tune_cuda_split", 2, "f"), Error);  // another kind's
+  EXPECT_NO_THROW(check_tuning_param("cuda", "", "tune_cuda_split", 2, "f"));            // kind not checked
 }
 
 TEST(Tuning, CudaParametersReachTheEmittedKernelsOnly) {
@@ -226,6 +251,19 @@ TEST(Tuning, MalformedFilesAreErrors) {
   EXPECT_NO_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda",
       "entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4, "tune_cuda_loads": 8}}]})",
                                    "a.json"));
+  // Kinds: unknown, another backend's, a parameter of another kind, a second entry.
+  for (const char* bad : {
+           R"({"kind": "gemmv", "shape": "x", "params": {"tune_cuda_warps": 4}})",
+           R"({"kind": "gemm", "shape": "x", "params": {}})",
+           R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_split": 4}})",
+           R"({"kind": "gemv", "shape": "x", "params": []})",
+           R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4}}, {"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 16}})",
+       })
+    EXPECT_THROW(tuning_from_json(std::string(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda", "entries": [)") +
+                                      bad + "]}",
+                                  "a.json"),
+                 Error)
+        << bad;
 }
 
 }  // namespace

@@ -267,53 +267,70 @@ TEST(CudaBackendKv, PrefillThenDecodeEqualsTokenByToken) {
 
 // Every candidate `lathe tune --backend cuda` times computes what the default kernels
 // compute: round r of the tuner (every key at its r-th candidate) gives the default
-// plan's logits over a prefill and three decode steps. Loads in flight and warps per
-// block keep each row's summation order; a different split count of decode attention
-// merges its partial softmaxes in another order, hence the small tolerance.
+// plan's logits over a prefill and three decode steps (fed the default run's tokens).
+// Loads in flight and warps per block keep each row's summation order; a different
+// split count of decode attention merges its partial softmaxes in another order,
+// hence the small tolerance. wide-rows (reductions of 1024 and 4096) is where the
+// loads candidates change the kernels; tiny-moe has the expert GEMVs; batch 6 runs
+// both 4-row halves of the GEMV and the splits of several sequences.
 TEST(CudaTune, EveryCandidateGivesTheDefaultsLogits) {
   REQUIRE_GPU();
-  for (const char* model : {"tiny", "tiny-moe"})
-    for (const char* wf : {"bf16", "int4:g32"}) {
-      PlanOptions o;
-      o.act_dtype = DType::bf16;
-      o.weights = parse_weight_format(wf);
-      Plan base = testing::make_plan(model, {1, 40, 4}, o, "h100-sxm");
-      WeightStore w = WeightStore::build({&base.prefill, &base.decode}, synthetic_source(42), 2);
-      const auto prompts = prompts_for(1, base.decode.attrs.i("vocab"), 40);
-      auto run = [&](const Plan& plan) {
-        CudaSession s(plan, w, test_options());
-        std::vector<std::vector<float>> out;
-        StepResult r = s.prefill(prompts);
-        out.push_back(r.logits[0]);
-        for (int step = 0; step < 3; ++step) {
-          r = s.decode({r.argmax[0]});
-          out.push_back(r.logits[0]);
+  const std::string wide = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/wide-rows.toml";
+  for (const std::string model : {wide, std::string("tiny-moe")})
+    for (const char* wf : {"bf16", "int4:g32"})
+      for (int batch : {1, 6}) {
+        PlanOptions o;
+        o.act_dtype = DType::bf16;
+        o.weights = parse_weight_format(wf);
+        Plan base = testing::make_plan(model, {batch, 40, 4}, o, "h100-sxm");
+        WeightStore w = WeightStore::build({&base.prefill, &base.decode}, synthetic_source(42), 2);
+        std::vector<std::vector<int32_t>> prompts;
+        for (int s = 0; s < batch; ++s) {
+          std::vector<int32_t> t;
+          for (int i = 0; i < 40 - 5 * s; ++i) t.push_back(int32_t((s * 97 + i * 31 + 3) % 512));
+          prompts.push_back(t);
         }
-        return out;
-      };
-      const auto want = run(base);
-      std::map<std::pair<std::string, std::string>, std::vector<std::map<std::string, int64_t>>> keys;
-      for (const Graph* g : {&base.prefill, &base.decode})
-        for (NodeId id : g->topo_order())
-          if (auto k = tuning_key(*g, id, "cuda"))
-            keys.try_emplace({k->kind, k->shape}, tuning_candidates(k->kind, "cuda", k->shape));
-      ASSERT_FALSE(keys.empty()) << model;
-      for (size_t r = 1; r < 5; ++r) {
-        Plan plan = base;
-        std::string what;
-        for (const auto& [k, cands] : keys)
-          if (r < cands.size()) {
-            for (Graph* g : {&plan.prefill, &plan.decode}) apply_params(*g, k.first, k.second, cands[r], "cuda");
-            for (const auto& [p, v] : cands[r]) what += " " + p + "=" + std::to_string(v);
+        std::vector<std::vector<int32_t>> tokens;  // the default run's, fed to every run
+        auto run = [&](const Plan& plan) {
+          CudaSession s(plan, w, test_options());
+          std::vector<std::vector<std::vector<float>>> out;
+          StepResult r = s.prefill(prompts);
+          out.push_back(r.logits);
+          for (int step = 0; step < 3; ++step) {
+            if (tokens.size() <= size_t(step)) tokens.push_back(r.argmax);
+            r = s.decode(tokens[size_t(step)]);
+            out.push_back(r.logits);
           }
-        const auto got = run(plan);
-        for (size_t step = 0; step < want.size(); ++step) {
-          std::vector<double> ref(want[step].begin(), want[step].end());
-          EXPECT_LT(normalized_error(got[step], ref), 2e-3) << model << " " << wf << " round " << r << what
-                                                            << " step " << step;
+          return out;
+        };
+        const auto want = run(base);
+        std::map<std::pair<std::string, std::string>, std::vector<std::map<std::string, int64_t>>> keys;
+        size_t rounds = 0;
+        for (const Graph* g : {&base.prefill, &base.decode})
+          for (NodeId id : g->topo_order())
+            if (auto k = tuning_key(*g, id, "cuda")) {
+              auto it = keys.try_emplace({k->kind, k->shape}, tuning_candidates(k->kind, "cuda", k->shape)).first;
+              rounds = std::max(rounds, it->second.size());
+            }
+        ASSERT_GT(rounds, 2u) << model;
+        for (size_t r = 1; r < rounds; ++r) {
+          Plan plan = base;
+          std::string what;
+          for (const auto& [k, cands] : keys)
+            if (r < cands.size()) {
+              for (Graph* g : {&plan.prefill, &plan.decode}) apply_params(*g, k.first, k.second, cands[r], "cuda");
+              for (const auto& [p, v] : cands[r]) what += " " + p + "=" + std::to_string(v);
+            }
+          const auto got = run(plan);
+          for (size_t step = 0; step < want.size(); ++step)
+            for (size_t q = 0; q < want[step].size(); ++q) {
+              std::vector<double> ref(want[step][q].begin(), want[step][q].end());
+              EXPECT_LT(normalized_error(got[step][q], ref), 2e-3)
+                  << model << " " << wf << " batch " << batch << " round " << r << what << " step " << step
+                  << " sequence " << q;
+            }
         }
       }
-    }
 }
 
 // The tuner end to end on tiny: every key's candidates are timed, the file names
@@ -335,7 +352,6 @@ TEST(CudaTune, TunesTinyAndTheFileApplies) {
     kinds.insert(e.kind);
     EXPECT_EQ(e.candidates.size(), tuning_candidates(e.kind, "cuda", e.shape).size()) << e.shape;
     for (const auto& [params, us] : e.candidates) EXPECT_GT(us, 0) << e.kind << " " << e.shape;
-    EXPECT_LE(e.best_us, e.default_us);
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"gemv", "decode_attention"}));
   TuningFile back = tuning_from_json(tuning_to_json(r.file), "t.json");
