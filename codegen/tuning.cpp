@@ -133,6 +133,15 @@ void check_tuning_param(const std::string& backend, const std::string& kind, con
   throw Error(where + ": unknown parameter '" + name + "' (" + backend + " parameters: " + known + ")");
 }
 
+int64_t tuning_param(const Attrs& a, const std::string& backend, const char* name, int64_t def) {
+  const AttrValue* v = a.find(name);
+  if (!v) return def;
+  const int64_t* i = std::get_if<int64_t>(v);
+  if (!i) throw Error(std::string(name) + " must be an integer");
+  check_tuning_param(backend, "", name, *i, "tuning");
+  return *i;
+}
+
 std::optional<TuningKey> tuning_key(const Graph& g, NodeId id, const std::string& backend) {
   const Node& n = g.node(id);
   if (!n.alive) return std::nullopt;

@@ -86,6 +86,10 @@ std::string tuning_to_json(const TuningFile& t);
 // Throws lathe::Error (naming `source`) on malformed files.
 TuningFile tuning_from_json(const std::string& text, const std::string& source);
 
+// A node's tuning parameter for an emitter: `def` when unset; throws lathe::Error when
+// it is not an integer (a hand-edited plan) or not a value the kernels take.
+int64_t tuning_param(const Attrs& a, const std::string& backend, const char* name, int64_t def);
+
 // Sets the parameters of every matching node; returns how many nodes changed.
 int apply_tuning(Graph& g, const TuningFile& t, const std::string& backend = "cpu");
 // Sets one parameter set on every node of a key (the tuner's candidates).

@@ -6,6 +6,7 @@
 
 #include "codegen/cpu/kernel_lib.h"
 #include "codegen/kernel_facts.h"
+#include "codegen/tuning.h"
 #include "ir/assert.h"
 #include "ir/buffers.h"
 #include "ir/text.h"
@@ -53,6 +54,14 @@ struct Emitter {
 
   [[noreturn]] void fail(const std::string& why) const {
     throw Error("CPU backend: node " + n.name + " (" + std::string(op_name(n.kind)) + "): " + why);
+  }
+  // A tuning parameter of this node (codegen/tuning.h), `dflt` when unset.
+  int64_t tuned(const char* key, int64_t dflt) const {
+    try {
+      return tuning_param(n.attrs, "cpu", key, dflt);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
   }
   const Value& in(size_t i) const { return g.value(n.inputs[i]); }
   const Value& out(size_t i) const { return g.value(n.outputs[i]); }
@@ -166,8 +175,7 @@ struct Emitter {
     int ipro = pro == "rms_norm" ? lk::PRO_RMS_NORM : lk::PRO_NONE;
     int iepi = epi == "silu_mul" ? lk::EPI_SILU_MUL : epi == "residual" ? lk::EPI_RESIDUAL : lk::EPI_NONE;
     // Tuned tile sizes (`lathe tune`; codegen/tuning.h) become template arguments.
-    int64_t rows = n.attrs.i("tune_rows", 0), cols = n.attrs.i("tune_cols", 0);
-    if (rows < 0 || rows > 4096 || cols < 0 || cols > 4096) fail("tune_rows / tune_cols out of range");
+    int64_t rows = tuned("tune_rows", 0), cols = tuned("tune_cols", 0);
     std::string tiles;
     if (rows > 0 || cols > 0) {
       if (rows == 0) rows = lk::kTileRows;
@@ -260,8 +268,7 @@ struct Emitter {
       }
       case OpKind::flash_attention:
       case OpKind::decode_attention: {
-        int64_t split = n.kind == OpKind::decode_attention ? a.i("tune_split", 1) : 1;
-        if (split < 1 || split > 64) fail("tune_split out of range");
+        int64_t split = n.kind == OpKind::decode_attention ? tuned("tune_split", 1) : 1;
         if (split > 1) {
           int64_t kvh = attr("kv_heads"), h = attr("heads"), d = attr("head_dim");
           k.shared_floats = g.attrs.i("B") * kvh * split * (h / kvh) * (d + 2);
@@ -269,8 +276,7 @@ struct Emitter {
                   ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fout(0) + ", " + num(a.f("scale")) + "f);\n";
           break;
         }
-        int64_t qt = n.kind == OpKind::flash_attention ? a.i("tune_qt", 16) : 1;
-        if (qt < 1 || qt > 256) fail("tune_qt out of range");
+        int64_t qt = n.kind == OpKind::flash_attention ? tuned("tune_qt", 16) : 1;
         code += "  lk::attention_kernel<" + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) + ", " +
                 num(qt) + ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fout(0) + ", " + num(a.f("scale")) +
                 "f);\n";

@@ -127,14 +127,11 @@ struct Emitter {
 
   // A tuning parameter of this node (codegen/tuning.h), `dflt` when unset.
   int64_t tuned(const char* key, int64_t dflt) const {
-    if (!n.attrs.has(key)) return dflt;
-    int64_t v = n.attrs.i(key);
     try {
-      check_tuning_param("cuda", "", key, v, "tuning");
+      return tuning_param(n.attrs, "cuda", key, dflt);
     } catch (const Error& e) {
       fail(e.what());
     }
-    return v;
   }
   // The GEMV entry's template arguments after the format: warps per block, then the
   // norm flag (dense GEMVs only), then loads in flight when tuned (the prelude's rule

@@ -173,11 +173,21 @@ TEST(Tuning, CudaParametersReachTheEmittedKernelsOnly) {
   EXPECT_GT(apply_tuning(lf.decode, cuda_file(lf.decode), "cuda"), 3);
   for (const CpuKernel& k : emit_cpu_kernels(lf.decode)) cpu_after.push_back(k.function);
   EXPECT_EQ(cpu_before, cpu_after);
-  // A value outside what the kernels take (a hand-edited plan) is an emitter error.
+  // A value outside what the kernels take, or not an integer (a hand-edited plan), is
+  // an emitter error on either backend.
   for (NodeId id : l.decode.topo_order())
     if (tuning_key(l.decode, id, "cuda") && l.decode.node(id).kind == OpKind::decode_attention) {
       l.decode.node_mut(id).attrs.set("tune_cuda_split", int64_t(0));
       EXPECT_THROW(emit_cuda_kernel(l.decode, id), Error);
+      l.decode.node_mut(id).attrs.set("tune_cuda_split", 8.5);
+      EXPECT_THROW(emit_cuda_kernel(l.decode, id), Error);
+    }
+  for (NodeId id : lf.decode.topo_order())
+    if (lf.decode.node(id).kind == OpKind::decode_attention) {
+      lf.decode.node_mut(id).attrs.set("tune_split", 4.5);
+      EXPECT_THROW(emit_cpu_kernel(lf.decode, id), Error);
+      lf.decode.node_mut(id).attrs.set("tune_split", int64_t(65));
+      EXPECT_THROW(emit_cpu_kernel(lf.decode, id), Error);
     }
 }
 
