@@ -11,6 +11,7 @@
 
 #include "frontend/specs.h"
 #include "ir/assert.h"
+#include "ir/atomic_file.h"
 
 namespace lathe::cli {
 
@@ -109,42 +110,13 @@ std::string Table::csv() const {
 }
 
 void check_output_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
-    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
-  if (fs::is_directory(p, ec)) throw Error(path + ": is a directory");
-  std::string probe = path + ".probe." + std::to_string(::getpid());
-  {
-    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
-  }
-  fs::remove(probe, ec);
+  AtomicFile probe(path);  // opens its temporary file; removed again, never committed
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
-    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
-    f.write(content.data(), std::streamsize(content.size()));
-    f.flush();
-    if (!f) {
-      fs::remove(tmp, ec);
-      throw Error(path + ": write failed");
-    }
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot rename into place");
-  }
+  AtomicFile f(path);
+  f.write(content);
+  f.commit();
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
