@@ -20,8 +20,9 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
    in runs.json) and `lathe calibrate --holdout 3` on them with the --per-op run of
    step 5: the per-phase error of the probed spec and of the calibrated one, on fitted
    and on held-out runs. (Rebuild the calibrated spec from runs.json if wanted.)
-7. Kernel tuning: `lathe tune --backend cuda` at batch 1 (bf16 and int4:g128 weights,
-   128-token prompt): per tunable kernel the default and best time per call and the
+7. Kernel tuning: `lathe tune --backend cuda` at batch 1 (--tune-formats, default bf16
+   and int4:g128 weights; about two minutes each on an H200 is the estimate, not yet
+   measured; 128-token prompt): per tunable kernel the default and best time per call and the
    winning parameters, and the decode step of the default vs the tuned plan.
 Writes DIR/gpu-check.md and prints it. Every lathe call is logged to DIR/runs.log
 (command, exit code, seconds, stderr) and its JSON kept in DIR/runs.json; a call that
@@ -79,6 +80,8 @@ def main():
     ap.add_argument("--hw", default="", help="with --backend cpu: the hardware spec (no probe)")
     ap.add_argument("--ceilings", default="", help="with --backend cpu: COPY_GBS,GEMM_TFLOPS")
     ap.add_argument("--prefill-tokens", type=int, default=2048)
+    ap.add_argument("--tune-formats", default="bf16,int4:g128",
+                    help="weight formats step 7 tunes (comma separated; empty: skip kernel tuning)")
     a = ap.parse_args()
     L, out = a.lathe, a.out
     os.makedirs(out, exist_ok=True)
@@ -212,7 +215,7 @@ def main():
         w(f"| held-out runs | {100 * e['test_before']:.1f}% | {100 * e['test_after']:.1f}% |")
     # Kernel tuning (the tuning files stay in a temp dir; their JSON is in runs.json).
     tune_dir = tempfile.mkdtemp(prefix="lathe-tuning-")
-    for fmt in ("bf16", "int4:g128"):
+    for fmt in [f for f in a.tune_formats.split(",") if f]:
         t = call(out, f"tune-{fmt}", L, "tune", a.model, hw, "--backend", a.backend, "--weights", fmt,
                  "--prompt-tokens", "128", "--gen", "32", "--reps", "2", "--steps", "8", *act,
                  "-o", os.path.join(tune_dir, f"tuning-{fmt.replace(':', '-')}.json"), "--format", "json")

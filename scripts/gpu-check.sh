@@ -2,9 +2,11 @@
 # The CUDA backend on a GPU in one go (issue 6): builds, runs the GPU tests (the
 # cuda_backend_tests binary, CTest label `gpu`, in parallel shards), measures the
 # device's ceilings, times decode (bf16, int8, int4) and prefill of 2048 tokens for a
-# Llama-3-8B-shaped model with synthetic weights, and prints one table (also written
-# to $OUT/gpu-check.md). Meant to finish in under five minutes on one H100/H200-class
-# GPU. Logs and JSON go to $OUT (default: a temp dir), at most eight files:
+# Llama-3-8B-shaped model with synthetic weights, runs `lathe tune --backend cuda` on
+# it (issue 8), and prints one table (also written to $OUT/gpu-check.md). Meant to
+# finish in under five minutes on one H100/H200-class GPU without the tuning, which
+# adds an estimated two minutes a weight format (not yet measured; TUNE_FORMATS=
+# skips it). Logs and JSON go to $OUT (default: a temp dir), at most eight files:
 # gpu-check.md, gpu-tests.log, gpu-tests.csv, runs.log, runs.json, probe.toml,
 # nvidia-smi.csv.
 #
@@ -13,6 +15,8 @@
 #   SKIP_BUILD=1 LATHE=path/lathe LATHE_GPU_TESTS=path/cuda_backend_tests scripts/gpu-check.sh
 #                                        # prebuilt binaries (a machine without the build deps)
 #   GPU_TEST_SHARDS=N                    # test processes side by side (default: nproc, at most 16)
+#   TUNE_FORMATS=bf16                    # weight formats `lathe tune --backend cuda` tunes at the
+#                                        # end (default bf16,int4:g128; empty: no tuning)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d /tmp/lathe-gpu-check.XXXX)}
@@ -60,7 +64,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   failed=$(grep "^\[  FAILED  \] [A-Za-z]" "$OUT/gpu-tests.log" | sed 's/ (.*//' | sort -u | wc -l)
   echo "gpu-check: GPU tests: $passed passed, $failed failed (exit $tests_rc) in $(( $(date +%s) - start )) s" >&2
 fi
-python3 bench/gpu_check.py --lathe "$LATHE" --out "$OUT" --report "$OUT/gpu-tests.csv"
+python3 bench/gpu_check.py --lathe "$LATHE" --out "$OUT" --report "$OUT/gpu-tests.csv" \
+  --tune-formats "${TUNE_FORMATS-bf16,int4:g128}"
 py_rc=$?
 echo "gpu-check: finished in $(( $(date +%s) - start )) s; logs in $OUT" >&2
 [ $tests_rc -ne 0 ] && exit $tests_rc
