@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "cli/scenario_args.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
 #include "runtime/cpu/session.h"
@@ -71,11 +72,15 @@ int run_tune(const TuneArgs& a) {
     std::cerr << "lathe tune: timing candidate kernel parameters of " << p.model.name << " on "
               << (cuda ? "the GPU" : "the CPU (" + std::to_string(threads) + " threads)") << "...\n";
   TuneResult r;
-  if (cuda) {
-    r = tune_cuda(plan, weights, a.cache_dir.empty() ? "" : a.cache_dir + "/cuda", o);
-  } else {
-    CpuJit jit(JitOptions{a.cache_dir, true});
-    r = tune_cpu(plan, weights, jit, o);
+  {
+    Progress progress("lathe tune: sessions");  // on a terminal; cleared before the report
+    o.progress = [&](int done, int total) { progress.update(double(done) / total); };
+    if (cuda) {
+      r = tune_cuda(plan, weights, a.cache_dir.empty() ? "" : a.cache_dir + "/cuda", o);
+    } else {
+      CpuJit jit(JitOptions{a.cache_dir, true});
+      r = tune_cpu(plan, weights, jit, o);
+    }
   }
   write_file_atomic(a.out, tuning_to_json(r.file));
   auto gain = [](double d, double t) { return t > 0 ? d / t : 0.0; };

@@ -117,6 +117,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
     }
     for (const auto& [k, cands] : keys)
       if (r < cands.size()) per_call[k].push_back(best.count(k) ? best[k] : 0.0);
+    if (o.progress) o.progress(int(r + 1), int(rounds) + 2);
   }
   const auto after = backend.compile_stats();
   res.kernels_compiled = after.first - before.first;
@@ -149,7 +150,10 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
   }
 
   // ---- 4. default vs tuned, alternating (nothing to compare when no key changed) ----
-  if (res.file.entries.empty()) return res;
+  if (res.file.entries.empty()) {
+    if (o.progress) o.progress(int(rounds) + 2, int(rounds) + 2);
+    return res;
+  }
   Plan tuned = base;
   apply_tuning(tuned, res.file);
   std::vector<double> pd, pt, dd, dt;
@@ -181,6 +185,7 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
     StepTimes b = run_once(*st, prompts, steps);
     pt.push_back(b.prefill), dt.push_back(b.decode);
   }
+  if (o.progress) o.progress(int(rounds) + 2, int(rounds) + 2);
   res.prefill_default_s = median(pd);
   res.prefill_tuned_s = median(pt);
   res.decode_default_s = median(dd);

@@ -35,6 +35,9 @@ struct TuneOptions {
   int reps = 3;          // repetitions of each measurement
   int decode_steps = 8;  // decode steps per repetition
   double margin = 0.03;  // a candidate must beat the default by this fraction
+  // Called after each session's measurements with the sessions done and the total
+  // expected (the rounds plus the two of the end-to-end comparison).
+  std::function<void(int done, int total)> progress;
 };
 
 struct TuneResult {
