@@ -17,6 +17,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// A plan that does not fit the memory left on the device (a lathe::Error like any
+// other for the CLI; the tuner catches it to time two plans one after the other).
+class OutOfDeviceMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace lathe
 
 #define LATHE_ASSERT(cond, msg)                                          \

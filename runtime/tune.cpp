@@ -162,10 +162,9 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
   res.sessions += 2;
   try {
     st = backend.open(tuned, false);
-  } catch (const Error&) {
+  } catch (const OutOfDeviceMemory&) {
     // Two copies of the weights do not fit (a large model on one GPU): time the
-    // default plan, close it, then open the tuned one again (any other failure
-    // fails again there, with its own message).
+    // default plan, close it, then open the tuned one again.
     ++res.sessions;
     run_once(*sd, prompts, steps);
     for (int rep = 0; rep < reps; ++rep) {

@@ -202,7 +202,7 @@ CuDevicePtr CudaApi::alloc(size_t bytes, const char* what) {
   CUdeviceptr p = 0;
   CUresult r = impl_->cuMemAlloc(&p, std::max<size_t>(bytes, 256));
   if (r == CUDA_ERROR_OUT_OF_MEMORY)
-    throw Error(std::string("CUDA: out of device memory allocating ") + std::to_string(bytes / 1000000) + " MB for " + what);
+    throw OutOfDeviceMemory(std::string("CUDA: out of device memory allocating ") + std::to_string(bytes / 1000000) + " MB for " + what);
   impl_->check(r, "cuMemAlloc", what);
   return p;
 }

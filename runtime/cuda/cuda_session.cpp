@@ -112,7 +112,7 @@ struct CudaSession::Impl {
                   "; lathe's kernels need sm_80 or newer (bf16 tensor cores)");
     double need = cuda_session_bytes(plan);
     if (need > d.free_gb * 1e9 * 0.95)
-      throw Error("the plan needs " + std::to_string(need / 1e9) + " GB of device memory; " + d.name + " has " +
+      throw OutOfDeviceMemory("the plan needs " + std::to_string(need / 1e9) + " GB of device memory; " + d.name + " has " +
                   std::to_string(d.free_gb) + " GB free");
     if (!nvrtc.available()) throw Error("CUDA backend: " + nvrtc.why_unavailable());
     try {

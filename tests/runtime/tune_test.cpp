@@ -151,7 +151,7 @@ TuneBackend fake_cuda(NodeCost cost, int* live, int max_live = 8) {
   b.name = "cuda";
   b.machine = "fake GPU";
   b.open = [cost, live, max_live](const Plan& p, bool) -> std::unique_ptr<TuneSession> {
-    if (*live >= max_live) throw Error("the plan needs 2 GB of device memory; fake GPU has 1 GB free");
+    if (*live >= max_live) throw OutOfDeviceMemory("the plan needs 2 GB of device memory; fake GPU has 1 GB free");
     return std::make_unique<FakeSession>(p, cost, live);
   };
   b.compile_stats = [] { return std::pair<int, double>(0, 0.0); };
@@ -245,6 +245,26 @@ TEST(Tuner, ComparesOneAfterTheOtherWhenTwoSessionsDoNotFit) {
   size_t rounds = 0;
   for (const TuningEntry& e : r.all) rounds = std::max(rounds, e.candidates.size());
   EXPECT_EQ(r.sessions, int(rounds) + 3);  // the rounds, the default, the tuned plan twice
+  // Any other failure to open the tuned plan's session is the tuner's failure, with
+  // its message, not a reason to time the plans one after the other.
+  TuneBackend broken = fake_cuda(cost, &live);
+  int opened = 0;
+  auto open = broken.open;
+  const int tuned_open = int(rounds) + 2;  // after the rounds and the default plan
+  broken.open = [&opened, open, tuned_open](const Plan& p, bool t) -> std::unique_ptr<TuneSession> {
+    if (++opened == tuned_open) throw Error("NVRTC: a kernel does not compile");
+    return open(p, t);
+  };
+  try {
+    tune_plan(plan, broken, o);
+    ADD_FAILURE() << "the tuner hid a failure to open the tuned plan";
+  } catch (const OutOfDeviceMemory&) {
+    ADD_FAILURE() << "not a memory error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not compile"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(opened, tuned_open);
+  EXPECT_EQ(live, 0);
 }
 
 }  // namespace
