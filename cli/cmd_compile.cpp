@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "cli/common.h"
 #include "cli/emit.h"
@@ -137,13 +138,13 @@ int run_compile(const CompileArgs& a) {
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
   // One file per backend at most: a CPU and a CUDA file never touch each other's kernels.
-  std::string tuned, backends;
+  std::string tuned;
+  std::set<std::string> backends;
   for (const std::string& f : a.tuning) {
     std::string be;
     std::string note = apply_tuning_file(p.lowered.prefill, p.lowered.decode, f, "", &be);
-    if (backends.find("[" + be + "]") != std::string::npos)
+    if (!backends.insert(be).second)
       throw Error("--tuning " + f + ": a second " + be + " tuning file (give at most one per backend)");
-    backends += "[" + be + "]";
     tuned += (tuned.empty() ? "" : "\n  ") + note;
   }
 

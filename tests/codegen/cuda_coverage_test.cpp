@@ -96,11 +96,11 @@ void collect_tuned(const std::string& model, const std::string& what, const Work
                    std::map<std::string, Job>& jobs, int& candidates, std::vector<std::string>& failures) {
   Lowered l = testing::lower_plan(testing::build_plan_graphs(model, "h100-sxm", w, o), o);
   for (const Graph* g : {&l.prefill, &l.decode}) {
-    std::map<std::string, NodeId> first;  // kind + shape -> node
+    std::map<std::pair<std::string, std::string>, NodeId> first;  // (kind, shape) -> node
     for (NodeId id : g->topo_order())
-      if (auto k = tuning_key(*g, id, "cuda")) first.try_emplace(k->kind + "|" + k->shape, id);
-    for (const auto& [ks, id] : first) {
-      const std::string kind = ks.substr(0, ks.find('|')), shape = ks.substr(ks.find('|') + 1);
+      if (auto k = tuning_key(*g, id, "cuda")) first.try_emplace({k->kind, k->shape}, id);
+    for (const auto& [key, id] : first) {
+      const auto& [kind, shape] = key;
       for (const auto& params : tuning_candidates(kind, "cuda", shape)) {
         if (params.empty()) continue;  // the default is in the main matrix
         Graph tuned = *g;
