@@ -140,10 +140,18 @@ struct Emitter {
     int warps, min_blocks;
     std::string loads;  // ", U" or empty
   };
-  GemvShape gemv_shape() const {
+  // The launch bounds ask for 16 resident warps per SM (512 threads). A tuned count of
+  // loads in flight above the default keeps as many bytes in flight with fewer warps,
+  // so the bound drops in proportion and the extra load registers do not spill (int4
+  // experts with gate and up in one kernel, loads 4: 128 B spilled under the default
+  // bound).
+  GemvShape gemv_shape(DType weight_dtype, int64_t K) const {
     int warps = int(tuned("tune_cuda_warps", kGemvWarps));
     int64_t loads = tuned("tune_cuda_loads", 0);
-    return {warps, 512 / (warps * 32), loads > 0 ? ", " + num(loads) : std::string()};
+    int min_blocks = 512 / (warps * 32);
+    if (int def = cuda_gemv_default_loads(weight_dtype, K); loads > def)
+      min_blocks = std::max(1, int(min_blocks * def / loads));
+    return {warps, min_blocks, loads > 0 ? ", " + num(loads) : std::string()};
   }
 
   void gemm() {
@@ -191,7 +199,7 @@ struct Emitter {
       std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " + ptr("const int*", data[size_t(p->idx)]) +
                          ", W, S, " + (p->gates >= 0 ? ptr("const float*", data[size_t(p->gates)]) : "nullptr") + ", " +
                          (p->residual >= 0 ? act_in(size_t(p->residual)) : "nullptr") + ", O);\n";
-      GemvShape gv = gemv_shape();
+      GemvShape gv = gemv_shape(w0.format.dtype, K);
       entry(0, desc + arrays + "  lk::expert_gemv_kernel<T, " + fa + ", " + std::to_string(gv.warps) + gv.loads + ">" + args,
             CudaGrid::warps, gv.warps * 32, total_rows, 0, kCudaExpertGemvPairs / topk, 0, gv.min_blocks);
       entry(1, desc + arrays + "  lk::expert_gemm_kernel<T, " + fa + ">" + args, CudaGrid::expert_tiles, 128, tiles, E,
@@ -211,7 +219,7 @@ struct Emitter {
     std::string args = "(st, d, " + act_in(size_t(p->x)) + ", " +
                        (p->norm >= 0 ? act_in(size_t(p->norm)) : std::string("nullptr")) + ", W, S, O, " +
                        (p->residual >= 0 ? act_in(size_t(p->residual)) : std::string("nullptr")) + ");\n";
-    GemvShape gv = gemv_shape();
+    GemvShape gv = gemv_shape(w0.format.dtype, K);
     entry(0, desc + arrays + "  lk::gemv_kernel<T, " + fa + ", " + std::to_string(gv.warps) + ", " +
                      (ipro ? "true" : "false") + gv.loads + ">" + args,
           CudaGrid::warps, gv.warps * 32, total_rows, 0, kCudaGemvRows, 0, gv.min_blocks);

@@ -12,9 +12,10 @@
 //
 // Plus every candidate `lathe tune --backend cuda` may time (codegen/tuning.h: GEMV
 // warps and loads in flight, decode attention splits) for tiny, tiny-moe, the
-// wide-rows fixture (the GPU tests' tuned plans) and llama-3-8b in 16-bit, 8-bit and
-// 4-bit weights (and fp8 for llama-3-8b), bf16 activations: a tuned kernel must
-// compile without spills like a default one.
+// wide-rows fixture (the GPU tests' tuned plans), llama-3-8b, mixtral-8x7b and
+// llama-3-70b in 16-bit, 8-bit and 4-bit weights (and fp8 for llama-3-8b), bf16
+// activations, and f16 activations for tiny, tiny-moe, the fixture and llama-3-8b: a
+// tuned kernel must compile without spills like a default one.
 //
 // Skips (with the reason) when NVRTC or the CUDA headers are not available. NVRTC
 // results are cached by content hash in the build tree, so a rerun only compiles what
@@ -176,18 +177,26 @@ TEST(CudaCoverage, EveryKernelCompilesForSm80AndSm90WithoutSpills) {
   const size_t before_tuned = jobs.size();
   struct TunedCase {
     const char* model;
+    DType act;
     std::vector<const char*> weights;
   };
   const std::string wide_fixture = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/wide-rows.toml";
-  for (const TunedCase& tc : {TunedCase{"tiny", {"", "int8", "int4:g32"}}, TunedCase{"tiny-moe", {"", "int4:g32"}},
-                              TunedCase{wide_fixture.c_str(), {"bf16", "int4:g32"}},
-                              TunedCase{"llama-3-8b", {"", "int8", "int4:g128", "fp8"}}})
+  for (const TunedCase& tc : {TunedCase{"tiny", DType::bf16, {"", "int8", "int4:g32"}},
+                              TunedCase{"tiny", DType::f16, {"", "int8", "int4:g32"}},
+                              TunedCase{"tiny-moe", DType::bf16, {"", "int4:g32"}},
+                              TunedCase{"tiny-moe", DType::f16, {"int8"}},
+                              TunedCase{wide_fixture.c_str(), DType::bf16, {"bf16", "int4:g32"}},
+                              TunedCase{wide_fixture.c_str(), DType::f16, {"f16", "int4:g32"}},
+                              TunedCase{"llama-3-8b", DType::bf16, {"", "int8", "int4:g128", "fp8"}},
+                              TunedCase{"llama-3-8b", DType::f16, {"f16", "int4:g128"}},
+                              TunedCase{"mixtral-8x7b", DType::bf16, {"", "int4:g128"}},
+                              TunedCase{"llama-3-70b", DType::bf16, {"", "int8", "int4:g128"}}})
     for (const char* wf : tc.weights) {
       PlanOptions o;
-      o.act_dtype = DType::bf16;
+      o.act_dtype = tc.act;
       if (*wf) o.weights = parse_weight_format(wf);
-      collect_tuned(tc.model, std::string("tuned weights ") + (*wf ? wf : "default"), workloads[0], o, jobs,
-                    candidates, failures);
+      collect_tuned(tc.model, std::string(dtype_name(tc.act)) + " tuned weights " + (*wf ? wf : "default"),
+                    workloads[0], o, jobs, candidates, failures);
     }
   const size_t tuned_kernels = jobs.size() - before_tuned;
   EXPECT_GT(tuned_kernels, 50u) << "the tuning candidates should add kernels of their own";

@@ -114,6 +114,49 @@ TEST(Tuning, EveryCudaCandidateIsAValidParameterSet) {
   EXPECT_NO_THROW(check_tuning_param("cuda", "", "tune_cuda_split", 2, "f"));            // kind not checked
 }
 
+// More loads in flight than the default keep as many bytes in flight with fewer warps:
+// the launch bounds ask for proportionally fewer resident blocks, so the load
+// registers fit (the int4 experts spilled under the default bound). Loads at or below
+// the default keep the default bound.
+TEST(Tuning, MoreCudaLoadsInFlightRelaxTheLaunchBounds) {
+  for (const char* model : {"tiny", "tiny-moe"}) {
+    PlanOptions o;
+    o.act_dtype = DType::bf16;
+    o.weights = parse_weight_format("int4:g32");
+    auto b = build_plan_graphs(model, "h100-sxm", {1, 16, 4}, o);
+    Lowered l = lower_plan(b, o);
+    for (auto [loads, bound] : {std::pair{int64_t(1), "__launch_bounds__(256, 2)"},
+                                std::pair{int64_t(2), "__launch_bounds__(256, 1)"},
+                                std::pair{int64_t(4), "__launch_bounds__(256, 1)"}}) {
+      Graph g = l.decode;
+      int seen = 0;
+      for (NodeId id : g.topo_order())
+        if (auto k = tuning_key(g, id, "cuda"); k && k->kind == "gemv") {
+          g.node_mut(id).attrs.set("tune_cuda_warps", int64_t(8));
+          g.node_mut(id).attrs.set("tune_cuda_loads", loads);
+          CudaKernel ck = emit_cuda_kernel(g, id);
+          EXPECT_NE(ck.body.find(bound), std::string::npos) << model << " loads " << loads << "\n" << ck.body;
+          ++seen;
+        }
+      EXPECT_GT(seen, 0) << model;
+    }
+  }
+  // 16-bit weights of a long row default to 4 loads: 2 keeps the default bound.
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {1, 16, 4}, o);
+  Lowered l = lower_plan(b, o);
+  for (NodeId id : l.decode.topo_order())
+    if (auto k = tuning_key(l.decode, id, "cuda"); k && k->kind == "gemv") {
+      Graph g = l.decode;
+      g.node_mut(id).attrs.set("tune_cuda_loads", int64_t(2));
+      EXPECT_NE(emit_cuda_kernel(g, id).body.find("__launch_bounds__(256, 2)"), std::string::npos);
+      g.node_mut(id).attrs.set("tune_cuda_loads", int64_t(8));
+      EXPECT_NE(emit_cuda_kernel(g, id).body.find("__launch_bounds__(256, 1)"), std::string::npos);
+      break;
+    }
+}
+
 TEST(Tuning, CudaParametersReachTheEmittedKernelsOnly) {
   PlanOptions o;
   o.act_dtype = DType::bf16;
