@@ -84,7 +84,7 @@ void register_advise(CLI::App& app, Registry& r) {
   CLI::App* cmd = app.add_subcommand("advise",
                                      "Recommend max batch, weight and KV formats, KV layout and TP "
                                      "degree for a model on a machine");
-  cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file")->required();
+  cmd->add_option("MODEL", a->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json")->required();
   cmd->add_option("HW", a->hardware,
                   "built-in hardware name or TOML; NAME+key=value adds overrides")
       ->required();

@@ -25,7 +25,7 @@ struct CalibrateArgs {
 // The JSON objects of a file: one per line (JSONL) or concatenated pretty-printed
 // objects, as `lathe run --format json >> runs.jsonl` appends them.
 std::vector<std::pair<int, nlohmann::json>> read_objects(const std::string& path) {
-  std::string text = read_file(path);
+  std::string text = read_file(path, ~uint64_t(0));  // many runs: no size limit but memory
   std::vector<std::pair<int, nlohmann::json>> out;
   size_t i = 0;
   int line = 1;
@@ -202,7 +202,14 @@ int run_calibrate(const CalibrateArgs& a) {
   std::map<std::string, std::shared_ptr<Planned>> plans;
   std::vector<RunData> runs;
   for (auto& [line, j] : objects) {
-    runs.push_back(load_run(j, a.runs + ":" + std::to_string(line), a.hw, plans));
+    // Measurements on one kind of machine say nothing about another's efficiencies.
+    std::string where = a.runs + ":" + std::to_string(line);
+    if (std::string be = opt_string(j, "backend"); !be.empty() && (be == "cuda") != start.is_gpu())
+      throw Error(where + ": a run measured on the " + be + " backend cannot calibrate " + start.name + ", a " +
+                  (start.is_gpu() ? "GPU" : "CPU") + " spec; give --hw the " +
+                  (be == "cuda" ? "GPU" : "CPU") + " spec the runs were predicted for (their \"target\": " +
+                  opt_string(j, "target") + ")");
+    runs.push_back(load_run(j, where, a.hw, plans));
     runs.back().run.label = "#" + std::to_string(runs.size()) + " " + runs.back().label;
   }
   std::vector<MeasuredRun> train, test;

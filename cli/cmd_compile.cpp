@@ -115,6 +115,8 @@ int run_compile(const CompileArgs& a) {
   req.workload = a.workload.resolve(spec.workload);
   req.options = spec.options;
   if (a.out.empty()) throw Error("-o DIR is required");
+  check_output_dir(a.out);
+  if (!a.dump_dir.empty()) check_output_dir(a.dump_dir);
   for (const std::string& pa : a.print_after)
     if (pa != "all" && pa != "input" && !find_pass(pa)) throw Error("--print-ir-after: unknown pass '" + pa + "'");
   if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")
@@ -182,7 +184,7 @@ void register_compile(CLI::App& app, Registry& r) {
   cmd->add_option("-o,--out", a->out, "plan directory to write (replaced atomically)");
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);
-  cmd->add_option("--set", a->sets, "override a hardware field: key=value (repeatable)");
+  cmd->add_option("--set", a->sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
   cmd->add_option("--tuning", a->tuning,
                   "kernel parameters from `lathe tune -o FILE` (a CPU and/or a CUDA file: repeat the flag)");
   cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");

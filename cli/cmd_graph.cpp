@@ -44,13 +44,13 @@ void register_graph(CLI::App& app, Registry& r) {
   auto a = std::make_shared<GraphArgs>();
   CLI::App* cmd = app.add_subcommand("graph", "Print the (unfused) IR graph of a model for one phase");
   cmd->add_option("MODEL", a->model, "built-in model name, model TOML path, .gguf file, or Hugging Face directory / config.json")->required();
-  cmd->add_option("--phase", a->phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
-  cmd->add_option("--batch", a->batch, "sequences in the batch (B)")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  cmd->add_option("--prompt", a->prompt, "prompt tokens per sequence (S in prefill)")
+  cmd->add_option("--phase", a->phase, "prefill or decode (default decode)")->check(CLI::IsMember({"prefill", "decode"}));
+  cmd->add_option("--batch", a->batch, "sequences in the batch (B; default 1)")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--prompt", a->prompt, "prompt tokens per sequence (S in prefill; default 128)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--context", a->context, "context length in decode (T; default prompt + 1)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  cmd->add_option("--format", a->format, "text (lathe IR) or dot (Graphviz)")->check(CLI::IsMember({"text", "dot"}));
+  cmd->add_option("--format", a->format, "text (lathe IR, default) or dot (Graphviz)")->check(CLI::IsMember({"text", "dot"}));
   cmd->add_option("--act", a->act, "activation dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--tp", a->tp, "tensor-parallel degree (prints one device's graph)")
       ->check(CLI::Range(int64_t(1), int64_t(1024)));

@@ -200,6 +200,10 @@ int run_run(const RunArgs& a) {
     plan = to_plan(p);
     model_name = p.model.name;
   }
+  if (plan.target.is_gpu() != cuda)
+    std::cerr << "lathe: warning: the kernels run on the " << a.backend << " backend but the predictions are for "
+              << plan.target.name << ", a " << (plan.target.is_gpu() ? "GPU" : "CPU")
+              << "; predicted and measured times describe different machines\n";
   if (!a.tuning.empty()) {
     std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning, a.backend);
     if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
@@ -555,7 +559,7 @@ void register_run(CLI::App& app, Registry& r) {
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)");
+  cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
@@ -569,8 +573,8 @@ void register_run(CLI::App& app, Registry& r) {
                   "the JSON lists every pass")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (tuned for the same --backend)");
-  cmd->add_option("--format", a->format, "table or json")->check(CLI::IsMember({"table", "text", "json"}));
-  cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $XDG_CACHE_HOME/lathe)");
+  cmd->add_option("--format", a->format, "table (or text) or json")->check(CLI::IsMember({"table", "text", "json"}));
+  cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, in its cpu/ or cuda/ folder; a given DIR holds CPU kernels itself and CUDA kernels in DIR/cuda)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");
   cmd->callback([&r, a] { r.action = [a] { return run_run(*a); }; });
 

@@ -347,7 +347,7 @@ void register_serve(CLI::App& app, Registry& r) {
                   "output tokens (first included), same forms (uniform:32,512)");
   cmd->add_option("--priority-mix", a->priority_mix,
                   "shares of priority classes 0,1,...; 0 is the most urgent (1)");
-  cmd->add_option("--seed", a->seed, "seed of the generated stream (1)");
+  cmd->add_option("--seed", a->seed, "seed of the generated stream (1)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--arrivals-csv", a->arrivals_csv,
                   "request trace CSV: arrival_s,prompt_tokens,output_tokens[,priority]");
   cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput")

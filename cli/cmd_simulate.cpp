@@ -1,6 +1,7 @@
 // lathe simulate / lathe whatif: roofline predictions for a plan on one or several
 // targets.
 #include <cstdio>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -66,7 +67,9 @@ nlohmann::json result_json(const Planned& p) {
       {"prompt", p.workload.prompt},
       {"gen", p.workload.gen},
       {"tp", p.options.tp},
-      {"weights", describe_options(p)},
+      {"weights", weights_format(p)},
+      {"act", p.lowered.decode.attrs.s("act_dtype")},
+      {"options", describe_options(p)},
       {"kv_layout", p.lowered.decode.attrs.s("kv_layout")},
       {"kv_dtype", p.lowered.decode.attrs.s("kv_dtype")},
       {"prefill_ms", r.prefill.time_s * 1e3},
@@ -155,7 +158,10 @@ void print_summary(const Planned& p, bool ideal) {
            fmt_double(100 * r.decode.time_s / e2e, 1) + "%", r.decode.steps ? bound_text(r.decode) : "-"});
   lat.add({"E2E", ms(r.e2e_s), "100.0%", ""});
   std::cout << lat.text("  ");
-  std::cout << "  TTFT " << ms(r.ttft_s) << " ms, TPOT " << ms(r.tpot_s) << " ms/token; throughput "
+  std::cout << "  TTFT " << ms(r.ttft_s) << " ms, TPOT " << ms(r.tpot_s) << " ms/token"
+            << (r.decode.steps == 0 ? " (no decode step runs: one step at context " + std::to_string(w.prompt + 1) + ")"
+                                    : std::string())
+            << "; throughput "
             << fmt_double(r.tokens_per_s, 1) << " generated tok/s (batch), decode " << fmt_double(r.decode_tokens_per_s, 1)
             << " tok/s, prefill " << fmt_double(r.prefill_tokens_per_s, 0) << " tok/s\n\n";
   const MemoryFootprint& m = r.mem;
@@ -224,16 +230,18 @@ struct WhatifArgs {
   std::string format = "text";
 };
 
-std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min) {
+// The same ranges as simulate's --batch, --prompt and --gen.
+std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min, int64_t max) {
   std::vector<int64_t> out;
   for (const std::string& x : split_commas(s)) {
     try {
       size_t used = 0;
       long long v = std::stoll(x, &used);
-      if (used != x.size() || v < min) throw std::invalid_argument(x);
+      if (used != x.size() || v < min || v > max) throw std::invalid_argument(x);
       out.push_back(v);
     } catch (...) {
-      throw Error(std::string(flag) + ": '" + x + "' is not an integer >= " + std::to_string(min));
+      throw Error(std::string(flag) + ": '" + x + "' is not an integer in [" + std::to_string(min) + ", " +
+                  std::to_string(max) + "]");
     }
   }
   if (out.empty()) throw Error(std::string(flag) + ": empty list");
@@ -246,9 +254,11 @@ int run_whatif(const WhatifArgs& a) {
   if (model.empty()) throw Error("no MODEL given");
   std::vector<std::string> hws = split_commas(a.hw);
   if (hws.empty()) throw Error("--hw: empty list");
-  std::vector<int64_t> batches = int_list(a.batches, "--batch", 1);
-  std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt} : int_list(a.prompts, "--prompt", 1);
-  std::vector<int64_t> gens = a.gens.empty() ? std::vector<int64_t>{spec.workload.gen} : int_list(a.gens, "--gen", 0);
+  std::vector<int64_t> batches = int_list(a.batches, "--batch", 1, int64_t(1) << 20);
+  std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt}
+                                                   : int_list(a.prompts, "--prompt", 1, int64_t(1) << 24);
+  std::vector<int64_t> gens =
+      a.gens.empty() ? std::vector<int64_t>{spec.workload.gen} : int_list(a.gens, "--gen", 0, int64_t(1) << 24);
   std::vector<Planned> cols;
   LowerHooks no_records;
   no_records.record = false;
@@ -266,6 +276,10 @@ int run_whatif(const WhatifArgs& a) {
           req.ideal = a.ideal;
           cols.push_back(make_plan(req, no_records, false));
         }
+  std::set<std::string> warned;
+  for (const Planned& p : cols)
+    for (const std::string& w : check_workload(p.model, p.workload))
+      if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
   auto label = [&](const Planned& p) {
     std::string l = p.target.name;
     if (batches.size() > 1) l += " b" + std::to_string(p.workload.batch);
@@ -282,6 +296,24 @@ int run_whatif(const WhatifArgs& a) {
       j.push_back(r);
     }
     std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (a.format == "csv") {  // one row per column, with the fields of the JSON objects
+    Table t({"label", "hardware", "batch", "prompt", "gen", "weights", "kv_dtype", "act", "tp", "prefill_ms",
+             "ttft_ms", "decode_ms", "tpot_ms", "e2e_ms", "tokens_per_s", "decode_tokens_per_s", "memory_bytes",
+             "capacity_bytes", "fits", "max_batch", "prefill_bound", "decode_bound"});
+    for (const Planned& p : cols) {
+      const SimResult& r = p.sim;
+      t.add({label(p), p.target.name, std::to_string(p.workload.batch), std::to_string(p.workload.prompt),
+             std::to_string(p.workload.gen), weights_format(p), p.lowered.decode.attrs.s("kv_dtype"),
+             p.lowered.decode.attrs.s("act_dtype"), std::to_string(p.options.tp), fmt_double(r.prefill.time_s * 1e3, 6),
+             fmt_double(r.ttft_s * 1e3, 6), fmt_double(r.decode.time_s * 1e3, 6), fmt_double(r.tpot_s * 1e3, 6),
+             fmt_double(r.e2e_s * 1e3, 6), fmt_double(r.tokens_per_s, 3), fmt_double(r.decode_tokens_per_s, 3),
+             fmt_double(r.mem.total, 0), fmt_double(r.mem.capacity, 0), r.mem.fits ? "true" : "false",
+             std::to_string(r.mem.max_batch), std::string(bound_name(r.prefill.bound)),
+             std::string(bound_name(r.decode.bound))});
+    }
+    std::cout << t.csv();
     return 0;
   }
   struct Metric {
@@ -322,9 +354,19 @@ int run_whatif(const WhatifArgs& a) {
   t.add(fits);
   t.add(pb);
   t.add(db);
+  // Targets can resolve options differently (a CPU runs f32 activations): when the
+  // columns differ, each shows its own.
+  bool same = true;
+  for (const Planned& p : cols) same &= describe_options(p) == describe_options(cols[0]);
+  if (!same) {
+    std::vector<std::string> opts = {"options"};
+    for (const Planned& p : cols) opts.push_back(describe_options(p));
+    t.add(opts);
+  }
   std::cout << "lathe whatif: " << cols[0].model.name << ", prompt "
             << (prompts.size() > 1 ? a.prompts : std::to_string(prompts[0])) << ", gen "
-            << (gens.size() > 1 ? a.gens : std::to_string(gens[0])) << "; " << describe_options(cols[0])
+            << (gens.size() > 1 ? a.gens : std::to_string(gens[0])) << "; "
+            << (same ? describe_options(cols[0]) : "options per column (last row)")
             << "\n  ratios (xN) are to the first column" << (a.ideal ? "; ideal roofline" : "") << "\n\n"
             << t.text("  ");
   return 0;
@@ -352,14 +394,17 @@ void register_simulate(CLI::App& app, Registry& r) {
   auto w = std::make_shared<WhatifArgs>();
   CLI::App* wi = app.add_subcommand("whatif", "Compare a plan across hardware targets, overrides and batch sizes");
   wi->add_option("MODEL", w->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json");
-  wi->add_option("--hw", w->hw, "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2)");
-  wi->add_option("--batch", w->batches, "comma-separated batch sizes");
+  wi->add_option("--hw", w->hw,
+                 "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2); "
+                 "default a100-80g,h100-sxm,h200");
+  wi->add_option("--batch", w->batches, "comma-separated batch sizes (default 1)");
   wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default 512)");
   wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default 128)");
   w->plan.add_to(wi);
   wi->add_option("--set", w->sets, "override a hardware field in every column (repeatable)");
   wi->add_flag("--ideal", w->ideal, "pure roofline");
-  wi->add_option("--format", w->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  wi->add_option("--format", w->format, "text, json or csv (one row per column)")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
   wi->callback([&r, w] { r.action = [w] { return run_whatif(*w); }; });
 }
 

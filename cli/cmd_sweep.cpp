@@ -209,6 +209,7 @@ int run_sweep_cmd(const SweepArgs& a) {
     throw Error(
         "--emit-best needs the whole sweep: merge the shards with `lathe merge --sweep FILE "
         "--emit-best DIR`");
+  if (!a.emit_best.empty()) check_output_dir(a.emit_best);
   SweepSpec spec = load_sweep(a.file);
   SweepSpace space = expand_sweep(spec, a.samples, a.seed);
   if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
@@ -241,8 +242,10 @@ int run_sweep_cmd(const SweepArgs& a) {
     std::cout << "lathe sweep: " << spec.name << " (" << spec.source << "), sweep id " << space.id
               << "\n";
     std::cout << "  space      " << with_commas(int64_t(space.size)) << " points";
-    if (a.samples > 0)
+    if (a.samples > 0 && uint64_t(a.samples) < space.size)
       std::cout << "; " << with_commas(a.samples) << " sampled (seed " << a.seed << ")";
+    else if (a.samples > 0)
+      std::cout << "; --samples " << with_commas(a.samples) << " covers it all";
     if (shards > 1) std::cout << "; shard " << shard << "/" << shards;
     std::cout << "\n  lowered    " << sum.shapes << " plan shape" << (sum.shapes == 1 ? "" : "s")
               << " in " << fmt_double(sum.lower_s, 2) << " s\n";
@@ -301,12 +304,14 @@ int run_merge(const MergeArgs& a) {
   if (a.out.empty()) throw Error("merge: -o FILE is required");
   if (!a.emit_best.empty() && a.sweep.empty())
     throw Error("--emit-best needs --sweep FILE (the sweep the rows came from)");
+  check_output_file(a.out);
+  if (!a.emit_best.empty()) check_output_dir(a.emit_best);
   std::map<uint64_t, SweepRow> rows;
   std::map<uint64_t, std::string> origin;
   std::string id;
   int64_t duplicates = 0;
   for (const std::string& path : a.files) {
-    std::string text = read_file(path);
+    std::string text = read_file(path, ~uint64_t(0));  // a shard's rows: no size limit but memory
     size_t pos = 0;
     int line_no = 0;
     std::vector<std::string> header;
@@ -361,6 +366,10 @@ int run_merge(const MergeArgs& a) {
       throw Error("the rows come from sweep " + id + ", but " + a.sweep + " (with --samples " +
                   std::to_string(a.samples) + " --seed " + std::to_string(a.seed) + ") is sweep " +
                   space->id);
+    for (const SweepRow& r : all)
+      if (r.point >= space->size)
+        throw Error(origin[r.point] + ": point " + std::to_string(r.point) + " is outside sweep " + space->id +
+                    " (" + with_commas(int64_t(space->size)) + " points)");
     uint64_t expected =
         a.samples > 0 && uint64_t(a.samples) < space->size ? uint64_t(a.samples) : space->size;
     if (all.size() < expected)
@@ -434,7 +443,7 @@ void register_sweep(CLI::App& app, Registry& r) {
   cmd->add_option("--samples", a->samples,
                   "cost N distinct points drawn at random instead of the whole space")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)");
+  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--shard", a->shard,
                   "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`");
   cmd->add_option("--emit-best", a->emit_best,
@@ -458,7 +467,7 @@ void register_sweep(CLI::App& app, Registry& r) {
       "the sweep file: check the rows belong to it, print the Pareto front and best plans");
   mc->add_option("--samples", m->samples, "the --samples the shards ran with")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  mc->add_option("--seed", m->seed, "the --seed the shards ran with");
+  mc->add_option("--seed", m->seed, "the --seed the shards ran with")->check(CLI::NonNegativeNumber);
   mc->add_option("--emit-best", m->emit_best,
                  "with --sweep: compile the best plan into this plan directory");
   mc->add_option("--top", m->top, "Pareto-front rows to print (default 15)")

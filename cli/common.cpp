@@ -110,7 +110,7 @@ std::string Table::csv() const {
 }
 
 void check_output_file(const std::string& path) {
-  AtomicFile probe(path);  // opens its temporary file; removed again, never committed
+  AtomicFile::check(path);
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
@@ -131,15 +131,30 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+namespace {
+std::filesystem::path output_dir_path(const std::string& dir) {
+  std::string trimmed = dir;  // "plan/" names the directory "plan"
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  return trimmed;
+}
+}  // namespace
+
+void check_output_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = output_dir_path(dir);
+  if (fs::exists(target, ec) && !fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
+  fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
+  if (::access(parent.c_str(), W_OK) != 0 && !fs::is_directory(target, ec))
+    throw Error(dir + ": cannot create it in " + parent.string() + " (" + std::strerror(errno) + ")");
+}
+
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::string trimmed = dir;  // "plan/" names the directory "plan"
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  fs::path target(trimmed);
-  if (fs::exists(target, ec)) {
-    if (!fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
-  }
+  check_output_dir(dir);
+  fs::path target = output_dir_path(dir);
   // An existing directory that is not a plan (a scratch folder, a folder holding a log):
   // add the plan's entries to it, one atomic rename each, plan.json last, and refuse
   // when any of them would overwrite a file that is not ours.
@@ -152,7 +167,6 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
         throw Error(dir + ": exists, is not a lathe plan directory (no plan.json) and already holds '" + t +
                     "'; refusing to overwrite it");
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::exists(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
   fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   try {

@@ -83,9 +83,14 @@ using lathe::AtomicFile;  // ir/atomic_file.h
 std::vector<std::string> split_commas(const std::string& s);
 
 // Writes a directory of files atomically: everything goes into a temporary sibling
-// directory that then replaces `dir`. An existing `dir` must be empty or hold a
-// lathe plan (plan.json); anything else is refused. Throws lathe::Error.
+// directory that then replaces `dir` when `dir` is missing, empty or holds a lathe plan
+// (plan.json). Into any other existing directory the entries are renamed one by one,
+// plan.json last, refusing to overwrite an entry that is already there. Throws
+// lathe::Error.
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files);
+// The checks write_dir_atomic makes before writing (not a directory, no parent, cannot
+// create it), so a command can fail before doing its work.
+void check_output_dir(const std::string& dir);
 
 // Plan-option flags shared by graph, simulate, compile, run...
 struct PlanFlags {

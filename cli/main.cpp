@@ -3,9 +3,12 @@
 #include <exception>
 #include <initializer_list>
 #include <new>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/common.h"
+#include "frontend/toml_doc.h"
 #include "ir/assert.h"
 
 int main(int argc, char** argv) {
@@ -46,6 +49,16 @@ int main(int argc, char** argv) {
     for (const Entry& e : entries)
       for (std::string_view n : e.names)
         if (n == argv[1]) only = &e;
+  if (!only && argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    std::string list;
+    for (const Entry& e : entries)
+      for (std::string_view n : e.names) names.emplace_back(n), list += (list.empty() ? "" : ", ") + std::string(n);
+    std::string hint = lathe::closest_match(argv[1], names);
+    std::fprintf(stderr, "lathe: error: unknown command '%s'%s; commands: %s\nRun with --help for usage.\n", argv[1],
+                 hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str(), list.c_str());
+    return 2;
+  }
   if (only) {
     only->fn(app, reg);
   } else {

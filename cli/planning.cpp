@@ -35,7 +35,7 @@ Target resolve_target(const std::string& spec, const std::vector<std::string>& s
     suffix += "+" + s;
   }
   if (!suffix.empty()) t.name += suffix;
-  if (t.hbm_bandwidth_gbs <= 0) throw Error(t.name + ": memory bandwidth must be positive");
+  if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
   return t;
 }
 
@@ -60,7 +60,8 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   BuildOptions dec = build_options(p.model, p.target, p.options, p.workload, Phase::decode);
   if (!p.target.supports(pre.act))
     throw Error(std::string("activation dtype ") + std::string(dtype_name(pre.act)) + " is not supported on " +
-                p.target.name);
+                p.target.name + unsupported_reason(p.target, pre.act));
+  if (std::string why = tp_problem(p.target, p.options.tp); !why.empty()) throw Error(p.target.name + ": " + why);
   p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, hooks);
   SimOptions so;
   so.ideal = req.ideal;
@@ -89,24 +90,27 @@ Plan to_plan(const Planned& p) {
 
 std::string describe_target(const Target& t) {
   char buf[256];
-  double mat = std::max(t.peak_bf16, t.peak_fp16);
+  bool bf16 = t.peak_bf16 > 0;  // the 16-bit peak the plan uses by default
   if (t.is_gpu())
-    std::snprintf(buf, sizeof buf, "%s (sm_%d, %.0f GB at %.0f GB/s, %.0f TFLOP/s bf16)", t.name.c_str(),
-                  t.compute_capability, t.memory_gb, t.hbm_bandwidth_gbs, mat);
+    std::snprintf(buf, sizeof buf, "%s (sm_%d, %.0f GB at %.0f GB/s, %.0f TFLOP/s %s)", t.name.c_str(),
+                  t.compute_capability, t.memory_gb, t.hbm_bandwidth_gbs, bf16 ? t.peak_bf16 : t.peak_fp16,
+                  bf16 ? "bf16" : "fp16");
   else
     std::snprintf(buf, sizeof buf, "%s (%.0f cores, %.0f GB at %.1f GB/s, %.3f TFLOP/s fp32)", t.name.c_str(),
                   t.sm_count, t.memory_gb, t.hbm_bandwidth_gbs, t.peak_fp32);
   return buf;
 }
 
+std::string weights_format(const Planned& p) {
+  const Graph& d = p.lowered.decode;
+  for (ValueId v : d.values_of(ValueKind::weight))
+    if (d.value(v).shape.size() == 2 && d.value(v).name.find("layers.0.") == 0) return format_name(d.value(v).format);
+  return "?";
+}
+
 std::string describe_options(const Planned& p) {
   const Graph& d = p.lowered.decode;
-  std::string weights = "?";
-  for (ValueId v : d.values_of(ValueKind::weight))
-    if (d.value(v).shape.size() == 2 && d.value(v).name.find("layers.0.") == 0) {
-      weights = format_name(d.value(v).format);
-      break;
-    }
+  std::string weights = weights_format(p);
   return "weights " + weights + ", KV " + d.attrs.s("kv_dtype") + " " + d.attrs.s("kv_layout") + ", act " +
          d.attrs.s("act_dtype") + ", tp " + std::to_string(p.options.tp) + "; " +
          std::to_string(p.lowered.pipeline.size()) + " passes";

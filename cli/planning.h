@@ -75,6 +75,8 @@ std::string builtin_target_for(const CudaDeviceInfo& d);
 
 // One-line descriptions used in headers.
 std::string describe_target(const Target& t);
+// The layers' weight format ("bf16", "int4:g128").
+std::string weights_format(const Planned& p);
 std::string describe_options(const Planned& p);
 
 // The "does not fit" message (with the largest batch that fits).

@@ -8,7 +8,7 @@
 namespace lathe::cli {
 
 void ScenarioArgs::add_to(CLI::App* cmd, const std::vector<std::string>& formats) {
-  cmd->add_option("MODEL", model, "built-in model name or model TOML (or set in --scenario)");
+  cmd->add_option("MODEL", model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json (or set in --scenario)");
   cmd->add_option("HW", hardware,
                   "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
   cmd->add_option("--scenario", scenario,

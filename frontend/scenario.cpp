@@ -275,6 +275,8 @@ ScenarioSpec parse_scenario_toml(std::string_view text, std::string_view source_
     r.fail_at(*t.get("kind"), "kind", "expected serve, rag, moe or edge, got \"" + kind + "\"");
   s.model = r.get_string("model");
   s.hardware = r.get_string("hardware");
+  if (s.model) s.model = resolve_spec_reference(*s.model, source);
+  if (s.hardware) s.hardware = resolve_spec_reference(*s.hardware, source);
   read_plan_options(r, t, s.options);
   // Only the table of the scenario's own kind (and arrivals for serve) may appear.
   for (const char* name : tables) {

@@ -55,6 +55,18 @@ std::string_view spec_kind_name(SpecKind k) {
 
 void validate_model(const ModelSpec& m, const std::string& where) {
   auto bad = [&](const std::string& why) { throw Error(where + ": " + why); };
+  // Sizes whose products would overflow 64-bit counts (each dimension alone may be
+  // large): the parameter count, in floating point, stays below 1e15 (a thousand
+  // times the largest published models) and the depth below 10,000 layers.
+  if (m.layers > 10000) bad("layers (" + std::to_string(m.layers) + ") above 10000");
+  double h = double(m.hidden), q = double(m.heads) * double(m.head_dim), kv = double(m.kv_heads) * double(m.head_dim);
+  double ffn = m.is_moe() ? double(m.moe->experts) * (3.0 * h * double(m.moe->expert_ffn) + h) : 3.0 * h * double(m.ffn);
+  double params = double(m.layers) * (2.0 * h * q + 2.0 * h * kv + ffn) + 2.0 * double(m.vocab) * h;
+  if (!(params <= 1e15)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", params);
+    bad("about " + std::string(buf) + " parameters; lathe plans models of up to 1e15");
+  }
   if (m.heads % m.kv_heads != 0)
     bad("kv_heads (" + std::to_string(m.kv_heads) + ") must divide heads (" + std::to_string(m.heads) + ")");
   if (m.head_dim % 2 != 0) bad("head_dim must be even for RoPE (got " + std::to_string(m.head_dim) + ")");
@@ -80,7 +92,7 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
   if (m.arch != "llama" && m.arch != "mistral" && m.arch != "mixtral" && m.arch != "qwen2")
     r.fail_at(*t.get("arch"), "arch", "unsupported architecture '" + m.arch + "' (expected llama, mistral, mixtral or qwen2)");
   m.hidden = r.require_int("hidden", 1, kMaxDim);
-  m.layers = r.require_int("layers", 1, 100000);
+  m.layers = r.require_int("layers", 1, 10000);  // 50x the deepest published model; planning is linear in it
   m.heads = r.require_int("heads", 1, 1 << 20);
   m.kv_heads = r.get_int("kv_heads", 1, 1 << 20).value_or(m.heads);
   if (auto hd = r.get_int("head_dim", 1, 1 << 20)) {
@@ -149,6 +161,7 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
     r.fail_table("missing required key 'ffn' (an integer) for a dense model");
   }
   r.finish();
+  validate_model(m, source);
   return m;
 }
 
@@ -213,6 +226,7 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   if (tg.sm_count <= 0) r.fail_table("missing or zero 'sm_count' (SMs or cores)");
   if (tg.peak_fp32 <= 0) peak->fail_table("missing or zero 'fp32' peak");
   if (tg.is_gpu() && tg.peak_fp16 <= 0 && tg.peak_bf16 <= 0) peak->fail_table("a GPU needs an fp16 or bf16 peak");
+  if (std::string why = target_problem(tg); !why.empty()) r.fail_table(why);
   peak->finish();
   if (eff) eff->finish();
   r.finish();
@@ -260,6 +274,8 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   PlanSpec p;
   p.model = r.get_string("model");
   p.hardware = r.get_string("hardware");
+  if (p.model) p.model = resolve_spec_reference(*p.model, source);
+  if (p.hardware) p.hardware = resolve_spec_reference(*p.hardware, source);
   read_plan_options(r, t, p.options);
   if (const TomlValue* w = r.get_table("workload")) {
     TableReader wr(*w, "plan.workload", source);
@@ -362,15 +378,37 @@ std::vector<std::string> builtin_names(std::string_view folder) {
   return out;
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, uint64_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  // Read in pieces up to a limit, so /dev/zero or a wrong multi-gigabyte file is an
+  // error naming the file rather than memory exhaustion.
+  std::string out;
+  try {
+    std::vector<char> buf(1 << 20);
+    while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+      out.append(buf.data(), size_t(f.gcount()));
+      if (out.size() > max_bytes)
+        throw Error(path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; is it the right file?");
+    }
+  } catch (const std::bad_alloc&) {
+    throw Error(path + ": out of memory after reading " + std::to_string(out.size() >> 20) + " MiB of it");
+  }
   if (f.bad()) throw Error(path + ": read error");
-  return ss.str();
+  return out;
+}
+
+std::string resolve_spec_reference(const std::string& ref, std::string_view source) {
+  namespace fs = std::filesystem;
+  size_t plus = ref.find('+');
+  std::string path = ref.substr(0, plus), rest = plus == std::string::npos ? "" : ref.substr(plus);
+  fs::path p(path), dir = fs::path(std::string(source)).parent_path();
+  if (!looks_like_path(path) || p.is_absolute() || dir.empty() || source.starts_with("<built-in>")) return ref;
+  std::error_code ec;
+  fs::path beside = dir / p;
+  return fs::exists(beside, ec) ? beside.string() + rest : ref;
 }
 
 bool looks_like_path(std::string_view arg) {

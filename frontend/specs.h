@@ -5,6 +5,7 @@
 // can print it and exit 2.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,9 +50,15 @@ struct BuiltinSpec {
 std::vector<BuiltinSpec> builtin_specs(std::string_view folder);  // "models", "hardware", ...
 std::vector<std::string> builtin_names(std::string_view folder);
 
-// Reads a file into a string; throws lathe::Error naming the path when unreadable.
-std::string read_file(const std::string& path);
+// Reads a file into a string; throws lathe::Error naming the path when unreadable,
+// larger than max_bytes (spec-sized inputs by default: 256 MiB) or too large for memory.
+std::string read_file(const std::string& path, uint64_t max_bytes = uint64_t(256) << 20);
 bool looks_like_path(std::string_view arg);
+// A model or hardware reference written inside a spec file (`model = "my-model.toml"`):
+// a relative path is taken relative to that file when it exists there, else as given
+// (relative to the working directory). Names, absolute paths, references in built-in
+// specs and hardware overrides ("x.toml+key=value") keep their meaning.
+std::string resolve_spec_reference(const std::string& ref, std::string_view source);
 
 // Resolves a built-in name, a TOML path or a .gguf file (the model its llama.*
 // metadata describes). Unknown names list the built-ins.

@@ -153,15 +153,15 @@ Target load_target_spec(std::string_view spec_sv) {
   while (start <= rest.size()) {
     size_t p = rest.find('+', start);
     if (p == std::string::npos) p = rest.size();
-    if (p > start) {
-      std::string o = rest.substr(start, p - start);
-      std::string err = apply_override(t, o);
-      if (!err.empty()) throw Error(spec + ": " + err);
-      suffix += "+" + o;
-    }
+    if (p == start) throw Error(spec + ": empty override after '+' (expected name+key=value, e.g. a100-80g+hbm_bandwidth_gbs=x1.5)");
+    std::string o = rest.substr(start, p - start);
+    std::string err = apply_override(t, o);
+    if (!err.empty()) throw Error(spec + ": " + err);
+    suffix += "+" + o;
     start = p + 1;
   }
   t.name += suffix;
+  if (std::string why = target_problem(t); !why.empty()) throw Error(spec + ": " + why);
   return t;
 }
 

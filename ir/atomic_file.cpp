@@ -3,28 +3,97 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "ir/assert.h"
 
 namespace lathe {
+namespace {
 
-AtomicFile::AtomicFile(const std::string& path) : path_(path) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
+namespace fs = std::filesystem;
+
+struct Destination {
+  std::string path;       // symbolic links followed, unless in place
+  bool in_place = false;  // /dev/..., /proc/..., a device, FIFO or pipe
+};
+
+// What the path names. /dev/... and /proc/... (/dev/stdout, /dev/fd/3, /dev/null) and
+// any existing target that is not a regular file (a device, a FIFO, a pipe or socket
+// behind /proc/self/fd) are written in place: renaming over /dev/stdout would replace
+// the link, not write to the stream. Otherwise symbolic links are followed (a dangling
+// one names the file it would create) and the file at the end is replaced.
+Destination resolve(const std::string& path) {
   std::error_code ec;
+  fs::path p(path);
+  fs::file_status st = fs::status(p, ec);  // follows links
+  if (fs::is_directory(st)) throw Error(path + ": is a directory");
+  if (path.starts_with("/dev/") || path.starts_with("/proc/") || (fs::exists(st) && !fs::is_regular_file(st)))
+    return {path, true};
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) throw Error(path + ": too many levels of symbolic links");
+    fs::path to = fs::read_symlink(p, ec);
+    if (ec) throw Error(path + ": cannot read symbolic link (" + ec.message() + ")");
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
   if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
     throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
   if (fs::is_directory(p, ec)) throw Error(path + ": is a directory");
-  tmp_ = path + ".tmp." + std::to_string(::getpid());
-  f_ = std::fopen(tmp_.c_str(), "wb");
+  return {p.string(), false};
+}
+
+// The descriptor /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, or -1.
+int inherited_fd(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"})
+    if (path.starts_with(prefix)) {
+      std::string_view n = std::string_view(path).substr(prefix.size());
+      int fd = 0;
+      auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), fd);
+      if (ec == std::errc() && end == n.data() + n.size() && !n.empty()) return fd;
+    }
+  return -1;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path) {
+  Destination d = resolve(path);
+  dest_ = d.path;
+  if (d.in_place) {
+    if (int fd = inherited_fd(path); fd >= 0) {
+      // /dev/stdout and friends: write through a duplicate of the descriptor, sharing
+      // its offset, so output redirected to a file interleaves with what the command
+      // prints instead of overwriting it. What was printed so far goes first.
+      std::fflush(nullptr);
+      int dup = ::dup(fd);
+      f_ = dup >= 0 ? ::fdopen(dup, "wb") : nullptr;
+      if (!f_ && dup >= 0) ::close(dup);
+    } else {
+      f_ = std::fopen(dest_.c_str(), "ab");  // a device or FIFO; never truncate in place
+    }
+  } else {
+    tmp_ = dest_ + ".tmp." + std::to_string(::getpid());
+    f_ = std::fopen(tmp_.c_str(), "wb");
+  }
   if (!f_) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+void AtomicFile::check(const std::string& path) {
+  Destination d = resolve(path);
+  if (d.in_place) {
+    if (::access(d.path.c_str(), W_OK) != 0) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+    return;
+  }
+  AtomicFile probe(path);  // opens its temporary file; removed again, never committed
 }
 
 AtomicFile::~AtomicFile() {
   if (f_) std::fclose(f_);
-  if (!committed_) std::remove(tmp_.c_str());
+  if (!committed_ && !tmp_.empty()) std::remove(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {
@@ -34,14 +103,16 @@ void AtomicFile::write(const void* data, size_t bytes) {
 }
 
 void AtomicFile::commit() {
-  if (std::fclose(f_) != 0) {
-    f_ = nullptr;
-    throw Error(path_ + ": write failed");
-  }
+  bool ok = std::fflush(f_) == 0;  // a device such as /dev/full reports ENOSPC here
+  int err = ok ? 0 : errno;
+  if (std::fclose(f_) != 0 && ok) ok = false, err = errno;
   f_ = nullptr;
-  std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
-  if (ec) throw Error(path_ + ": cannot rename into place (" + ec.message() + ")");
+  if (!ok) throw Error(path_ + ": write failed (" + std::strerror(err) + ")");
+  if (!tmp_.empty()) {
+    std::error_code ec;
+    fs::rename(tmp_, dest_, ec);
+    if (ec) throw Error(path_ + ": cannot rename into place (" + ec.message() + ")");
+  }
   committed_ = true;
 }
 

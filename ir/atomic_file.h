@@ -1,6 +1,12 @@
 // A file written under a temporary name and renamed into place on commit(), so that a
 // failure never leaves a partial file behind (the destructor removes the temporary).
 // Errors throw lathe::Error naming the path.
+//
+// A symbolic link is followed: the temporary file is made beside the file it points to
+// and renamed over that file, so the link stays a link. Paths under /dev/ and /proc/
+// (/dev/stdout, /dev/fd/3, /dev/null) and existing targets that are not regular files
+// (a device, a FIFO, a pipe) are written in place, since they cannot be replaced
+// atomically; output that already reached them cannot be taken back.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +25,15 @@ class AtomicFile {
   void write(const std::string& chunk) { write(chunk.data(), chunk.size()); }
   void commit();
 
+  // Throws the error the constructor would (missing directory, a directory, no
+  // permission) without writing anything: no temporary file is left, and a FIFO or
+  // device is checked for permission rather than opened.
+  static void check(const std::string& path);
+
  private:
-  std::string path_, tmp_;
+  std::string path_;  // as the user named it, for messages
+  std::string dest_;  // where the data goes: path_ with symbolic links followed
+  std::string tmp_;   // empty when writing in place
   std::FILE* f_ = nullptr;
   bool committed_ = false;
 };

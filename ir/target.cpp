@@ -24,8 +24,37 @@ double Target::matrix_peak_flops(DType t) const {
 
 bool Target::supports(DType t) const {
   if (t == DType::fp8_e4m3) return is_gpu() ? (compute_capability >= 89 && peak_fp8 > 0) : false;
-  if (t == DType::bf16 && is_gpu()) return compute_capability >= 80;
+  if (t == DType::bf16 && is_gpu()) return compute_capability >= 80 && peak_bf16 > 0;
+  if (t == DType::f16 && is_gpu()) return peak_fp16 > 0;
   return true;
+}
+
+std::string unsupported_reason(const Target& t, DType d) {
+  if (!t.is_gpu() || t.supports(d)) return "";
+  if (d == DType::bf16 && t.compute_capability >= 80) return " (peak_tflops.bf16 is 0)";
+  if (d == DType::f16) return " (peak_tflops.fp16 is 0)";
+  if (d == DType::fp8_e4m3 && t.compute_capability >= 89) return " (peak_tflops.fp8 is 0)";
+  return " (sm_" + std::to_string(t.compute_capability) + ")";
+}
+
+std::string target_problem(const Target& t) {
+  if (!(t.hbm_bandwidth_gbs > 0)) return "memory bandwidth (hbm_bandwidth_gbs) must be positive";
+  if (!(t.memory_gb > 0)) return "memory capacity (memory_gb) must be positive";
+  if (!(t.sm_count >= 1) || t.sm_count != std::floor(t.sm_count))
+  {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", t.sm_count);
+    return "sm_count must be a whole number >= 1 (SMs or cores), got " + std::string(got);
+  }
+  if (!(t.peak_fp32 > 0)) return "the fp32 peak (peak_tflops.fp32) must be positive";
+  if (t.is_gpu() && !(t.peak_fp16 > 0) && !(t.peak_bf16 > 0)) return "a GPU needs an fp16 or bf16 peak above 0";
+  return "";
+}
+
+std::string tp_problem(const Target& t, int64_t tp) {
+  if (tp > 1 && !(t.link_bytes_per_s() > 0))
+    return "tp " + std::to_string(tp) + " needs a link between devices, but nvlink_gbs and pcie_gbs are both 0";
+  return "";
 }
 
 double Target::link_bytes_per_s() const {
@@ -138,6 +167,12 @@ FieldRange target_field_range(const TargetField& f) {
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
+  // Peaks, bandwidths and capacity: 0 means absent (a format the device lacks, no
+  // NVLink); anything else at least 1e-3 of the unit, so that times stay finite.
+  std::string_view key = f.key;
+  if (key.starts_with("peak_tflops.") || key == "hbm_bandwidth_gbs" || key == "nvlink_gbs" || key == "pcie_gbs" ||
+      key == "memory_gb")
+    return {1e-3, 1e12, true};
   return {0.0, 1e12};
 }
 

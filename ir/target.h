@@ -131,4 +131,14 @@ std::string apply_override(Target& t, std::string_view assignment);
 // Comma-separated list of valid --set keys, for error messages.
 std::string target_field_list();
 
+// What makes a target unusable, or "": a zero memory bandwidth, capacity or fp32 peak,
+// a fractional or zero SM count, a GPU with neither an fp16 nor a bf16 peak. Spec files
+// are checked when parsed; targets changed by overrides are checked again with this.
+std::string target_problem(const Target& t);
+// Why a plan cannot split over tp devices of this target, or "": tp > 1 needs a link
+// (nvlink_gbs or pcie_gbs above zero).
+std::string tp_problem(const Target& t, int64_t tp);
+// " (why)" when supports(d) is false for a reason the spec can change, else "".
+std::string unsupported_reason(const Target& t, DType d);
+
 }  // namespace lathe

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 
 #include "ir/buffers.h"
@@ -36,15 +37,25 @@ PassResult memory_plan(Graph& g, const PassContext&) {
   std::vector<size_t> by_size(bufs.size());
   for (size_t i = 0; i < bufs.size(); ++i) by_size[i] = i;
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t c) { return bufs[a].size > bufs[c].size; });
-  std::vector<size_t> placed;
+  // Placed buffers are filed under every block of kSpan launches their live range
+  // touches, so finding the ones whose range intersects a new buffer's looks at its
+  // blocks only (linear in the graph for short-lived activations, where comparing
+  // with every placed buffer was quadratic: seconds at thousands of layers).
+  constexpr int64_t kSpan = 64;
+  std::vector<std::vector<size_t>> blocks(order.size() / kSpan + 1);
+  std::vector<size_t> seen(bufs.size(), SIZE_MAX);  // the last buffer that looked at j
   int64_t arena = 0;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [lo, hi) of conflicting buffers
   for (size_t i : by_size) {
     Buf& x = bufs[i];
-    std::vector<std::pair<int64_t, int64_t>> busy;  // [lo, hi) of conflicting buffers
-    for (size_t j : placed) {
-      const Buf& y = bufs[j];
-      if (x.r.first <= y.r.last && y.r.first <= x.r.last) busy.push_back({y.offset, y.offset + y.size});
-    }
+    busy.clear();
+    for (int64_t blk = x.r.first / kSpan; blk <= x.r.last / kSpan; ++blk)
+      for (size_t j : blocks[size_t(blk)]) {
+        if (seen[j] == i) continue;
+        seen[j] = i;
+        const Buf& y = bufs[j];
+        if (x.r.first <= y.r.last && y.r.first <= x.r.last) busy.push_back({y.offset, y.offset + y.size});
+      }
     std::sort(busy.begin(), busy.end());
     int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
     for (auto [lo, hi] : busy) {
@@ -57,7 +68,7 @@ PassResult memory_plan(Graph& g, const PassContext&) {
     if (best < 0) best = cursor;  // past every conflicting buffer
     x.offset = best;
     arena = std::max(arena, best + x.size);
-    placed.push_back(i);
+    for (int64_t blk = x.r.first / kSpan; blk <= x.r.last / kSpan; ++blk) blocks[size_t(blk)].push_back(i);
   }
   bool changed = g.attrs.i("arena_bytes", -1) != arena;
   for (const Buf& x : bufs) {

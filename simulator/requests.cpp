@@ -14,13 +14,21 @@ std::vector<Request> generate_requests(const ArrivalOptions& a) {
   if (a.requests <= 0 && !(a.duration_s > 0))
     throw Error("give a positive duration or a request count");
   if (a.priority_mix.empty()) throw Error("priority mix must not be empty");
+  const int64_t cap = int64_t(1) << 26;
+  auto too_many = [&] {
+    return Error("rate x duration is about " + std::to_string(int64_t(a.rate_per_s * a.duration_s)) +
+                 " requests, more than one run simulates (" + std::to_string(cap) +
+                 "); lower --rate or --duration, or give --requests");
+  };
+  if (a.requests <= 0 && a.rate_per_s * a.duration_s > double(cap)) throw too_many();
+  if (a.requests > cap) throw Error("at most " + std::to_string(cap) + " requests per run");
   Random rng(a.seed);
   std::vector<Request> out;
   double t = 0;
-  const int64_t cap = int64_t(1) << 26;
-  while (int64_t(out.size()) < cap) {
+  while (true) {
     t += rng.exponential(a.rate_per_s);
     if (a.requests > 0 ? int64_t(out.size()) >= a.requests : t >= a.duration_s) break;
+    if (int64_t(out.size()) >= cap) throw too_many();  // a Poisson draw above the mean
     Request r;
     r.arrival_s = t;
     r.prompt = int64_t(rng.sample(a.prompt, true));

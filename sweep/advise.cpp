@@ -62,6 +62,7 @@ SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m)
     if (b >= 2 && b * 3 / 2 <= a.max_batch) s.batch.push_back(b * 3 / 2);
   }
   std::sort(s.batch.begin(), s.batch.end());
+  if (s.batch.back() != a.max_batch) s.batch.push_back(a.max_batch);  // the grid ends at the limit
   s.weights = {std::nullopt, parse_weight_format("int8"), parse_weight_format("int4:g128")};
   s.kv = {std::nullopt, DType::int8, DType::int4};
   if (t.supports(DType::fp8_e4m3)) {
@@ -174,7 +175,7 @@ Advice advise(const AdviseRequest& a) {
   fine.kv_layout = {parse_kv_layout(chosen.best.kv_layout)};
   int64_t lo = chosen.max_batch;
   auto next_grid = std::upper_bound(spec.batch.begin(), spec.batch.end(), lo);
-  int64_t hi = next_grid == spec.batch.end() ? lo + 1 : *next_grid;
+  int64_t hi = next_grid == spec.batch.end() ? lo : *next_grid;  // never past --max-batch
   fine.batch.clear();
   for (int64_t b = lo; b <= hi; ++b) fine.batch.push_back(b);
   SweepSummary fs = run_all(fine, a.threads, advice);
@@ -201,7 +202,7 @@ Advice advise(const AdviseRequest& a) {
   const SweepRow& w = win.best;
   std::string limit = first_bad
                           ? what_stops(*first_bad)
-                          : (hi > a.max_batch || next_grid == spec.batch.end()
+                          : (next_grid == spec.batch.end()
                                  ? "the batch grid (it ends at " + std::to_string(a.max_batch) + ")"
                                  : "nothing found");
   {

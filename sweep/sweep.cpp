@@ -184,13 +184,13 @@ std::string point_problem(const SweepSpace& s, const PointAxes& p) {
   auto unsupported = [&](const char* what, DType d) {
     return std::string(what) + " " + std::string(dtype_name(d)) + " not supported on " +
            t.name.substr(0, t.name.find('+')) +
-           (t.is_gpu() ? " (sm_" + std::to_string(t.compute_capability) + ")"
-                       : std::string(" (CPU)"));
+           (t.is_gpu() ? unsupported_reason(t, d) : std::string(" (CPU)"));
   };
   if (const auto& w = s.spec.weights[size_t(p.weights)]; w && !t.supports(w->dtype))
     return unsupported("weights", w->dtype);
   DType act = resolved_act(s, p);
   if (!t.supports(act)) return unsupported("activations", act);
+  if (std::string why = tp_problem(t, s.spec.tp[size_t(p.tp)]); !why.empty()) return why;
   if (const auto& k = s.spec.kv[size_t(p.kv)]; k && !t.supports(*k)) return unsupported("KV", *k);
   int64_t ctx = s.spec.prompt[size_t(p.prompt)] + s.spec.gen[size_t(p.gen)];
   if (ctx > m.max_context)

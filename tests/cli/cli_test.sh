@@ -103,6 +103,48 @@ grep -q "(x" "$tmp/out" || bad "whatif has no ratios"
 expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g,a100-80g+hbm_bandwidth_gbs=x2" --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d[1]['tpot_ms'] < d[0]['tpot_ms']" || bad "whatif override"
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --batch 1,x
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --prompt 99999999
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw "a100-80g+"
+grep -q "empty override" "$tmp/err" || bad "a trailing '+' is not an error: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,cpu-host --format csv
+python3 -c "
+import csv; r = list(csv.DictReader(open('$tmp/out')))
+assert [x['hardware'] for x in r] == ['a100-80g', 'cpu-host'] and [x['act'] for x in r] == ['bf16', 'f32'], r
+assert float(r[1]['tpot_ms']) > float(r[0]['tpot_ms'])" || bad "whatif csv"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,cpu-host
+grep -q "options per column" "$tmp/out" || bad "whatif hides that the columns' options differ"
+# Overrides that make a target unusable are errors, not inf/NaN figures.
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set peak_tflops.bf16=0
+grep -q "peak_tflops.bf16 is 0" "$tmp/err" || bad "bf16 peak 0: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --set peak_tflops.bf16=0 --act f16
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set peak_tflops.bf16=1e-300
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set sm_count=0.5
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --tp 2 --set nvlink_gbs=0 --set pcie_gbs=0
+grep -q "needs a link" "$tmp/err" || bad "tp without a link: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --set peak_tflops.bf16=100
+grep -q "100 TFLOP/s bf16" "$tmp/out" || bad "the header does not show the overridden bf16 peak"
+# A plan file names its model relative to itself.
+mkdir -p "$tmp/rel"
+sed 's/^name = "tiny"/name = "rel-model"/' "$SRC/specs/models/tiny.toml" >"$tmp/rel/m.toml"
+printf '[plan]\nmodel = "m.toml"\nhardware = "h100-sxm"\n' >"$tmp/rel/p.toml"
+expect_rc 0 "$LATHE" simulate --plan "$tmp/rel/p.toml" --prompt 8 --gen 4
+grep -q "rel-model on h100-sxm" "$tmp/out" || bad "plan-relative model path: $(cat "$tmp/err")"
+# Unknown commands are named, with a suggestion.
+expect_rc 2 "$LATHE" simulat llama-3-8b a100-80g
+grep -q "unknown command 'simulat' (did you mean 'simulate'?)" "$tmp/err" || bad "unknown command: $(cat "$tmp/err")"
+# Output through links and devices: a link stays a link, /dev/null stays a device,
+# a full device is an error.
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/null
+[ -c /dev/null ] || bad "--trace /dev/null replaced /dev/null"
+ln -s "$tmp/real-trace.json" "$tmp/trace-link.json"
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace "$tmp/trace-link.json"
+[ -L "$tmp/trace-link.json" ] && [ -s "$tmp/real-trace.json" ] || bad "--trace through a symbolic link replaced the link"
+if [ -w /dev/full ]; then
+  expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/full
+  [ -c /dev/full ] || bad "--trace /dev/full replaced /dev/full"
+fi
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/stdout
+grep -q traceEvents "$tmp/out" || bad "--trace /dev/stdout did not reach stdout"
 
 # ---- compile ----
 expect_rc 0 "$LATHE" compile llama-3-8b a100-80g -o "$tmp/plan" --report
@@ -261,6 +303,10 @@ grep -q "L2 hit" "$tmp/out" || bad "--per-op lacks the L2 column"
 expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --duration 30 --slo-ttft 500 --slo-tpot 50
 grep -q "Little's law" "$tmp/out" || bad "serve-sim text lacks Little's law"
 grep -q "goodput" "$tmp/out" || bad "serve-sim text lacks goodput"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 1e6 --duration 100
+grep -q "more than one run simulates" "$tmp/err" || bad "a huge stream: $(cat "$tmp/err")"
+expect_rc 2 timeout 60 "$LATHE" check /dev/zero
+grep -q "/dev/zero: larger than" "$tmp/err" || bad "check /dev/zero: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --requests 200 --batching dynamic --priority-mix 0.3,0.7 \
   --format json --trace "$tmp/serve-trace.json"
 python3 - "$tmp/out" "$tmp/serve-trace.json" <<'PY' || bad "serve-sim json or trace"
@@ -388,6 +434,8 @@ expect_rc 0 "$LATHE" sweep hardware-mixtral -o "$tmp/full.csv"
 cmp -s "$tmp/m1.csv" "$tmp/full.csv" || bad "merged shards differ from the full sweep"
 cmp -s "$tmp/m2.csv" "$tmp/full.csv" || bad "merge depends on the order of its inputs"
 expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/sw.csv" -o "$tmp/mix.csv"
+expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/eb.csv" --sweep hardware-mixtral --emit-best "$tmp/shard1.csv"
+[ -e "$tmp/eb.csv" ] && bad "merge with a bad --emit-best wrote its rows first"
 [ -e "$tmp/mix.csv" ] && bad "a failed merge left an output file"
 expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 3/3
 expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 1
@@ -429,6 +477,8 @@ expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
 expect_rc 2 "$LATHE" calibrate "$tmp/noperop.json" --hw cpu-host -o "$tmp/cal2.toml"
 grep -q "per-op" "$tmp/err" || bad "calibrate without per-op timings: $(cat "$tmp/err")"
 [ -e "$tmp/cal2.toml" ] && bad "a failed calibration left an output file"
+expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw a100-80g -o "$tmp/cal5.toml"
+grep -q "cpu backend cannot calibrate a100-80g" "$tmp/err" || bad "CPU runs calibrating a GPU: $(cat "$tmp/err")"
 printf '{"kernels": [' >"$tmp/trunc.jsonl"
 expect_rc 2 "$LATHE" calibrate "$tmp/trunc.jsonl" --hw cpu-host -o "$tmp/cal3.toml"
 # Edited runs: decode steps past the plan (costed step by step: 2^62 of them hung),

@@ -131,7 +131,16 @@ TEST(Specs, HardwareErrors) {
   EXPECT_NE(err("[hardware]\nname = \"g\"\nkind = \"tpu\"\n").find("expected \"gpu\" or \"cpu\""), std::string::npos);
   std::string no_bw = base;
   no_bw.replace(no_bw.find("hbm_bandwidth_gbs = 500"), 23, "hbm_bandwidth_gbs = -1");
-  EXPECT_NE(err(no_bw).find("hbm_bandwidth_gbs: expected a number in [0,"), std::string::npos) << err(no_bw);
+  EXPECT_NE(err(no_bw).find("hbm_bandwidth_gbs: expected 0 or a number in [0.001,"), std::string::npos) << err(no_bw);
+  // A bandwidth or peak so small that times overflow is out of range; 0 is "missing".
+  std::string tiny_bw = base;
+  tiny_bw.replace(tiny_bw.find("hbm_bandwidth_gbs = 500"), 23, "hbm_bandwidth_gbs = 1e-300");
+  EXPECT_NE(err(tiny_bw).find("hbm_bandwidth_gbs: expected 0 or a number in [0.001,"), std::string::npos)
+      << err(tiny_bw);
+  EXPECT_NE(err(base + "fp16 = 1e-300\n").find("peak_tflops.fp16: expected 0 or a number"), std::string::npos);
+  std::string frac = base;
+  frac.replace(frac.find("sm_count = 10"), 13, "sm_count = 0.5");
+  EXPECT_NE(err(frac).find("sm_count must be a whole number"), std::string::npos) << err(frac);
   EXPECT_NE(err(base + "[hardware.efficiency]\ngemm = 3\n").find("efficiency.gemm"), std::string::npos);
   // A zero GEMM tile divided the tile count by zero (a TTFT of hours); the TOML and
   // --set ranges are the same.
@@ -203,6 +212,18 @@ namespace {
 TEST(Specs, OddDerivedHeadDimIsAnErrorNotACrash) {
   std::string e = model_error("[model]\nname = \"m\"\nhidden = 124\nlayers = 3\nheads = 4\nffn = 8\nvocab = 8\n");
   EXPECT_NE(e.find("must be even"), std::string::npos) << e;
+}
+
+// Dimensions that are each in range but whose products overflow 64-bit counts, and
+// depths that would take minutes to plan, are errors rather than wrapped figures.
+TEST(Specs, ModelSizeLimits) {
+  std::string huge = model_error(
+      "[model]\nname = \"m\"\nhidden = 1099511627776\nlayers = 100\nheads = 1\nffn = 1099511627776\n"
+      "vocab = 1099511627776\n");
+  EXPECT_NE(huge.find("parameters; lathe plans models of up to 1e15"), std::string::npos) << huge;
+  std::string deep = model_error("[model]\nname = \"m\"\nhidden = 64\nlayers = 10001\nheads = 4\nffn = 8\nvocab = 8\n");
+  EXPECT_NE(deep.find("layers"), std::string::npos) << deep;
+  EXPECT_EQ(model_error("[model]\nname = \"m\"\nhidden = 64\nlayers = 10000\nheads = 4\nffn = 8\nvocab = 8\n"), "");
 }
 }  // namespace
 }  // namespace lathe

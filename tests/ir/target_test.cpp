@@ -44,5 +44,30 @@ TEST(Target, Fp8SupportFollowsArchitecture) {
   EXPECT_FALSE(load_target("cpu-host").supports(DType::fp8_e4m3));
 }
 
+// Overrides can make a target unusable; the checks name why, and a zero 16-bit peak
+// means the target lacks that format.
+TEST(Target, ProblemsAfterOverrides) {
+  Target t = load_target("a100-80g");
+  EXPECT_EQ(target_problem(t), "");
+  EXPECT_NE(apply_override(t, "peak_tflops.bf16=1e-300").find("lies in 0 or [0.001,"), std::string::npos);
+  EXPECT_EQ(apply_override(t, "peak_tflops.bf16=0"), "");
+  EXPECT_FALSE(t.supports(DType::bf16));
+  EXPECT_TRUE(t.supports(DType::f16));
+  EXPECT_EQ(unsupported_reason(t, DType::bf16), " (peak_tflops.bf16 is 0)");
+  EXPECT_EQ(target_problem(t), "");  // fp16 remains
+  EXPECT_EQ(apply_override(t, "peak_tflops.fp16=0"), "");
+  EXPECT_NE(target_problem(t).find("fp16 or bf16"), std::string::npos);
+  Target u = load_target("a100-80g");
+  EXPECT_EQ(apply_override(u, "sm_count=0.5"), "");
+  EXPECT_NE(target_problem(u).find("sm_count must be a whole number"), std::string::npos);
+  Target v = load_target("a100-80g");
+  EXPECT_EQ(tp_problem(v, 2), "");
+  EXPECT_EQ(apply_override(v, "nvlink_gbs=0"), "");
+  EXPECT_EQ(tp_problem(v, 2), "");  // PCIe remains
+  EXPECT_EQ(apply_override(v, "pcie_gbs=0"), "");
+  EXPECT_NE(tp_problem(v, 2).find("needs a link"), std::string::npos);
+  EXPECT_EQ(tp_problem(v, 1), "");
+}
+
 }  // namespace
 }  // namespace lathe

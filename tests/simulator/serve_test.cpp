@@ -233,6 +233,16 @@ TEST(Requests, PoissonStreamIsSeededAndHasTheRate) {
   EXPECT_NEAR(n, expected, 4 * std::sqrt(expected));
   a.seed = 43;
   EXPECT_NE(generate_requests(a)[0].arrival_s, x[0].arrival_s);
+  // A stream larger than one run simulates is an error before anything is generated
+  // (it ran out of memory instead).
+  a.rate_per_s = 1e6;
+  a.duration_s = 100;
+  try {
+    generate_requests(a);
+    FAIL() << "1e8 requests should be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than one run simulates"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Requests, TraceCsvParsesAndLocatesErrors) {

@@ -62,6 +62,27 @@ TEST(Advise, RecommendedBatchIsTheLargestThatMeetsTheConstraints) {
   EXPECT_FALSE(sum.rows[0].feasible) << "batch " << p.batch + 1 << " also meets the constraints";
 }
 
+// --max-batch is the top of the search, also when it is not on the power-of-two grid:
+// the recommendation never exceeds it, and reaches it when nothing else stops it.
+TEST(Advise, MaxBatchIsNeverExceeded) {
+  for (int64_t top : {8, 10}) {
+    AdviseRequest r;
+    r.model = "tiny";
+    r.hardware = "h100-sxm";
+    r.prompt = 64;
+    r.gen = 32;
+    r.max_batch = top;
+    r.threads = 2;
+    Advice a = advise(r);
+    EXPECT_EQ(a.plan.batch, top);
+    const std::string& why = item(a, "max batch").reason;
+    EXPECT_NE(why.find("batch " + std::to_string(top + 1) + " is stopped by the batch grid (it ends at " +
+                       std::to_string(top) + ")"),
+              std::string::npos)
+        << why;
+  }
+}
+
 TEST(Advise, ImpossibleSlosAreAClearError) {
   AdviseRequest r;
   r.model = "llama-3-8b";
