@@ -93,9 +93,9 @@ void register_advise(CLI::App& app, Registry& r) {
   cmd->add_option("--gen", a->gen, "generated tokens per request (default 128)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--slo-ttft", a->slo_ttft, "time-to-first-token SLO in ms")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--slo-tpot", a->slo_tpot, "time-per-output-token SLO in ms")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--max-batch", a->max_batch, "top of the batch grid (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--threads", a->threads, "worker threads (default: all cores)")

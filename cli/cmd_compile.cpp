@@ -94,6 +94,8 @@ std::string pass_report_md(const Planned& p) {
   return s;
 }
 
+std::vector<std::string> plan_dir_entries() { return {"plan.json", "prefill.ir", "decode.ir", "report.md", "kernels"}; }
+
 std::map<std::string, std::string> plan_files(const Planned& p) {
   std::map<std::string, std::string> files;
   files["plan.json"] = plan_to_json(to_plan(p));
@@ -115,8 +117,8 @@ int run_compile(const CompileArgs& a) {
   req.workload = a.workload.resolve(spec.workload);
   req.options = spec.options;
   if (a.out.empty()) throw Error("-o DIR is required");
-  check_output_dir(a.out);
-  if (!a.dump_dir.empty()) check_output_dir(a.dump_dir);
+  check_output_dir(a.out, plan_dir_entries());
+  if (!a.dump_dir.empty()) check_output_dir(a.dump_dir, {});
   for (const std::string& pa : a.print_after)
     if (pa != "all" && pa != "input" && !find_pass(pa)) throw Error("--print-ir-after: unknown pass '" + pa + "'");
   if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")

@@ -203,7 +203,7 @@ void register_moe(CLI::App& app, Registry& r) {
       ->check(CLI::Range(int64_t(0), int64_t(65536)));
   cmd->add_option("--samples", a->samples, "sampled routing steps per batch size (256)")
       ->check(CLI::Range(int64_t(1), int64_t(1000000)));
-  cmd->add_option("--seed", a->seed, "seed of the routing samples and the Zipf ranks (1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of the routing samples and the Zipf ranks (1)")->check(non_negative_integer());
   cmd->callback([&r, a] { r.action = [a] { return run_moe(*a); }; });
 }
 

@@ -216,7 +216,7 @@ void register_rag(CLI::App& app, Registry& r) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--samples", a->samples, "requests drawn (2000)")
       ->check(CLI::Range(int64_t(1), int64_t(10000000)));
-  cmd->add_option("--seed", a->seed, "seed of the draws (1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of the draws (1)")->check(non_negative_integer());
   cmd->callback([&r, a] { r.action = [a] { return run_rag(*a); }; });
 }
 

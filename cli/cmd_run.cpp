@@ -559,7 +559,7 @@ void register_run(CLI::App& app, Registry& r) {
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)")->check(non_negative_integer());
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));

@@ -263,7 +263,7 @@ int run_serve(const ServeArgs& a) {
   ScenarioSpec& s = probe;
   validate_serve_options(s.serve);
   std::vector<Request> reqs = s.arrivals_csv
-                                  ? parse_trace_csv(read_file(*s.arrivals_csv), *s.arrivals_csv)
+                                  ? parse_trace_csv(read_file(*s.arrivals_csv, uint64_t(4) << 30), *s.arrivals_csv)
                                   : generate_requests(s.arrivals);
   if (reqs.empty()) throw Error("the stream has no requests (raise --rate or --duration)");
   // Lower the graphs for a representative shape (it steers the kv-layout choice);
@@ -347,7 +347,7 @@ void register_serve(CLI::App& app, Registry& r) {
                   "output tokens (first included), same forms (uniform:32,512)");
   cmd->add_option("--priority-mix", a->priority_mix,
                   "shares of priority classes 0,1,...; 0 is the most urgent (1)");
-  cmd->add_option("--seed", a->seed, "seed of the generated stream (1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of the generated stream (1)")->check(non_negative_integer());
   cmd->add_option("--arrivals-csv", a->arrivals_csv,
                   "request trace CSV: arrival_s,prompt_tokens,output_tokens[,priority]");
   cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput")

@@ -209,7 +209,7 @@ int run_sweep_cmd(const SweepArgs& a) {
     throw Error(
         "--emit-best needs the whole sweep: merge the shards with `lathe merge --sweep FILE "
         "--emit-best DIR`");
-  if (!a.emit_best.empty()) check_output_dir(a.emit_best);
+  if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   SweepSpec spec = load_sweep(a.file);
   SweepSpace space = expand_sweep(spec, a.samples, a.seed);
   if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
@@ -305,7 +305,7 @@ int run_merge(const MergeArgs& a) {
   if (!a.emit_best.empty() && a.sweep.empty())
     throw Error("--emit-best needs --sweep FILE (the sweep the rows came from)");
   check_output_file(a.out);
-  if (!a.emit_best.empty()) check_output_dir(a.emit_best);
+  if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   std::map<uint64_t, SweepRow> rows;
   std::map<uint64_t, std::string> origin;
   std::string id;
@@ -443,7 +443,7 @@ void register_sweep(CLI::App& app, Registry& r) {
   cmd->add_option("--samples", a->samples,
                   "cost N distinct points drawn at random instead of the whole space")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")->check(non_negative_integer());
   cmd->add_option("--shard", a->shard,
                   "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`");
   cmd->add_option("--emit-best", a->emit_best,
@@ -467,7 +467,7 @@ void register_sweep(CLI::App& app, Registry& r) {
       "the sweep file: check the rows belong to it, print the Pareto front and best plans");
   mc->add_option("--samples", m->samples, "the --samples the shards ran with")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  mc->add_option("--seed", m->seed, "the --seed the shards ran with")->check(CLI::NonNegativeNumber);
+  mc->add_option("--seed", m->seed, "the --seed the shards ran with")->check(non_negative_integer());
   mc->add_option("--emit-best", m->emit_best,
                  "with --sweep: compile the best plan into this plan directory");
   mc->add_option("--top", m->top, "Pareto-front rows to print (default 15)")

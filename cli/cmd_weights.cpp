@@ -143,7 +143,7 @@ void register_weights(CLI::App& app, Registry& r) {
   init->add_option("MODEL", a->model,
                    "built-in model, model TOML or .gguf file (its model, new weights)")
       ->required();
-  init->add_option("--seed", a->seed, "seed of the synthetic weights (default 1)")->check(CLI::NonNegativeNumber);
+  init->add_option("--seed", a->seed, "seed of the synthetic weights (default 1)")->check(non_negative_integer());
   add_gguf_weights_option(init, a->weights, "; norms, embedding table and MoE router stay F32");
   init->add_option("-o,--out", a->out, "output .gguf file (written atomically)")->required();
   init->callback([&r, a] { r.action = [a] { return run_init(*a); }; });

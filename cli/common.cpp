@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -109,6 +110,26 @@ std::string Table::csv() const {
   return out;
 }
 
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !std::isfinite(v)) return "'" + s + "' is not a number";
+        return v > 0 ? "" : "must be above 0, got " + s;
+      },
+      "POSITIVE");
+}
+
+CLI::Validator non_negative_integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? "" : "must be a whole number >= 0, got '" + s + "'";
+      },
+      "UINT");
+}
+
 void check_output_file(const std::string& path) {
   AtomicFile::check(path);
 }
@@ -139,21 +160,30 @@ std::filesystem::path output_dir_path(const std::string& dir) {
 }
 }  // namespace
 
-void check_output_dir(const std::string& dir) {
+void check_output_dir(const std::string& dir, const std::vector<std::string>& entries) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path target = output_dir_path(dir);
   if (fs::exists(target, ec) && !fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
-  if (::access(parent.c_str(), W_OK) != 0 && !fs::is_directory(target, ec))
-    throw Error(dir + ": cannot create it in " + parent.string() + " (" + std::strerror(errno) + ")");
+  // The directory is built as a temporary sibling, so the parent must be writable.
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    int err = errno;
+    throw Error(dir + ": cannot write in " + parent.string() + " (" + std::strerror(err) + ")");
+  }
+  // Entries an existing folder that is not a plan already holds would be refused.
+  if (fs::is_directory(target, ec) && !fs::exists(target / "plan.json", ec))
+    for (const std::string& e : entries)
+      if (fs::exists(target / e, ec))
+        throw Error(dir + ": exists, is not a lathe plan directory (no plan.json) and already holds '" + e +
+                    "'; refusing to overwrite it");
 }
 
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  check_output_dir(dir);
+  check_output_dir(dir, {});
   fs::path target = output_dir_path(dir);
   // An existing directory that is not a plan (a scratch folder, a folder holding a log):
   // add the plan's entries to it, one atomic rename each, plan.json last, and refuse

@@ -25,6 +25,12 @@ namespace lathe::cli {
 constexpr int64_t kMaxRunBatch = 4096;
 constexpr int64_t kMaxRunTokens = int64_t(1) << 20;
 
+// Flag checks with short messages (CLI11's PositiveNumber and NonNegativeNumber print
+// their range as 300-digit numbers): a number above zero; a whole number of at least
+// zero (seeds).
+CLI::Validator positive_number();
+CLI::Validator non_negative_integer();
+
 // The command CLI11 selected; main runs it inside the error guard.
 struct Registry {
   std::function<int()> action;
@@ -88,9 +94,10 @@ std::vector<std::string> split_commas(const std::string& s);
 // plan.json last, refusing to overwrite an entry that is already there. Throws
 // lathe::Error.
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files);
-// The checks write_dir_atomic makes before writing (not a directory, no parent, cannot
-// create it), so a command can fail before doing its work.
-void check_output_dir(const std::string& dir);
+// The checks write_dir_atomic makes before writing (not a directory, no parent, a
+// parent it cannot write in, and an existing folder that is not a plan already holding
+// one of `entries`), so a command can fail before doing its work.
+void check_output_dir(const std::string& dir, const std::vector<std::string>& entries);
 
 // Plan-option flags shared by graph, simulate, compile, run...
 struct PlanFlags {

@@ -1,5 +1,6 @@
 #include "ir/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,35 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Destination {
-  std::string path;       // symbolic links followed, unless in place
-  bool in_place = false;  // /dev/..., /proc/..., a device, FIFO or pipe
-};
-
-// What the path names. /dev/... and /proc/... (/dev/stdout, /dev/fd/3, /dev/null) and
-// any existing target that is not a regular file (a device, a FIFO, a pipe or socket
-// behind /proc/self/fd) are written in place: renaming over /dev/stdout would replace
-// the link, not write to the stream. Otherwise symbolic links are followed (a dangling
-// one names the file it would create) and the file at the end is replaced.
-Destination resolve(const std::string& path) {
-  std::error_code ec;
-  fs::path p(path);
-  fs::file_status st = fs::status(p, ec);  // follows links
-  if (fs::is_directory(st)) throw Error(path + ": is a directory");
-  if (path.starts_with("/dev/") || path.starts_with("/proc/") || (fs::exists(st) && !fs::is_regular_file(st)))
-    return {path, true};
-  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
-    if (hops == 40) throw Error(path + ": too many levels of symbolic links");
-    fs::path to = fs::read_symlink(p, ec);
-    if (ec) throw Error(path + ": cannot read symbolic link (" + ec.message() + ")");
-    p = to.is_absolute() ? to : p.parent_path() / to;
-  }
-  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec))
-    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
-  if (fs::is_directory(p, ec)) throw Error(path + ": is a directory");
-  return {p.string(), false};
-}
-
 // The descriptor /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, or -1.
 int inherited_fd(const std::string& path) {
   if (path == "/dev/stdout") return 1;
@@ -58,23 +30,50 @@ int inherited_fd(const std::string& path) {
   return -1;
 }
 
+struct Destination {
+  std::string path;       // symbolic links followed, unless in place
+  bool in_place = false;  // an open descriptor, a device, a FIFO
+  int fd = -1;            // the descriptor of /dev/stdout and the like
+};
+
+// What the path names. Symbolic links are followed (a dangling one names the file it
+// would create). A name for an open descriptor anywhere on the way (/dev/stdout,
+// /dev/fd/3: renaming over it would replace the link, not write to the stream) and an
+// existing target that is not a regular file (a device, a FIFO) are written in place.
+Destination resolve(const std::string& path) {
+  std::error_code ec;
+  fs::path p(path);
+  for (int hops = 0;; ++hops) {
+    if (int fd = inherited_fd(p.string()); fd >= 0) return {path, true, fd};
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) break;
+    if (hops == 40) throw Error(path + ": too many levels of symbolic links");
+    fs::path to = fs::read_symlink(p, ec);
+    if (ec) throw Error(path + ": cannot read symbolic link (" + ec.message() + ")");
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  fs::file_status st = fs::status(p, ec);
+  if (fs::is_directory(st)) throw Error(path + ": is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st)) return {p.string(), true, -1};
+  if (p.has_parent_path() && !fs::is_directory(p.parent_path(), ec))
+    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
+  return {p.string(), false, -1};
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   Destination d = resolve(path);
   dest_ = d.path;
-  if (d.in_place) {
-    if (int fd = inherited_fd(path); fd >= 0) {
-      // /dev/stdout and friends: write through a duplicate of the descriptor, sharing
-      // its offset, so output redirected to a file interleaves with what the command
-      // prints instead of overwriting it. What was printed so far goes first.
-      std::fflush(nullptr);
-      int dup = ::dup(fd);
-      f_ = dup >= 0 ? ::fdopen(dup, "wb") : nullptr;
-      if (!f_ && dup >= 0) ::close(dup);
-    } else {
-      f_ = std::fopen(dest_.c_str(), "ab");  // a device or FIFO; never truncate in place
-    }
+  if (d.fd >= 0) {
+    // /dev/stdout and friends: write through a duplicate of the descriptor, sharing its
+    // offset, so output redirected to a file interleaves with what the command prints
+    // instead of overwriting it. What was printed so far goes first.
+    std::fflush(nullptr);
+    int dup = ::dup(d.fd);
+    f_ = dup >= 0 ? ::fdopen(dup, "wb") : nullptr;
+    if (!f_ && dup >= 0) ::close(dup);
+  } else if (d.in_place) {
+    f_ = std::fopen(dest_.c_str(), "ab");  // a device or FIFO
   } else {
     tmp_ = dest_ + ".tmp." + std::to_string(::getpid());
     f_ = std::fopen(tmp_.c_str(), "wb");
@@ -85,7 +84,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
 void AtomicFile::check(const std::string& path) {
   Destination d = resolve(path);
   if (d.in_place) {
-    if (::access(d.path.c_str(), W_OK) != 0) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+    bool ok = d.fd >= 0 ? ::fcntl(d.fd, F_GETFL) != -1 : ::access(d.path.c_str(), W_OK) == 0;
+    if (!ok) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
     return;
   }
   AtomicFile probe(path);  // opens its temporary file; removed again, never committed

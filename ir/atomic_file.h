@@ -3,10 +3,11 @@
 // Errors throw lathe::Error naming the path.
 //
 // A symbolic link is followed: the temporary file is made beside the file it points to
-// and renamed over that file, so the link stays a link. Paths under /dev/ and /proc/
-// (/dev/stdout, /dev/fd/3, /dev/null) and existing targets that are not regular files
-// (a device, a FIFO, a pipe) are written in place, since they cannot be replaced
-// atomically; output that already reached them cannot be taken back.
+// and renamed over that file, so the link stays a link. Names of open descriptors
+// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) are written through the
+// descriptor, and existing targets that are not regular files (/dev/null, a FIFO) in
+// place: they cannot be replaced atomically, and output that already reached them
+// cannot be taken back.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 #include "ir/target.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -191,6 +192,11 @@ std::string apply_override(Target& t, std::string_view assignment) {
   if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(v))
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
   if (multiply) v *= effective_field(t, *f);  // x0.5 on an unset GEMV factor: half the GEMMs'.
+  if (f->member == &Target::sm_count) {  // whole SMs: a factor rounds, a value must be whole
+    if (multiply) v = std::max(1.0, std::round(v));
+    else if (v != std::floor(v))
+      return "override '" + std::string(assignment) + "': sm_count must be a whole number";
+  }
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
   FieldRange r = target_field_range(*f);
   if (!r.contains(v))

@@ -118,7 +118,9 @@ double effective_field(const Target& t, const TargetField& f);
 void set_field(Target& t, const TargetField& f, double v);
 // The values a field may take, the same in hardware TOML files and --set: efficiencies
 // in [0.001, 1.5] (dequant, a relative speed, up to 16), roofline_exponent in
-// [1, 1000], GEMM tile sizes in [1, 4096], everything else >= 0.
+// [1, 1000], GEMM tile sizes in [1, 4096], peaks, bandwidths and memory_gb 0 (absent)
+// or in [0.001, 1e12], everything else in [0, 1e12]. sm_count must also be whole
+// (apply_override rounds a factor; target_problem checks).
 struct FieldRange {
   double lo, hi;
   bool zero_ok = false;  // 0 is also valid ("not set": the GEMV efficiencies)

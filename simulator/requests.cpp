@@ -119,6 +119,7 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
     r.output = integer(2, 1);
     r.priority = f.size() == 4 ? int(integer(3, 0)) : 0;
     if (r.priority > 1000) fail("priority: expected at most 1000");
+    if (out.size() == size_t(1) << 26) fail("more than 67108864 requests, more than one run simulates");
     out.push_back(r);
   }
   if (out.empty()) throw Error(source + ": the trace has no requests");

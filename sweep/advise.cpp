@@ -56,6 +56,7 @@ SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m)
   s.hardware = {a.hardware};
   s.prompt = {a.prompt};
   s.gen = {a.gen};
+  if (a.max_batch < 1) throw Error("advise: max batch must be at least 1");
   s.batch.clear();
   for (int64_t b = 1; b <= a.max_batch; b *= 2) {
     s.batch.push_back(b);

@@ -190,7 +190,8 @@ std::string point_problem(const SweepSpace& s, const PointAxes& p) {
     return unsupported("weights", w->dtype);
   DType act = resolved_act(s, p);
   if (!t.supports(act)) return unsupported("activations", act);
-  if (std::string why = tp_problem(t, s.spec.tp[size_t(p.tp)]); !why.empty()) return why;
+  if (std::string why = tp_problem(t, s.spec.tp[size_t(p.tp)]); !why.empty())
+    return t.name.substr(0, t.name.find('+')) + ": " + why;
   if (const auto& k = s.spec.kv[size_t(p.kv)]; k && !t.supports(*k)) return unsupported("KV", *k);
   int64_t ctx = s.spec.prompt[size_t(p.prompt)] + s.spec.gen[size_t(p.gen)];
   if (ctx > m.max_context)

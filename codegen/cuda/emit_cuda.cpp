@@ -144,13 +144,16 @@ struct Emitter {
   // loads in flight above the default keeps as many bytes in flight with fewer warps,
   // so the bound drops in proportion and the extra load registers do not spill (int4
   // experts with gate and up in one kernel, loads 4: 128 B spilled under the default
-  // bound).
+  // bound). The count that matters is what a row holds: each lane takes every 32nd of
+  // its K / E loads, so beyond ceil(K / E / 32) more loads change nothing.
   GemvShape gemv_shape(DType weight_dtype, int64_t K) const {
     int warps = int(tuned("tune_cuda_warps", kGemvWarps));
     int64_t loads = tuned("tune_cuda_loads", 0);
     int min_blocks = 512 / (warps * 32);
-    if (int def = cuda_gemv_default_loads(weight_dtype, K); loads > def)
-      min_blocks = std::max(1, int(min_blocks * def / loads));
+    int64_t per_lane = (K / cuda_chunk_elems(weight_dtype) + 31) / 32;
+    int64_t in_flight = std::min(loads, per_lane);
+    if (int def = cuda_gemv_default_loads(weight_dtype, K); in_flight > def)
+      min_blocks = std::max(1, int(min_blocks * def / in_flight));
     return {warps, min_blocks, loads > 0 ? ", " + num(loads) : std::string()};
   }
 

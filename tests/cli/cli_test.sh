@@ -462,6 +462,10 @@ expect_rc 0 "$LATHE" advise small cpu-host --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible']" || bad "advise json"
 expect_rc 2 "$LATHE" advise llama-3-8b l4 --slo-tpot 0.001
 expect_rc 2 "$LATHE" advise llama-3-8b no-such-gpu
+expect_rc 2 "$LATHE" advise tiny h100-sxm --slo-ttft -5
+grep -q "must be above 0, got -5" "$tmp/err" || bad "negative SLO message: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" sweep batch-quant-llama3-8b-a100 --samples 10 --seed -1
+grep -q "whole number >= 0" "$tmp/err" || bad "negative seed message: $(cat "$tmp/err")"
 
 : >"$tmp/runs.jsonl"
 for spec in "16 1" "8 2" "24 1" "12 1"; do

@@ -116,45 +116,39 @@ TEST(Tuning, EveryCudaCandidateIsAValidParameterSet) {
 
 // More loads in flight than the default keep as many bytes in flight with fewer warps:
 // the launch bounds ask for proportionally fewer resident blocks, so the load
-// registers fit (the int4 experts spilled under the default bound). Loads at or below
-// the default keep the default bound.
+// registers fit (the int4 Mixtral experts spilled under the default bound). Loads at
+// or below the default, or beyond what a row holds, keep the default bound.
 TEST(Tuning, MoreCudaLoadsInFlightRelaxTheLaunchBounds) {
-  for (const char* model : {"tiny", "tiny-moe"}) {
+  // The bound each GEMV of a plan gets at 8 warps and the given loads count.
+  auto bounds = [](const char* model, const char* weights, int64_t loads) {
     PlanOptions o;
     o.act_dtype = DType::bf16;
-    o.weights = parse_weight_format("int4:g32");
-    auto b = build_plan_graphs(model, "h100-sxm", {1, 16, 4}, o);
-    Lowered l = lower_plan(b, o);
-    for (auto [loads, bound] : {std::pair{int64_t(1), "__launch_bounds__(256, 2)"},
-                                std::pair{int64_t(2), "__launch_bounds__(256, 1)"},
-                                std::pair{int64_t(4), "__launch_bounds__(256, 1)"}}) {
-      Graph g = l.decode;
-      int seen = 0;
-      for (NodeId id : g.topo_order())
-        if (auto k = tuning_key(g, id, "cuda"); k && k->kind == "gemv") {
-          g.node_mut(id).attrs.set("tune_cuda_warps", int64_t(8));
-          g.node_mut(id).attrs.set("tune_cuda_loads", loads);
-          CudaKernel ck = emit_cuda_kernel(g, id);
-          EXPECT_NE(ck.body.find(bound), std::string::npos) << model << " loads " << loads << "\n" << ck.body;
-          ++seen;
-        }
-      EXPECT_GT(seen, 0) << model;
-    }
-  }
-  // 16-bit weights of a long row default to 4 loads: 2 keeps the default bound.
-  PlanOptions o;
-  o.act_dtype = DType::bf16;
-  auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {1, 16, 4}, o);
-  Lowered l = lower_plan(b, o);
-  for (NodeId id : l.decode.topo_order())
-    if (auto k = tuning_key(l.decode, id, "cuda"); k && k->kind == "gemv") {
-      Graph g = l.decode;
-      g.node_mut(id).attrs.set("tune_cuda_loads", int64_t(2));
-      EXPECT_NE(emit_cuda_kernel(g, id).body.find("__launch_bounds__(256, 2)"), std::string::npos);
-      g.node_mut(id).attrs.set("tune_cuda_loads", int64_t(8));
-      EXPECT_NE(emit_cuda_kernel(g, id).body.find("__launch_bounds__(256, 1)"), std::string::npos);
-      break;
-    }
+    if (*weights) o.weights = parse_weight_format(weights);
+    Lowered l = lower_plan(build_plan_graphs(model, "h100-sxm", {1, 16, 4}, o), o);
+    std::set<std::string> out;
+    Graph g = l.decode;
+    for (NodeId id : g.topo_order())
+      if (auto k = tuning_key(g, id, "cuda"); k && k->kind == "gemv") {
+        g.node_mut(id).attrs.set("tune_cuda_warps", int64_t(8));
+        g.node_mut(id).attrs.set("tune_cuda_loads", loads);
+        std::string body = emit_cuda_kernel(g, id).body;
+        size_t at = body.find("__launch_bounds__(");
+        out.insert(at == std::string::npos ? "none" : body.substr(at, body.find(')', at) - at + 1));
+      }
+    return out;
+  };
+  using Set = std::set<std::string>;
+  const std::string def = "__launch_bounds__(256, 2)", relaxed = "__launch_bounds__(256, 1)";
+  // int4 rows of 4096 hold 128 loads (4 a lane); the default is 1.
+  EXPECT_EQ(bounds("llama-3-8b", "int4:g128", 1), Set{def});
+  EXPECT_EQ(bounds("llama-3-8b", "int4:g128", 2), Set{relaxed});
+  EXPECT_EQ(bounds("llama-3-8b", "int4:g128", 4), Set{relaxed});
+  EXPECT_EQ(bounds("mixtral-8x7b", "int4:g128", 4), Set{relaxed});  // the expert GEMVs too
+  // 16-bit rows default to 4 loads: 2 keeps the bound, 8 halves it.
+  EXPECT_EQ(bounds("llama-3-8b", "", 2), Set{def});
+  EXPECT_EQ(bounds("llama-3-8b", "", 8), Set{relaxed});
+  // tiny's int4 rows (K 128) hold 4 loads, one a lane: any count behaves as 1.
+  EXPECT_EQ(bounds("tiny", "int4:g32", 4), Set{def});
 }
 
 TEST(Tuning, CudaParametersReachTheEmittedKernelsOnly) {

@@ -95,7 +95,8 @@ TEST_F(AtomicFileTest, WritesDevicesAndFifosInPlace) {
   ASSERT_EQ(::stat(path("fifo").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   EXPECT_EQ(entries(), 1u);
-  // /dev/fd/N (like /dev/stdout) reaches the open stream, here a pipe.
+  // /dev/fd/N (like /dev/stdout) reaches the open stream, here a pipe; so does a link
+  // to it.
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   {
@@ -103,11 +104,35 @@ TEST_F(AtomicFileTest, WritesDevicesAndFifosInPlace) {
     f.write("through the pipe");
     f.commit();
   }
+  fs::create_symlink("/dev/fd/" + std::to_string(fds[1]), dir_ / "to-pipe");
+  {
+    AtomicFile f(path("to-pipe"));
+    f.write(", and a link");
+    f.commit();
+  }
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("to-pipe"))));
   ::close(fds[1]);
   char buf[64] = {};
-  EXPECT_EQ(::read(fds[0], buf, sizeof buf - 1), 16);
-  EXPECT_STREQ(buf, "through the pipe");
+  EXPECT_EQ(::read(fds[0], buf, sizeof buf - 1), 28);
+  EXPECT_STREQ(buf, "through the pipe, and a link");
   ::close(fds[0]);
+}
+
+// A regular file under /dev (a /dev/shm scratch file) is an ordinary file: replaced,
+// not appended to, and a new one can be created.
+TEST_F(AtomicFileTest, RegularFilesUnderDevAreReplaced) {
+  std::error_code ec;
+  if (!fs::is_directory("/dev/shm", ec) || ::access("/dev/shm", W_OK) != 0) GTEST_SKIP() << "no writable /dev/shm";
+  std::string p = "/dev/shm/lathe-atomic-" + std::to_string(::getpid());
+  AtomicFile::check(p);
+  EXPECT_FALSE(fs::exists(p));
+  for (const char* text : {"first\n", "second\n"}) {
+    AtomicFile f(p);
+    f.write(text);
+    f.commit();
+  }
+  EXPECT_EQ(read(p), "second\n");
+  fs::remove(p);
 }
 
 TEST_F(AtomicFileTest, CheckNamesTheProblemAndWritesNothing) {

@@ -58,7 +58,12 @@ TEST(Target, ProblemsAfterOverrides) {
   EXPECT_EQ(apply_override(t, "peak_tflops.fp16=0"), "");
   EXPECT_NE(target_problem(t).find("fp16 or bf16"), std::string::npos);
   Target u = load_target("a100-80g");
-  EXPECT_EQ(apply_override(u, "sm_count=0.5"), "");
+  EXPECT_NE(apply_override(u, "sm_count=0.5").find("sm_count must be a whole number"), std::string::npos);
+  EXPECT_EQ(apply_override(u, "sm_count=x1.1"), "");  // 118.8 SMs round to 119
+  EXPECT_EQ(u.sm_count, 119);
+  EXPECT_EQ(apply_override(u, "sm_count=x0.001"), "");  // at least one
+  EXPECT_EQ(u.sm_count, 1);
+  u.sm_count = 0.5;  // set directly, not through an override
   EXPECT_NE(target_problem(u).find("sm_count must be a whole number"), std::string::npos);
   Target v = load_target("a100-80g");
   EXPECT_EQ(tp_problem(v, 2), "");

@@ -307,6 +307,15 @@ TEST(Sweep, InvalidSpacesAreErrors) {
   EXPECT_EQ(sum.evaluated, 0);
   ASSERT_EQ(sum.skipped.size(), 1u);
   EXPECT_NE(sum.skipped.begin()->first.find("tp=3"), std::string::npos);
+  // TP above 1 needs a link: the points of the target without one are skipped with the
+  // target named; the GPU's are costed.
+  SweepSpace l = expand_sweep(
+      spec_of("models = [\"tiny\"]\nhardware = [\"cpu-host\", \"h100-sxm\"]\ntp = [1, 2]\nprompt = 64\ngen = 16\n"));
+  SweepSummary ls = run(l);
+  EXPECT_EQ(ls.evaluated, 3);
+  ASSERT_EQ(ls.skipped.size(), 1u);
+  EXPECT_NE(ls.skipped.begin()->first.find("cpu-host: tp 2 needs a link"), std::string::npos)
+      << ls.skipped.begin()->first;
 }
 
 TEST(Sweep, CostPerTokenFollowsThePrice) {
