@@ -549,12 +549,22 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--backend", a->backend,
                   "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");
   cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");
-  cmd->add_option("--prompt-tokens", a->prompt_tokens, "synthetic prompt length")->check(CLI::Range(int64_t(1), kMaxRunTokens));
-  cmd->add_option("--tokens", a->tokens, "prompt token ids, e.g. 1,2,3 (';' separates sequences)");
-  cmd->add_option("--prompt", a->prompt_text,
-                  "prompt text, tokenized with the .gguf file's vocabulary (BOS added when the file asks); the output "
-                  "shows the generated text");
-  cmd->add_option("--batch", a->batch, "synthetic prompts in the batch")->check(CLI::Range(int64_t(1), kMaxRunBatch));
+  CLI::Option* synth_len = cmd->add_option("--prompt-tokens", a->prompt_tokens, "synthetic prompt length (default 16)")
+                              ->check(CLI::Range(int64_t(1), kMaxRunTokens));
+  CLI::Option* ids = cmd->add_option("--tokens", a->tokens, "prompt token ids, e.g. 1,2,3 (';' separates sequences)")
+                         ->check(CLI::Validator(
+                             [](std::string& s) -> std::string {
+                               return s.find_first_not_of(" ,;") == std::string::npos ? "no token ids given" : "";
+                             },
+                             "IDS"));
+  CLI::Option* text = cmd->add_option("--prompt", a->prompt_text,
+                                      "prompt text, tokenized with the .gguf file's vocabulary (BOS added when the "
+                                      "file asks); the output shows the generated text");
+  CLI::Option* synth_batch = cmd->add_option("--batch", a->batch, "synthetic prompts in the batch (default 1)")
+                                 ->check(CLI::Range(int64_t(1), kMaxRunBatch));
+  // The prompts come from one place: ids, text, or synthetic (length x batch).
+  ids->excludes(text)->excludes(synth_len)->excludes(synth_batch);
+  text->excludes(synth_len)->excludes(synth_batch);
   cmd->add_option("--gen", a->gen, "tokens to generate per sequence")->check(CLI::Range(int64_t(0), kMaxRunTokens));
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");

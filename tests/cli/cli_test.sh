@@ -223,6 +223,11 @@ grep -q "plan allows" "$tmp/err" || bad "over-long prompt error"
 expect_rc 2 "$LATHE" run tiny --backend tpu --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,x --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 99999 --gen 2
+expect_rc 2 "$LATHE" run tiny --tokens "" --gen 2
+grep -q "no token ids given" "$tmp/err" || bad "empty --tokens: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --tokens 1,2 --batch 4 --gen 2
+grep -q "excludes" "$tmp/err" || bad "--tokens with --batch: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --tokens 1,2 --prompt-tokens 8 --gen 2
 cp -r "$tmp/tplan" "$tmp/trunc"; head -c 2000 "$tmp/tplan/plan.json" >"$tmp/trunc/plan.json"
 expect_rc 2 "$LATHE" run "$tmp/trunc" --gen 2
 grep -q "truncated or corrupted" "$tmp/err" || bad "truncated plan error: $(cat "$tmp/err")"
