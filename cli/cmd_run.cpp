@@ -166,7 +166,6 @@ int run_run(const RunArgs& a) {
     if (gguf::has_vocab(*gguf_file)) tokenizer.emplace(gguf::read_vocab(*gguf_file));
   }
   if (!a.prompt_text.empty()) {
-    if (!a.tokens.empty()) throw Error("--prompt and --tokens cannot be combined");
     if (!tokenizer)
       throw Error("--prompt: needs a .gguf model with a vocabulary (tokenizer.ggml.*); give token ids with --tokens");
     prompts = {tokenizer->encode(a.prompt_text, tokenizer->vocab().add_bos)};

@@ -183,19 +183,13 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  check_output_dir(dir, {});
-  fs::path target = output_dir_path(dir);
-  // An existing directory that is not a plan (a scratch folder, a folder holding a log):
-  // add the plan's entries to it, one atomic rename each, plan.json last, and refuse
-  // when any of them would overwrite a file that is not ours.
-  bool merge = fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !fs::exists(target / "plan.json", ec);
   std::set<std::string> top;
   for (const auto& kv : files) top.insert(fs::path(kv.first).begin()->string());
-  if (merge)
-    for (const auto& t : top)
-      if (fs::exists(target / t, ec))
-        throw Error(dir + ": exists, is not a lathe plan directory (no plan.json) and already holds '" + t +
-                    "'; refusing to overwrite it");
+  check_output_dir(dir, {top.begin(), top.end()});  // refuses to overwrite what is not ours
+  fs::path target = output_dir_path(dir);
+  // An existing directory that is not a plan (a scratch folder, a folder holding a log):
+  // add the plan's entries to it, one atomic rename each, plan.json last.
+  bool merge = fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !fs::exists(target / "plan.json", ec);
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);

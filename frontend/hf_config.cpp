@@ -223,7 +223,7 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   if (m.name.empty() || m.name == "." || m.name == "..") m.name = "hf-model";
   m.description = c.architecture + " imported from " + source;
   m.hidden = r.require_int("hidden_size", 1, kMaxDim);
-  m.layers = r.require_int("num_hidden_layers", 1, 10000);  // as in model specs
+  m.layers = r.require_int("num_hidden_layers", 1, kMaxLayers);
   m.heads = r.require_int("num_attention_heads", 1, 1 << 20);
   m.kv_heads = r.get_int("num_key_value_heads", 1, 1 << 20).value_or(m.heads);
   if (auto hd = r.get_int("head_dim", 1, 1 << 20)) {

@@ -57,8 +57,8 @@ void validate_model(const ModelSpec& m, const std::string& where) {
   auto bad = [&](const std::string& why) { throw Error(where + ": " + why); };
   // Sizes whose products would overflow 64-bit counts (each dimension alone may be
   // large): the parameter count, in floating point, stays below 1e15 (a thousand
-  // times the largest published models) and the depth below 10,000 layers.
-  if (m.layers > 10000) bad("layers (" + std::to_string(m.layers) + ") above 10000");
+  // times the largest published models), and the depth within kMaxLayers.
+  if (m.layers > kMaxLayers) bad("layers (" + std::to_string(m.layers) + ") above " + std::to_string(kMaxLayers));
   double h = double(m.hidden), q = double(m.heads) * double(m.head_dim), kv = double(m.kv_heads) * double(m.head_dim);
   double ffn = m.is_moe() ? double(m.moe->experts) * (3.0 * h * double(m.moe->expert_ffn) + h) : 3.0 * h * double(m.ffn);
   double params = double(m.layers) * (2.0 * h * q + 2.0 * h * kv + ffn) + 2.0 * double(m.vocab) * h;
@@ -92,7 +92,7 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
   if (m.arch != "llama" && m.arch != "mistral" && m.arch != "mixtral" && m.arch != "qwen2")
     r.fail_at(*t.get("arch"), "arch", "unsupported architecture '" + m.arch + "' (expected llama, mistral, mixtral or qwen2)");
   m.hidden = r.require_int("hidden", 1, kMaxDim);
-  m.layers = r.require_int("layers", 1, 10000);  // 50x the deepest published model; planning is linear in it
+  m.layers = r.require_int("layers", 1, kMaxLayers);
   m.heads = r.require_int("heads", 1, 1 << 20);
   m.kv_heads = r.get_int("kv_heads", 1, 1 << 20).value_or(m.heads);
   if (auto hd = r.get_int("head_dim", 1, 1 << 20)) {
@@ -226,6 +226,8 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   if (tg.sm_count <= 0) r.fail_table("missing or zero 'sm_count' (SMs or cores)");
   if (tg.peak_fp32 <= 0) peak->fail_table("missing or zero 'fp32' peak");
   if (tg.is_gpu() && tg.peak_fp16 <= 0 && tg.peak_bf16 <= 0) peak->fail_table("a GPU needs an fp16 or bf16 peak");
+  // The checks above name the missing key; target_problem also checks what they do not
+  // (a fractional SM count), the same check overrides get.
   if (std::string why = target_problem(tg); !why.empty()) r.fail_table(why);
   peak->finish();
   if (eff) eff->finish();

@@ -41,8 +41,7 @@ std::string unsupported_reason(const Target& t, DType d) {
 std::string target_problem(const Target& t) {
   if (!(t.hbm_bandwidth_gbs > 0)) return "memory bandwidth (hbm_bandwidth_gbs) must be positive";
   if (!(t.memory_gb > 0)) return "memory capacity (memory_gb) must be positive";
-  if (!(t.sm_count >= 1) || t.sm_count != std::floor(t.sm_count))
-  {
+  if (!(t.sm_count >= 1) || t.sm_count != std::floor(t.sm_count)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", t.sm_count);
     return "sm_count must be a whole number >= 1 (SMs or cores), got " + std::string(got);

@@ -3,8 +3,8 @@
 // machine from an internal sweep, each with its reason and runner-up.
 //
 // 1. Sweep weight format x KV dtype x TP degree x batch (a grid of powers of two and
-//    their 1.5 multiples, ending at max_batch, default 4096) at the request's prompt and generation lengths,
-//    under "fits in memory" and the SLOs.
+//    their 1.5 multiples, ending at max_batch, default 4096) at the request's prompt
+//    and generation lengths, under "fits in memory" and the SLOs.
 // 2. Score each configuration by its feasible row with the most generated tokens/s
 //    per device (tokens/s / tp: the throughput a GPU-hour buys).
 // 3. The best configuration is the recommendation; for each parameter the runner-up

@@ -148,6 +148,15 @@ grep -q traceEvents "$tmp/out" || bad "--trace /dev/stdout did not reach stdout"
 
 # ---- compile ----
 expect_rc 0 "$LATHE" compile llama-3-8b a100-80g -o "$tmp/plan" --report
+# A folder that is not a plan: the plan's entries are added beside what it holds, and
+# one of them already there is refused before any work, leaving the folder as it was.
+mkdir -p "$tmp/scratch" && echo keep >"$tmp/scratch/notes.txt"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch"
+[ -f "$tmp/scratch/plan.json" ] && [ "$(cat "$tmp/scratch/notes.txt")" = keep ] || bad "compile into a scratch folder"
+mkdir -p "$tmp/scratch2" && echo mine >"$tmp/scratch2/report.md"
+expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch2"
+grep -q "already holds 'report.md'" "$tmp/err" || bad "conflicting entry: $(cat "$tmp/err")"
+[ "$(cat "$tmp/scratch2/report.md")" = mine ] && [ ! -e "$tmp/scratch2/plan.json" ] || bad "a refused compile changed the folder"
 for p in fuse-qkv fuse-gate-up fuse-norm-matmul fuse-epilogue fuse-rope-kvwrite flash-attention kv-layout quantize-weights quantize-kv memory-plan; do
   grep -q -- "$p" "$tmp/plan/report.md" || bad "report lacks $p"
 done
