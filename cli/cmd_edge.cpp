@@ -25,7 +25,7 @@ struct EdgeArgs {
 
 void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
   if (a.formats) {
-    o.weights = split_commas(*a.formats);
+    o.weights = split_commas(*a.formats, "--formats");
     for (const std::string& w : o.weights) {
       std::string why;
       if (!parse_weight_format(w, &why)) throw Error("--formats: " + why);
@@ -33,7 +33,7 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
     if (o.weights.empty()) throw Error("--formats: empty list");
   }
   if (a.kv_dtypes) {
-    o.kv_dtypes = split_commas(*a.kv_dtypes);
+    o.kv_dtypes = split_commas(*a.kv_dtypes, "--kv-dtypes");
     for (const std::string& k : o.kv_dtypes) {
       std::string why;
       if (!parse_kv_dtype(k, &why)) throw Error("--kv-dtypes: " + why);
@@ -42,7 +42,7 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
   }
   if (a.beams) {
     o.beams.clear();
-    for (const std::string& b : split_commas(*a.beams)) {
+    for (const std::string& b : split_commas(*a.beams, "--beams")) {
       try {
         size_t used = 0;
         int v = std::stoi(b, &used);

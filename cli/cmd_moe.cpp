@@ -24,7 +24,7 @@ struct MoeArgs {
 
 std::vector<double> number_list(const std::string& flag, const std::string& s) {
   std::vector<double> out;
-  for (const std::string& x : split_commas(s)) {
+  for (const std::string& x : split_commas(s, flag)) {
     try {
       size_t used = 0;
       double v = std::stod(x, &used);

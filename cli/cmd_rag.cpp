@@ -26,7 +26,7 @@ struct RagArgs {
 void apply_flags(const RagArgs& a, RagOptions& o) {
   if (a.modes) {
     o.modes.clear();
-    for (const std::string& m : split_commas(*a.modes)) {
+    for (const std::string& m : split_commas(*a.modes, "--modes")) {
       auto k = parse_rag_mode(m);
       if (!k)
         throw Error("--modes: unknown mode '" + m +

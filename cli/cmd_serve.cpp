@@ -64,7 +64,7 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
   if (a.seed) ar.seed = *a.seed;
   if (a.priority_mix) {
     ar.priority_mix.clear();
-    for (const std::string& x : split_commas(*a.priority_mix)) {
+    for (const std::string& x : split_commas(*a.priority_mix, "--priority-mix")) {
       try {
         size_t used = 0;
         double v = std::stod(x, &used);

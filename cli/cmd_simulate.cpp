@@ -233,7 +233,7 @@ struct WhatifArgs {
 // The same ranges as simulate's --batch, --prompt and --gen.
 std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min, int64_t max) {
   std::vector<int64_t> out;
-  for (const std::string& x : split_commas(s)) {
+  for (const std::string& x : split_commas(s, flag)) {
     try {
       size_t used = 0;
       long long v = std::stoll(x, &used);
@@ -252,7 +252,7 @@ int run_whatif(const WhatifArgs& a) {
   PlanSpec spec = a.plan.plan_spec();
   std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
   if (model.empty()) throw Error("no MODEL given");
-  std::vector<std::string> hws = split_commas(a.hw);
+  std::vector<std::string> hws = split_commas(a.hw, "--hw");
   if (hws.empty()) throw Error("--hw: empty list");
   std::vector<int64_t> batches = int_list(a.batches, "--batch", 1, int64_t(1) << 20);
   std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt}

@@ -140,13 +140,22 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   f.commit();
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
+std::vector<std::string> split_commas(const std::string& s, const std::string& flag) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
+  auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  size_t first = 0, last = s.size();
+  while (first < last && blank(s[first])) ++first;
+  while (last > first && blank(s[last - 1])) --last;
+  if (first == last) return out;  // the caller names an empty list
+  size_t start = first;
+  while (start <= last) {
     size_t c = s.find(',', start);
-    if (c == std::string::npos) c = s.size();
-    if (c > start) out.push_back(s.substr(start, c - start));
+    if (c == std::string::npos || c > last) c = last;
+    size_t b = start, e = c;
+    while (b < e && blank(s[b])) ++b;
+    while (e > b && blank(s[e - 1])) --e;
+    if (b == e) throw Error(flag + ": empty item in the list '" + s + "'");
+    out.push_back(s.substr(b, e - b));
     start = c + 1;
   }
   return out;
@@ -293,7 +302,7 @@ PlanOptions PlanFlags::resolve(PlanOptions o) const {
     if (list.empty() || list == "none") {
       o.passes = "none";
     } else if (list != "default") {
-      for (const std::string& p : split_commas(list)) check_pass(p, "--passes");
+      for (const std::string& p : split_commas(list, "--passes")) check_pass(p, "--passes");
       o.passes = list;
     }
   }

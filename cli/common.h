@@ -85,8 +85,10 @@ void check_output_file(const std::string& path);
 
 using lathe::AtomicFile;  // ir/atomic_file.h
 
-// The non-empty items of a comma-separated list ("a,,b" -> a, b).
-std::vector<std::string> split_commas(const std::string& s);
+// The items of a comma-separated flag value, blanks around each item trimmed
+// ("a, b" -> a, b). An empty item ("a,,b", "a,") is an error naming `flag`; an empty
+// value gives an empty list, which each caller reports in its own words.
+std::vector<std::string> split_commas(const std::string& s, const std::string& flag);
 
 // Writes a directory of files atomically: everything goes into a temporary sibling
 // directory that then replaces `dir` when `dir` is missing, empty or holds a lathe plan

@@ -466,6 +466,7 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
         if (std::find(a.values.begin(), a.values.end(), value) != a.values.end())
           throw Error(at + ": \"" + value + "\" appears twice in the axis");
         a.values.push_back(value);
+        a.where.push_back(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column));
       }
       s.whatif.push_back(std::move(a));
     }
@@ -501,6 +502,17 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
     located("models", i, [&] { load_model(s.models[i]); });
   for (size_t i = 0; i < s.hardware.size(); ++i)
     located("hardware", i, [&] { load_target_spec(s.hardware[i]); });
+  // Each what-if value must leave every hardware entry usable (a bandwidth factor that
+  // takes it below the range, say), named at the value rather than when the sweep runs.
+  for (const WhatifAxis& a : s.whatif)
+    for (size_t j = 0; j < a.values.size(); ++j)
+      for (const std::string& hw : s.hardware) {
+        try {
+          load_target_spec(hw + "+" + a.field + "=" + a.values[j]);
+        } catch (const Error& e) {
+          throw Error(a.where[j] + ": sweep.whatif." + a.field + ": " + e.what());
+        }
+      }
   return s;
 }
 

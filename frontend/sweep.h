@@ -87,6 +87,7 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why =
 struct WhatifAxis {
   std::string field;
   std::vector<std::string> values;
+  std::vector<std::string> where;  // "file:line:column" of each value, for errors
 };
 
 struct SweepSpec {

@@ -20,7 +20,11 @@ std::vector<Request> generate_requests(const ArrivalOptions& a) {
                  " requests, more than one run simulates (" + std::to_string(cap) +
                  "); lower --rate or --duration, or give --requests");
   };
-  if (a.requests <= 0 && a.rate_per_s * a.duration_s > double(cap)) throw too_many();
+  // A Poisson count has standard deviation sqrt(mean): a mean within six of them of the
+  // cap is refused here, before generating (and holding) gigabytes of requests that a
+  // draw above the cap would then throw away.
+  const double mean = a.rate_per_s * a.duration_s;
+  if (a.requests <= 0 && mean + 6 * std::sqrt(mean) > double(cap)) throw too_many();
   if (a.requests > cap) throw Error("at most " + std::to_string(cap) + " requests per run");
   Random rng(a.seed);
   std::vector<Request> out;

@@ -106,6 +106,13 @@ expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --batch 1,x
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --prompt 99999999
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw "a100-80g+"
 grep -q "empty override" "$tmp/err" || bad "a trailing '+' is not an error: $(cat "$tmp/err")"
+# list flags: blanks around items are trimmed, an empty item is an error (it was dropped)
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g, h100-sxm" --batch "1, 4" --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d) == 4, len(d)" || bad "whatif list with blanks"
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g, --batch 1
+grep -q "empty item" "$tmp/err" || bad "whatif --hw 'a100-80g,' not refused: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --batch 1,,2
+grep -q "^.*--batch: empty item" "$tmp/err" || bad "whatif --batch 1,,2 not refused: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,cpu-host --format csv
 python3 -c "
 import csv; r = list(csv.DictReader(open('$tmp/out')))

@@ -77,6 +77,9 @@ TEST(SweepSpec, BadInputIsALocatedError) {
       {"weight = [\"int8\"]\n", "did you mean 'weights'"},
       {"[sweep.whatif]\nbandwith = [\"x2\"]\n", "sweep.whatif.bandwith: unknown hardware field"},
       {"[sweep.whatif]\nhbm_bandwidth_gbs = [true]\n", "expected numbers"},
+      // a value that leaves a hardware entry unusable is named where it is written
+      {"[sweep.whatif]\nmemory_gb = [\"x1\", \"x1e-5\"]\n",
+       "s.toml:5:20: sweep.whatif.memory_gb: cpu-host+memory_gb=x1e-5:"},
       {"[sweep.constraints]\ntpot_ms = 0\n", "expected a positive bound"},
       {"[sweep.constraints]\nthroughput = 3\n", "unknown key"},
   };

@@ -243,6 +243,11 @@ TEST(Requests, PoissonStreamIsSeededAndHasTheRate) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("more than one run simulates"), std::string::npos) << e.what();
   }
+  // So is a mean just under the cap, which a draw could exceed after generating
+  // gigabytes of requests (within six standard deviations, sqrt(2^26) = 8192 each).
+  a.rate_per_s = 1;
+  a.duration_s = double(int64_t(1) << 26) - 6 * 8192 + 100;
+  EXPECT_THROW(generate_requests(a), Error);
 }
 
 TEST(Requests, TraceCsvParsesAndLocatesErrors) {
