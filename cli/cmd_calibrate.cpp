@@ -116,9 +116,19 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         if (!f) throw Error("weights: " + why);
         req.options.weights = f;
       }
-      if (!kv.empty()) req.options.kv_dtype = parse_kv_dtype(kv, &why);
-      if (!lay.empty()) req.options.kv_layout = parse_kv_layout(lay, &why);
-      if (!act.empty()) req.options.act_dtype = parse_dtype(act);
+      if (!kv.empty()) {
+        req.options.kv_dtype = parse_kv_dtype(kv, &why);
+        if (!req.options.kv_dtype) throw Error("kv: " + why);
+      }
+      if (!lay.empty()) {
+        req.options.kv_layout = parse_kv_layout(lay, &why);
+        if (!req.options.kv_layout) throw Error("kv_layout: " + why);
+      }
+      if (!act.empty()) {
+        req.options.act_dtype = parse_dtype(act);
+        if (act != "f32" && act != "f16" && act != "bf16")
+          throw Error("act: '" + act + "' (expected f32, f16 or bf16)");
+      }
       req.options.tp = pl.value("tp", int64_t(1));
       std::string passes;
       for (const auto& p : pl.value("pipeline", nlohmann::json::array()))
@@ -169,6 +179,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     time_ok(d.run.decode_s, "decode_ms");
     for (const auto& k : kernels) {
       std::string phase = k.at("phase").get<std::string>(), name = k.at("name").get<std::string>();
+      if (phase != "prefill" && phase != "decode")
+        throw Error("kernel " + name + ": phase '" + phase + "' (expected prefill or decode)");
       const Graph& g = phase == "prefill" ? *d.run.prefill : *d.run.decode;
       NodeId id = g.find_node(name);
       if (id == kNone || !g.node(id).alive)
@@ -197,6 +209,7 @@ std::string pct(double v) {
 
 int run_calibrate(const CalibrateArgs& a) {
   if (a.out.empty()) throw Error("-o FILE is required (the calibrated hardware spec)");
+  if (a.holdout == 1) throw Error("--holdout 1 would hold out every run (give 0 for none, or N >= 2)");
   Target start = resolve_target(a.hw);
   auto objects = read_objects(a.runs);
   std::map<std::string, std::shared_ptr<Planned>> plans;
@@ -268,6 +281,13 @@ int run_calibrate(const CalibrateArgs& a) {
   for (const FittedFactor& f : res.factors)
     if (f.used)
       comment += f.key + " " + fmt_double(f.before, 4) + " -> " + fmt_double(f.after, 4) + "; ";
+  // The fit minimizes log error; on noisy runs the mean relative error can still rise.
+  std::string worse;
+  if (res.train_after > res.train_before)
+    worse = "the mean relative error on the fitted runs rose (" + pct(res.train_before) + " -> " +
+            pct(res.train_after) + "): the runs disagree with each other (a noisy or changing host?); "
+            "record them again before trusting this spec";
+  if (!worse.empty()) comment += "\nWarning: " + worse + ".";
   if (fitted.description.find("calibrated") == std::string::npos)
     fitted.description += " (calibrated " + std::string(date) + ")";
   write_file_atomic(a.out, target_to_toml(fitted, comment));
@@ -281,10 +301,12 @@ int run_calibrate(const CalibrateArgs& a) {
                                                                      : nlohmann::json(nullptr);
     if (!int8_note.empty()) j["note"] = int8_note;
     j["test_runs"] = test.size();
+    auto or_null = [&](double v) { return test.empty() ? nlohmann::json(nullptr) : nlohmann::json(v); };
     j["error"] = {{"train_before", res.train_before},
                   {"train_after", res.train_after},
-                  {"test_before", res.test_before},
-                  {"test_after", res.test_after}};
+                  {"test_before", or_null(res.test_before)},
+                  {"test_after", or_null(res.test_after)}};
+    if (!worse.empty()) j["warning"] = worse;
     j["factors"] = nlohmann::json::array();
     for (const FittedFactor& f : res.factors)
       j["factors"].push_back(
@@ -303,7 +325,7 @@ int run_calibrate(const CalibrateArgs& a) {
   }
   std::cout << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
             << start.name << " (" << train.size() << " to fit, " << test.size()
-            << " held out: every " << a.holdout << "th run)\n";
+            << " held out" << (test.empty() ? "" : ": one run in " + std::to_string(a.holdout)) << ")\n";
   if (!int8_note.empty()) std::cout << "  note: " << int8_note << "\n";
   std::cout << "\n";
   Table f({"factor", "before", "after", ""});
@@ -323,6 +345,7 @@ int run_calibrate(const CalibrateArgs& a) {
             << pct(res.train_after);
   if (!test.empty())
     std::cout << "; held-out runs " << pct(res.test_before) << " -> " << pct(res.test_after);
+  if (!worse.empty()) std::cout << "\n  warning: " << worse;
   std::cout << "\n  wrote " << a.out << " (hardware " << fitted.name << "; use it with --hw "
             << a.out << ")\n";
   return 0;
@@ -344,7 +367,7 @@ void register_calibrate(CLI::App& app, Registry& r) {
   cmd->add_option("-o,--out", a->out, "write the calibrated hardware spec TOML here")->required();
   cmd->add_option("--name", a->name, "name of the calibrated target (default HW-calibrated)");
   cmd->add_option("--holdout", a->holdout,
-                  "hold out every N-th run to measure the error on (default 3; 0 = none)")
+                  "hold out every N-th run to measure the error on (default 3; 0 = none; N >= 2)")
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, a] { r.action = [a] { return run_calibrate(*a); }; });

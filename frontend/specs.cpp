@@ -328,9 +328,20 @@ std::string target_to_toml(const Target& t, const std::string& comment) {
     out += "# " + comment.substr(start, nl - start) + "\n";
     start = nl + 1;
   }
-  auto quoted = [](const std::string& s) {
+  auto quoted = [](const std::string& s) {  // a TOML basic string
     std::string q = "\"";
-    for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') {
+        q += '\\';
+        q += char(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        q += buf;
+      } else {
+        q += char(c);
+      }
+    }
     return q + "\"";
   };
   auto number = [](double v) {

@@ -171,6 +171,10 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
   std::vector<Prepared> tr, te;
   for (const MeasuredRun& r : train) tr.push_back(prepare(r));
   for (const MeasuredRun& r : test) te.push_back(prepare(r));
+  bool timed = false;
+  for (const Prepared& p : tr)
+    for (int ph = 0; ph < 2; ++ph) timed |= p.phase[ph].measured > 0 && (ph == 0 || p.run->decode_steps > 0);
+  if (!timed) throw Error("calibrate: every training run's measured times are 0; nothing to fit");
   CalibrationResult res;
   auto loss = [&](const Target& t) {
     ++res.evaluations;
@@ -189,7 +193,11 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
     Target probe = cur;
     const Param& p = kParams[i];
     double v = get(cur, p.key);
-    set(probe, p.key, p.log_scale ? std::clamp(v * 0.5, p.lo, p.hi) : v + 10.0);
+    // Move away from the bound the value sits at (a factor at its lower bound, as
+    // earlier calibrations often leave one, is probed upwards).
+    double w = std::clamp(p.log_scale ? v * 0.5 : v + 10.0, p.lo, p.hi);
+    if (w == v) w = std::clamp(p.log_scale ? v * 2.0 : v - 10.0, p.lo, p.hi);
+    set(probe, p.key, w);
     used[i] = std::fabs(loss(probe) - best) > 1e-12 * std::max(1.0, best);
   }
   auto to_u = [](const Param& p, double v) { return p.log_scale ? std::log(v) : v; };

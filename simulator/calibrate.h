@@ -13,11 +13,13 @@
 //    alike: for every (run, phase), log(predicted / measured)^2, plus for every kernel
 //    group its share of the phase's measured time x log(predicted / measured)^2.
 // 3. The fitted parameters are the Efficiency factors (gemm, attention, memory,
-//    elementwise, dequant, scalar) and launch_overhead_us. Coordinate descent: each
-//    parameter in turn on a grid over its range (log-spaced for the factors), then a
-//    golden-section refinement around the best grid point; rounds until the loss
-//    stops falling (at most 30). A parameter no training kernel depends on keeps its
-//    value.
+//    elementwise, dequant, scalar, the integer dot-product ones), launch_overhead_us,
+//    the CPU cost model's size terms and the roofline exponent. Coordinate descent:
+//    each parameter in turn on a grid over its range (log-spaced for the factors),
+//    then a golden-section refinement around the best grid point, each round followed
+//    by a pattern move; rounds until the loss stops falling (at most 100). A parameter
+//    no training kernel depends on keeps its value. The loss is in log space, so the
+//    mean relative error reported can rise where the log error falls (noisy runs).
 // 4. Errors before and after are reported per (run, phase) on the training and the
 //    held-out runs.
 #pragma once

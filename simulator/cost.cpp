@@ -328,7 +328,7 @@ struct Costing {
       double ops = wdtype == DType::int4 ? 3.0 : 2.0;
       double passes = t.is_gpu() ? std::ceil(M / std::max(1.0, t.gemm_tile_m)) : 1.0;
       c.compute_s += weight_elems * ops * passes /
-                     (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(0.01, t.eff.dequant));
+                     (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));  // the spec minimum
     }
   }
 

@@ -243,6 +243,14 @@ TEST(TargetToml, RoundTripsEveryField) {
     for (const TargetField& f : target_fields())
       EXPECT_DOUBLE_EQ(get_field(back, f), get_field(t, f)) << name << " " << f.key;
   }
+  // Strings with quotes, backslashes and control characters (a description a user
+  // wrote with "\n", which the TOML reader accepts) come back as they were.
+  Target t = load_target("cpu-host");
+  t.description = "line1\nline2\ttab \"quoted\" back\\slash \x01\x7f";
+  t.name = "my\x1f\"host";
+  Target back = parse_target_toml(target_to_toml(t), "back.toml");
+  EXPECT_EQ(back.description, t.description);
+  EXPECT_EQ(back.name, t.name);
 }
 
 }  // namespace

@@ -145,5 +145,34 @@ TEST(Calibrate, NoTrainingRunsIsAnError) {
   EXPECT_THROW(calibrate(load_target("cpu-host"), {}, {}), Error);
 }
 
+// A factor that starts at the bottom of its fitted range (as an earlier calibration
+// can leave it) is still found to matter and is fitted; it was probed only downwards,
+// found "unused" and kept.
+TEST(Calibrate, FitsAFactorThatStartsAtItsBound) {
+  Target truth = load_target("cpu-host");
+  truth.eff.elementwise = 0.2;
+  Plans p = synthetic_runs(truth);
+  Target start = load_target("cpu-host");
+  start.eff.elementwise = 0.005;  // the fitted range's lower bound
+  CalibrationResult r = calibrate(start, p.runs, {});
+  bool fitted = false;
+  for (const FittedFactor& f : r.factors) fitted |= f.key == std::string("efficiency.elementwise") && f.used;
+  EXPECT_TRUE(fitted);
+  EXPECT_NEAR(r.fitted.eff.elementwise, 0.2, 0.02);
+  EXPECT_LT(r.train_after, 0.01);
+}
+
+// Runs whose measured times are all 0 have nothing to fit (it wrote a spec claiming
+// 0% error before and after).
+TEST(Calibrate, AllZeroTimesAreAnError) {
+  Plans p = synthetic_runs(load_target("cpu-host"));
+  for (MeasuredRun& r : p.runs) {
+    r.prefill_s = r.decode_s = 0;
+    for (MeasuredKernel& k : r.prefill_kernels) k.measured_s = 0;
+    for (MeasuredKernel& k : r.decode_kernels) k.measured_s = 0;
+  }
+  EXPECT_THROW(calibrate(load_target("cpu-host"), p.runs, {}), Error);
+}
+
 }  // namespace
 }  // namespace lathe
