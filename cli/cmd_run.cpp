@@ -154,7 +154,16 @@ int run_run(const RunArgs& a) {
   }
   namespace fs = std::filesystem;
   std::error_code ec;
-  bool from_plan = (fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || (a.model.ends_with(".json") && fs::exists(a.model, ec));
+  // A directory without weights is a compiled plan; a JSON file is its plan.json when
+  // it is named so or says so ("lathe_plan"), else a Hugging Face config.json (run
+  // with synthetic weights, like a model spec).
+  auto is_plan_json = [&] {
+    if (!a.model.ends_with(".json") || !fs::exists(a.model, ec)) return false;
+    if (fs::path(a.model).filename() == "plan.json") return true;
+    nlohmann::json j = nlohmann::json::parse(read_file(a.model), nullptr, false);
+    return j.is_discarded() || !j.is_object() || j.contains("lathe_plan");
+  };
+  bool from_plan = (fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || is_plan_json();
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
   // A GGUF file brings its weights and, usually, its vocabulary.
