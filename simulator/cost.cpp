@@ -320,13 +320,16 @@ struct Costing {
       // dequantized weights across their rows), once on CPUs (dequantize, then GEMM).
       double weight_elems = 0;
       for (int w = 0; w < p.num_weights; ++w) weight_elems += elems(in(size_t(p.first_weight + w)));
+      double tile_rows = M;  // rows over which one dequantized weight is reused
       if (f.kind == OpKind::expert_matmul) {
         double k = dim(f.top_k);
         double E = dim(f.num_experts);
-        weight_elems *= expected_experts_touched(E, k, tokens) / E;
+        double touched = expected_experts_touched(E, k, tokens);
+        weight_elems *= touched / E;
+        tile_rows = M / std::max(1.0, touched);  // each touched expert: its own rows
       }
       double ops = wdtype == DType::int4 ? 3.0 : 2.0;
-      double passes = t.is_gpu() ? std::ceil(M / std::max(1.0, t.gemm_tile_m)) : 1.0;
+      double passes = t.is_gpu() ? std::ceil(tile_rows / std::max(1.0, t.gemm_tile_m)) : 1.0;
       c.compute_s += weight_elems * ops * passes /
                      (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));  // the spec minimum
     }

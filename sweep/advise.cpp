@@ -102,8 +102,8 @@ std::string what_stops(const SweepRow& next) {
     std::string c = v.substr(start, semi - start);
     start = semi + 1;
     if (c.empty()) continue;
-    std::string text = c == "fits" ? "memory (" + num(next.memory_gb, 1) + " of " +
-                                         num(next.capacity_gb, 0) + " GB)"
+    std::string text = c == "fits" ? "memory (" + num(next.memory_gb, 2) + " of " +
+                                         num(next.capacity_gb, 2) + " GB)"
                        : c == "tpot_ms" ? "the TPOT SLO (" + num(next.tpot_ms, 2) + " ms)"
                        : c == "ttft_ms" ? "the TTFT SLO (" + num(next.ttft_ms, 1) + " ms)"
                                         : c;
@@ -186,6 +186,64 @@ Advice advise(const AdviseRequest& a) {
     if (r.feasible && r.batch >= at_max.batch) at_max = r;
     if (!r.feasible && (!first_bad || r.batch < first_bad->batch)) first_bad = r;
   }
+  // ---- 4c. the batch must fit the plan lathe compiles ----
+  // The rows' activation memory is the peak of live values (an ideal planner); the
+  // compiled plan has its memory planner's arena, up to ~7% more, which `lathe
+  // simulate` and `compile` check. Step down to the largest batch whose own plan fits.
+  std::string exact_limit;
+  auto exact_row = [&](int64_t b, SweepRow& row, MemoryFootprint& mem) {
+    SweepSpec one = fine;
+    one.batch = {b};
+    SweepSpace sp = expand_sweep(one);
+    SweepOptions o;
+    o.threads = 1;
+    o.keep_rows = true;
+    SweepSummary s1 = run_sweep(sp, o);
+    advice.plans += s1.evaluated;
+    LATHE_ASSERT(s1.rows.size() == 1, "advise: one configuration at one batch");
+    row = s1.rows[0];
+    mem = exact_memory(sp, row.point);
+    if (std::getenv("LATHE_DEBUG"))
+      std::fprintf(stderr, "advise: batch %lld feasible %d, compiled plan %.3f of %.3f GB\n", (long long)b,
+                   int(row.feasible), mem.total / 1e9, mem.capacity / 1e9);
+    return row.feasible && mem.fits;
+  };
+  {
+    SweepRow row;
+    MemoryFootprint mem, bad_mem;
+    if (!exact_row(at_max.batch, row, bad_mem)) {
+      int64_t bad = at_max.batch, good = 0;
+      SweepRow good_row;
+      MemoryFootprint good_mem;
+      // The gap is a few percent: try 85% first, then halve the interval.
+      int64_t probe = std::max<int64_t>(1, bad * 85 / 100);
+      if (exact_row(probe, row, mem)) {
+        good = probe, good_row = row, good_mem = mem;
+      } else {
+        bad = probe;
+      }
+      while (bad - good > 1) {
+        int64_t mid = good + (bad - good) / 2;
+        if (exact_row(mid, row, mem)) {
+          good = mid, good_row = row, good_mem = mem;
+        } else {
+          bad = mid;
+        }
+      }
+      if (good == 0) throw Error("advise: even batch 1 of the recommended configuration does not fit its compiled plan");
+      MemoryFootprint next;
+      SweepRow next_row;
+      exact_row(good + 1, next_row, next);
+      exact_limit = "memory (its compiled plan needs " + num(next.total / 1e9, 2) + " of " +
+                    num(next.capacity / 1e9, 2) + " GB)";
+      at_max = good_row;
+      mem = good_mem;
+    } else {
+      mem = bad_mem;
+    }
+    at_max.activations_gb = mem.activations / 1e9;
+    at_max.memory_gb = mem.total / 1e9;
+  }
   advice.plan = at_max;
   advice.best_row = chosen.best;
 
@@ -201,7 +259,8 @@ Advice advise(const AdviseRequest& a) {
     return "; " + num(r, 2) + "x the runner-up (" + figure(*b1) + ")";
   };
   const SweepRow& w = win.best;
-  std::string limit = first_bad
+  std::string limit = !exact_limit.empty() ? exact_limit
+                     : first_bad
                           ? what_stops(*first_bad)
                           : (next_grid == spec.batch.end()
                                  ? "the batch grid (it ends at " + std::to_string(a.max_batch) + ")"
@@ -219,7 +278,7 @@ Advice advise(const AdviseRequest& a) {
       r.reason +=
           "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
     const Config* ru = ranked.size() > 1 ? ranked[1] : nullptr;
-    r.runner_up = ru ? std::to_string(ru->max_batch) + " (with weights " + ru->best.weights +
+    r.runner_up = ru ? std::to_string(ru->max_batch) + " on the batch grid (with weights " + ru->best.weights +
                            ", KV " + ru->best.kv + ", tp " + std::to_string(ru->best.tp) + ")"
                      : "-";
     advice.items.push_back(r);

@@ -675,4 +675,20 @@ PointPlan point_plan(const SweepSpace& s, uint64_t point) {
   return pp;
 }
 
+MemoryFootprint exact_memory(const SweepSpace& s, uint64_t point) {
+  PointPlan pp = point_plan(s, point);
+  PointAxes p = point_axes(s, point);
+  const ModelSpec& m = s.models[size_t(p.model)];
+  const Target& t = s.targets[size_t(p.target)];
+  LowerHooks h;
+  h.record = false;
+  h.verify_each_pass = false;
+  Lowered l = lower(build_graph(m, build_options(m, t, pp.options, pp.workload, Phase::prefill)),
+                    build_graph(m, build_options(m, t, pp.options, pp.workload, Phase::decode)), pp.options, t,
+                    pp.workload, h);
+  SimOptions so;
+  so.per_op = false;
+  return simulate(l.prefill, l.decode, t, pp.workload, so).mem;
+}
+
 }  // namespace lathe

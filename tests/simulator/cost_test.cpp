@@ -260,6 +260,30 @@ TEST(Cost, ContiguityPrefersLongRuns) {
   EXPECT_DOUBLE_EQ(kv_read_run_bytes(paged, 1000, 8, 128, 16), 16.0 * 256);
 }
 
+// Dequantizing int4 expert weights on a GPU is paid once per 128-row tile of each
+// expert's own rows (pairs / experts touched), not of all token-expert pairs: a 512-token
+// Mixtral prefill gives each of the 8 experts 128 rows, one tile, where it was costed
+// as 8 (the int4 prefill came out slower than bf16).
+TEST(Cost, ExpertDequantizationIsPerExpertTile) {
+  PlanOptions q;
+  q.weights = parse_weight_format("int4:g128");
+  auto p16 = build_plan_graphs("mixtral-8x7b", "h100-sxm", {1, 512, 2});
+  auto p4 = build_plan_graphs("mixtral-8x7b", "h100-sxm", {1, 512, 2}, q);
+  Lowered l16 = testing::lower_plan(p16, {}), l4 = testing::lower_plan(p4, q);
+  const Target& t = p4.target;
+  Bindings b{1, 512, 512};
+  auto compute = [&](const Graph& g) {
+    NodeId id = g.find_node("l0.experts.w_down");
+    EXPECT_NE(id, kNone);
+    return cost_node(g, g.node(id), t, b).compute_s;
+  };
+  // w_down: 8 experts x ffn 14336 x hidden 4096 int4 weights, all touched at 1024 pairs;
+  // 3 scalar operations each, once (one 128-row tile per expert).
+  double elems = 8.0 * 14336 * 4096;
+  double dequant = elems * 3 / (t.peak_fp32 * 1e12 * t.eff.scalar * t.eff.dequant);
+  EXPECT_NEAR(compute(l4.prefill) - compute(l16.prefill), dequant, 1e-3 * dequant);
+}
+
 TEST(Cost, ExpertsTouched) {
   EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 1), 2.0);
   EXPECT_NEAR(expected_experts_touched(8, 2, 64), 8.0, 1e-6);

@@ -62,6 +62,39 @@ TEST(Advise, RecommendedBatchIsTheLargestThatMeetsTheConstraints) {
   EXPECT_FALSE(sum.rows[0].feasible) << "batch " << p.batch + 1 << " also meets the constraints";
 }
 
+// The recommended batch fits the plan lathe compiles for it (its memory planner's arena,
+// a few percent above the peak of live values the sweep rows use), and one more
+// sequence does not: Llama-3-70B on an H100 was recommended batch 737 (fp8, KV int4,
+// tp 2), which `lathe simulate` refuses, naming 711.
+TEST(Advise, RecommendedBatchFitsItsCompiledPlan) {
+  AdviseRequest r;
+  r.model = "llama-3-70b";
+  r.hardware = "h100-sxm";
+  r.threads = 2;
+  Advice a = advise(r);
+  const SweepRow& p = a.plan;
+  auto exact = [&](int64_t batch) {
+    SweepSpec s;
+    s.models = {r.model};
+    s.hardware = {r.hardware};
+    s.prompt = {r.prompt};
+    s.gen = {r.gen};
+    s.batch = {batch};
+    s.weights = {p.weights == "bf16" ? std::nullopt : parse_weight_format(p.weights)};
+    s.kv = {parse_kv_dtype(p.kv)};
+    s.kv_layout = {parse_kv_layout(p.kv_layout)};
+    s.tp = {p.tp};
+    s.text = "exact";
+    return exact_memory(expand_sweep(s), 0);
+  };
+  MemoryFootprint at = exact(p.batch), next = exact(p.batch + 1);
+  EXPECT_TRUE(at.fits) << "batch " << p.batch << ": " << at.total / 1e9 << " of " << at.capacity / 1e9 << " GB";
+  EXPECT_FALSE(next.fits) << "batch " << p.batch + 1 << " fits too";
+  EXPECT_NEAR(p.memory_gb, at.total / 1e9, 1e-9);  // the figures shown are the compiled plan's
+  EXPECT_NE(item(a, "max batch").reason.find("its compiled plan needs"), std::string::npos)
+      << item(a, "max batch").reason;
+}
+
 // --max-batch is the top of the search, also when it is not on the power-of-two grid:
 // the recommendation never exceeds it, and reaches it when nothing else stops it.
 TEST(Advise, MaxBatchIsNeverExceeded) {
