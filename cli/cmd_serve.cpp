@@ -117,7 +117,8 @@ nlohmann::json series_json(const TimeSeries& s, double scale) {
   nlohmann::json mean = nlohmann::json::array(), max = nlohmann::json::array();
   for (double v : s.bucket_mean()) mean.push_back(v * scale);
   for (double v : s.bucket_max()) max.push_back(v * scale);
-  return {{"dt_s", s.dt()},
+  return {{"start_s", s.origin()},
+          {"dt_s", s.dt()},
           {"mean", mean},
           {"max", max},
           {"time_average", s.time_average() * scale},

@@ -9,6 +9,22 @@
 
 namespace lathe {
 
+namespace {
+
+// Token counts above this are refused (as in a CSV trace): a draw of 1e19 wrapped to a
+// negative count.
+constexpr int64_t kMaxRequestTokens = int64_t(1) << 24;
+
+int64_t draw_tokens(Random& rng, const Distribution& d, const char* what) {
+  double v = rng.sample(d, true);
+  if (!(v <= double(kMaxRequestTokens)))
+    throw Error(std::string(what) + " length " + distribution_name(d) + " drew " + std::to_string(v) +
+                " tokens, more than the " + std::to_string(kMaxRequestTokens) + " a request may have");
+  return int64_t(v);
+}
+
+}  // namespace
+
 std::vector<Request> generate_requests(const ArrivalOptions& a) {
   if (!(a.rate_per_s > 0)) throw Error("arrival rate must be positive");
   if (a.requests <= 0 && !(a.duration_s > 0))
@@ -35,8 +51,8 @@ std::vector<Request> generate_requests(const ArrivalOptions& a) {
     if (int64_t(out.size()) >= cap) throw too_many();  // a Poisson draw above the mean
     Request r;
     r.arrival_s = t;
-    r.prompt = int64_t(rng.sample(a.prompt, true));
-    r.output = int64_t(rng.sample(a.output, true));
+    r.prompt = draw_tokens(rng, a.prompt, "prompt");
+    r.output = draw_tokens(rng, a.output, "output");
     r.priority = int(rng.pick(a.priority_mix));
     out.push_back(r);
   }
@@ -113,7 +129,7 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
     auto integer = [&](size_t i, int64_t lo) {
       int64_t v = 0;
       auto [p, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v);
-      if (ec != std::errc() || p != f[i].data() + f[i].size() || v < lo || v > (int64_t(1) << 24))
+      if (ec != std::errc() || p != f[i].data() + f[i].size() || v < lo || v > kMaxRequestTokens)
         fail(std::string(kColumns[i]) + ": expected an integer in [" + std::to_string(lo) +
              ", 16777216], got '" + std::string(f[i]) + "'");
       return v;

@@ -55,16 +55,18 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
 
 namespace {
 
-// The largest number of tokens one step processes under the policy, for activations.
+// The largest number of tokens one step processes under the policy, for activations:
+// a prefill (request-level batching pads each batch to its longest prompt) or a decode
+// step of one token per sequence.
 int64_t max_step_tokens(const std::vector<Request>& reqs, const ServeOptions& o) {
   int64_t longest = 0;
-  for (const Request& r : reqs) longest = std::max(longest, r.prompt + r.output);
+  for (const Request& r : reqs) longest = std::max(longest, r.prompt);
   switch (o.batching) {
     case BatchingKind::static_batch:
     case BatchingKind::dynamic_batch:
       return o.max_batch * longest;
     case BatchingKind::continuous:
-      return std::max(o.max_prefill_tokens, longest);
+      return std::max({o.max_prefill_tokens, longest, o.max_batch});
     case BatchingKind::chunked:
       return o.token_budget;
   }
@@ -127,9 +129,9 @@ void summarize(ServeResult& r, const ServeOptions& o) {
   r.goodput_tokens_per_s = good_tokens / span;
   r.slo_fraction = r.requests.empty() ? 1.0 : double(good) / double(r.requests.size());
 
-  // Little's law over [0, end]: the system starts and ends empty, so the integral of
-  // the number in the system equals the sum of the times spent in it.
-  double horizon = std::max(1e-12, r.end_s);
+  // Little's law over [first arrival, end]: the system starts and ends empty, so the
+  // integral of the number in the system equals the sum of the times spent in it.
+  double horizon = std::max(1e-12, r.end_s - r.start_s);
   double lambda = double(r.requests.size()) / horizon;
   r.little_L = r.in_system.integral() / horizon;
   r.little_lambda_W = lambda * r.all.e2e.mean;
@@ -171,8 +173,12 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
   r.weight_bytes = kb.weight_bytes;
   r.activation_bytes = kb.activation_bytes;
   const size_t n = r.requests.size();
-  double dt = std::max(1e-3, r.requests.back().arrival_s) / std::max(1, run.series_buckets);
-  r.queue = r.running = r.kv_tokens = r.in_system = TimeSeries(dt);
+  // Buckets of 1/series_buckets of the arrival span from the first arrival (a trace may
+  // carry Unix times); a run that drains long after the last arrival merges them.
+  const double first = r.requests.front().arrival_s;
+  const size_t nb = size_t(std::max(1, run.series_buckets));
+  double dt = std::max(1e-3, r.requests.back().arrival_s - first) / double(nb);
+  r.queue = r.running = r.kv_tokens = r.in_system = TimeSeries(first, dt, nb);
 
   ServeState st{r.requests,
                 r.records,

@@ -26,12 +26,28 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
+size_t TimeSeries::bucket(double t) {
+  size_t b = size_t((t - origin_) / dt_);
+  while (max_buckets_ > 0 && b >= 2 * max_buckets_) {
+    for (size_t i = 0; 2 * i < area_.size(); ++i) {
+      bool pair = 2 * i + 1 < area_.size();
+      area_[i] = area_[2 * i] + (pair ? area_[2 * i + 1] : 0.0);
+      max_[i] = std::max(max_[2 * i], pair ? max_[2 * i + 1] : 0.0);
+    }
+    area_.resize((area_.size() + 1) / 2);
+    max_.resize(area_.size());
+    dt_ *= 2;
+    b = size_t((t - origin_) / dt_);
+  }
+  return b;
+}
+
 void TimeSeries::set(double t, double v) {
   if (t < last_t_) t = last_t_;  // events never go back in time; guard rounding
   integral_ += value_ * (t - last_t_);
   while (last_t_ < t) {
-    size_t b = size_t(last_t_ / dt_);
-    double end = std::min(t, double(b + 1) * dt_);
+    size_t b = bucket(last_t_);
+    double end = std::min(t, origin_ + double(b + 1) * dt_);
     if (end <= last_t_) end = t;  // floating-point edge: finish the segment
     if (area_.size() <= b) {
       area_.resize(b + 1, 0.0);
@@ -41,7 +57,7 @@ void TimeSeries::set(double t, double v) {
     max_[b] = std::max(max_[b], value_);
     last_t_ = end;
   }
-  size_t b = size_t(t / dt_);
+  size_t b = bucket(t);
   if (max_.size() <= b) {
     area_.resize(b + 1, 0.0);
     max_.resize(b + 1, 0.0);
@@ -55,7 +71,7 @@ void TimeSeries::finish(double t) {
   set(t, value_);
   mean_.resize(area_.size());
   for (size_t i = 0; i < area_.size(); ++i) {
-    double width = std::min(dt_, std::max(0.0, last_t_ - double(i) * dt_));
+    double width = std::min(dt_, std::max(0.0, last_t_ - origin_ - double(i) * dt_));
     mean_[i] = width > 0 ? area_[i] / width : 0;
   }
 }

@@ -23,23 +23,29 @@ struct ClassStats {
 };
 
 // A quantity that changes in steps: set(t, v) means "v from time t on". Keeps the
-// exact integral over time, the peak, and per-bucket means and maxima (buckets of
-// `dt` seconds from 0) for plots and JSON.
+// exact integral over time from `origin`, the peak, and per-bucket means and maxima
+// (buckets of `dt` seconds from `origin`) for plots and JSON. With max_buckets > 0,
+// neighbouring buckets merge in pairs (dt doubles) whenever more than 2 x max_buckets
+// would be needed, so a run far longer than dt x max_buckets stays small.
 class TimeSeries {
  public:
   TimeSeries() = default;
-  explicit TimeSeries(double dt) : dt_(dt) {}
+  TimeSeries(double origin, double dt, size_t max_buckets = 0)
+      : origin_(origin), dt_(dt), last_t_(origin), max_buckets_(max_buckets) {}
   void set(double t, double v);
   void finish(double t);  // closes the series at t and computes bucket means
   double integral() const { return integral_; }
   double peak() const { return peak_; }
-  double time_average() const { return last_t_ > 0 ? integral_ / last_t_ : 0; }
+  double time_average() const { return last_t_ > origin_ ? integral_ / (last_t_ - origin_) : 0; }
+  double origin() const { return origin_; }
   double dt() const { return dt_; }
   const std::vector<double>& bucket_mean() const { return mean_; }  // valid after finish()
   const std::vector<double>& bucket_max() const { return max_; }
 
  private:
-  double dt_ = 1, last_t_ = 0, value_ = 0, integral_ = 0, peak_ = 0;
+  size_t bucket(double t);  // index of t's bucket, merging buckets first if needed
+  double origin_ = 0, dt_ = 1, last_t_ = 0, value_ = 0, integral_ = 0, peak_ = 0;
+  size_t max_buckets_ = 0;
   std::vector<double> area_, max_, mean_;
 };
 

@@ -85,7 +85,7 @@ std::string serve_trace_json(const ServeResult& r, const std::string& title) {
     const auto& mean = c.s->bucket_mean();
     for (size_t i = 0; i < mean.size(); ++i)
       emit("{\"ph\":\"C\",\"name\":\"" + std::string(c.name) +
-           "\",\"pid\":" + std::to_string(scheduler_pid) + ",\"ts\":" + us(double(i) * c.s->dt()) +
+           "\",\"pid\":" + std::to_string(scheduler_pid) + ",\"ts\":" + us(c.s->origin() + double(i) * c.s->dt()) +
            ",\"args\":{\"value\":" + num(mean[i] * c.scale) + "}}");
   }
   out += "\n]}\n";

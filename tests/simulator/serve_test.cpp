@@ -146,6 +146,43 @@ TEST(Serve, LittlesLawHolds) {
 // Dynamic batching takes class 0 first: a more urgent request that was waiting when
 // a less urgent one was dispatched went in the same batch or an earlier one. The
 // same holds for admission in continuous batching.
+// The time averages run from the first arrival: a trace shifted by Unix time gives the
+// same queue, occupancy and Little's law figures (they were divided by the time since
+// 0, about 1.7e9 s), and its buckets span the run.
+TEST(Serve, TimeSeriesStartAtTheFirstArrival) {
+  std::vector<Request> base = generate_requests(stream(20.0, 300, 3));
+  std::vector<Request> shifted = base;
+  for (Request& q : shifted) q.arrival_s += 1.7e9;
+  ServeOptions o;
+  ServeResult a = serve(base, o), b = serve(shifted, o);
+  EXPECT_GT(a.little_L, 1.0);
+  EXPECT_NEAR(b.little_L, a.little_L, 1e-3 * a.little_L);
+  EXPECT_NEAR(b.queue.time_average(), a.queue.time_average(), 1e-3 * (a.queue.time_average() + 1e-9));
+  EXPECT_NEAR(b.running.time_average(), a.running.time_average(), 1e-3 * a.running.time_average());
+  EXPECT_EQ(b.running.origin(), shifted.front().arrival_s);
+  EXPECT_LE(b.running.bucket_mean().size(), 2u * 400);
+  EXPECT_GE(b.running.bucket_mean().size(), 400u);
+}
+
+// Requests that all arrive at once (an arrival span of 0) keep the series small: the
+// buckets (1/400 of a millisecond then) merge as the run drains (it held 8.9 million
+// buckets a series, 1.2 GB of JSON).
+TEST(Serve, TimeSeriesStayBoundedForABurst) {
+  std::vector<Request> burst(64);
+  for (Request& q : burst) q.prompt = 500, q.output = 2000;
+  ServeResult r = serve(burst, ServeOptions{});
+  EXPECT_GT(r.end_s, 1.0);
+  for (const TimeSeries* s : {&r.queue, &r.running, &r.kv_tokens, &r.in_system}) {
+    EXPECT_LE(s->bucket_mean().size(), 2u * 400);
+    EXPECT_LE(s->bucket_max().size(), 2u * 400);
+    double area = 0;
+    for (double m : s->bucket_mean()) area += m * s->dt();
+    // The buckets still hold the whole integral (the last one may be partial).
+    EXPECT_NEAR(area, s->integral(), 0.01 * s->integral() + s->peak() * s->dt());
+  }
+  EXPECT_NEAR(r.little_L, r.little_lambda_W, 1e-9 * r.little_L);
+}
+
 TEST(Serve, UrgentRequestsNeverWaitBehindLessUrgentOnes) {
   for (BatchingKind k : {BatchingKind::dynamic_batch, BatchingKind::continuous}) {
     ServeOptions o;
@@ -248,6 +285,17 @@ TEST(Requests, PoissonStreamIsSeededAndHasTheRate) {
   a.rate_per_s = 1;
   a.duration_s = double(int64_t(1) << 26) - 6 * 8192 + 100;
   EXPECT_THROW(generate_requests(a), Error);
+}
+
+// A drawn length above 2^24 tokens (the CSV trace's cap) is an error; it was cast to
+// int64 (1e19 became a negative count, 1e30 an internal error in step costing).
+TEST(Requests, HugeDrawnLengthsAreRefused) {
+  ArrivalOptions a = stream(1.0, 3, 1);
+  a.prompt = *parse_distribution("fixed:100");
+  a.output = *parse_distribution("fixed:1e19");
+  EXPECT_THROW(generate_requests(a), Error);
+  a.output = *parse_distribution("fixed:16777216");
+  EXPECT_EQ(generate_requests(a)[0].output, int64_t(1) << 24);
 }
 
 TEST(Requests, TraceCsvParsesAndLocatesErrors) {
