@@ -318,6 +318,8 @@ int run_merge(const MergeArgs& a) {
     RowFormat f = RowFormat::csv;
     size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{') f = RowFormat::jsonl;
+    // A JSONL shard with no points (--shard I/N beyond the points) is an empty file.
+    if (first == std::string::npos && row_format_for(path) == RowFormat::jsonl) f = RowFormat::jsonl;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
       if (nl == std::string::npos) nl = text.size();
@@ -409,6 +411,7 @@ int run_merge(const MergeArgs& a) {
                 << "\n";
     return 0;
   }
+  if (all.empty()) throw Error("merge: the files hold no rows");
   SweepSummary sum = summarize_rows(*spec, all);
   if (sum.feasible == 0) throw Error(infeasible_message(sum));
   std::string emitted;

@@ -130,7 +130,12 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   a.requests = r.get_int("requests", 0, int64_t(1) << 26).value_or(a.requests);
   x.distribution("prompt", a.prompt);
   x.distribution("output", a.output);
-  if (auto m = x.numbers("priority_mix", 0, kHuge)) a.priority_mix = *m;
+  if (auto m = x.numbers("priority_mix", 0, kHuge)) {
+    double sum = 0;
+    for (double v : *m) sum += v;
+    if (!(sum > 0)) r.fail_at(*t.get("priority_mix"), "priority_mix", "give at least one positive share");
+    a.priority_mix = *m;
+  }
   a.seed = uint64_t(r.get_int("seed", 0, INT64_MAX).value_or(int64_t(a.seed)));
   if (auto c = r.get_string("csv")) {
     std::filesystem::path p(*c);

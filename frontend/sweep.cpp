@@ -230,6 +230,7 @@ struct AxisReader {
       auto mul = rr.get_int("mul", 2, 1024);
       rr.finish();
       if (step && mul) fail(*v, key, "a range takes either 'step' or 'mul', not both");
+      if (mul && from == 0) fail(*v, key, "a range with 'mul' must start above 0 (0 x mul stays 0)");
       if (from > to)
         fail(*v, key,
              "empty range: from = " + std::to_string(from) +

@@ -81,6 +81,9 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   bool uses_cost = false;
   for (const Objective& o : spec.objectives) uses_cost |= o.metric == SweepMetric::cost_per_mtok;
   for (const Constraint& c : spec.constraints) uses_cost |= c.metric == SweepMetric::cost_per_mtok;
+  if (uses_cost && std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end())
+    throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
+                "(its cost would read 0, the best); drop 0 from the gen axis");
   if (uses_cost)
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)
@@ -100,7 +103,8 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
     s.size *= r;
   }
   uint64_t h = fnv1a(spec.text);
-  h = fnv1a(std::to_string(samples) + "/" + std::to_string(seed), h);
+  // A sample is another set of points; the whole space is the same whatever the seed.
+  if (samples > 0 && uint64_t(samples) < s.size) h = fnv1a(std::to_string(samples) + "/" + std::to_string(seed), h);
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
   s.id = buf;

@@ -446,6 +446,19 @@ printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1, 2]\npro
 expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" -o "$tmp/cpu.jsonl" --emit-best "$tmp/cpubest"
 [ "$(wc -l <"$tmp/cpu.jsonl")" -eq 4 ] || bad "jsonl sweep rows"
 expect_rc 0 "$LATHE" run "$tmp/cpubest" --prompt-tokens 8 --gen 3
+# More JSONL shards than points: the empty ones merge (they were read as CSV without a header).
+for i in 0 1 2 3 4 5; do expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" --shard $i/6 -o "$tmp/cs$i.jsonl"; done
+[ -s "$tmp/cs5.jsonl" ] && bad "shard 5 of 6 of a 4-point sweep has rows"
+expect_rc 0 "$LATHE" merge "$tmp"/cs?.jsonl -o "$tmp/cs.jsonl"
+cmp -s "$tmp/cs.jsonl" "$tmp/cpu.jsonl" || bad "merged JSONL shards differ from the whole sweep"
+# cost_per_mtok with gen = 0 (no generated tokens: its cost read 0, the best), and a
+# 'mul' range from 0 (it said "more than 2^24 values").
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host+price_per_hour=1"]\nprompt = [8]\ngen = [0, 4]\nobjectives = ["min cost_per_mtok"]\n' >"$tmp/g0.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/g0.toml" -o "$tmp/g0.csv"
+grep -q "gen = 0 generates none" "$tmp/err" || bad "cost sweep with gen 0: $(cat "$tmp/err")"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = { from = 0, to = 64, mul = 2 }\n' >"$tmp/mul0.toml"
+expect_rc 2 "$LATHE" check "$tmp/mul0.toml"
+grep -q "must start above 0" "$tmp/err" || bad "mul range from 0: $(cat "$tmp/err")"
 # Shards joined in any order are the full sweep, byte for byte.
 for i in 0 1 2; do expect_rc 0 "$LATHE" sweep hardware-mixtral --shard $i/3 -o "$tmp/shard$i.csv"; done
 expect_rc 0 "$LATHE" merge "$tmp/shard2.csv" "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/m1.csv" --sweep hardware-mixtral
