@@ -97,6 +97,9 @@ std::string stream_text(const ScenarioSpec& s, const std::vector<Request>& reqs)
 }
 
 nlohmann::json pct_json(const Percentiles& p) {
+  if (p.n == 0)  // no samples (TPOT when every output is one token)
+    return {{"n", 0}, {"mean_ms", nullptr}, {"p50_ms", nullptr}, {"p90_ms", nullptr},
+            {"p99_ms", nullptr}, {"max_ms", nullptr}};
   return {{"n", p.n},
           {"mean_ms", p.mean * 1e3},
           {"p50_ms", p.p50 * 1e3},
@@ -217,8 +220,10 @@ void print_text(const Planned& p, const ScenarioSpec& s, const ServeResult& r, d
   Table t({"class", "requests", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "p99", "E2E p50",
            "p90", "p99", "queue p50", "p99"});
   auto row = [&](const ClassStats& c, const std::string& name) {
+    // TPOT needs a second token: with none in the class there is nothing to show.
+    auto tpot = [&](double v) { return c.tpot.n > 0 ? ms_text(v) : std::string("-"); };
     t.add({name, with_commas(c.requests), ms_text(c.ttft.p50), ms_text(c.ttft.p90),
-           ms_text(c.ttft.p99), ms_text(c.tpot.p50), ms_text(c.tpot.p90), ms_text(c.tpot.p99),
+           ms_text(c.ttft.p99), tpot(c.tpot.p50), tpot(c.tpot.p90), tpot(c.tpot.p99),
            ms_text(c.e2e.p50), ms_text(c.e2e.p90), ms_text(c.e2e.p99), ms_text(c.queue.p50),
            ms_text(c.queue.p99)});
   };

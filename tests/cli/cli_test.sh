@@ -322,6 +322,9 @@ expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --per-op
 grep -q "L2 hit" "$tmp/out" || bad "--per-op lacks the L2 column"
 
 # ---- serve-sim ----
+# One-token outputs have no TPOT: "-" in the table, null in the JSON (it showed 0.00).
+expect_rc 0 "$LATHE" serve-sim tiny cpu-host --requests 3 --output fixed:1 --prompt fixed:10 --format json
+python3 -c "import json; t=json.load(open('$tmp/out'))['all']['tpot']; assert t['n'] == 0 and t['p50_ms'] is None, t" || bad "serve-sim TPOT without a second token"
 expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --duration 30 --slo-ttft 500 --slo-tpot 50
 grep -q "Little's law" "$tmp/out" || bad "serve-sim text lacks Little's law"
 grep -q "goodput" "$tmp/out" || bad "serve-sim text lacks goodput"
