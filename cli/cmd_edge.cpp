@@ -2,6 +2,7 @@
 // ms/token and memory per weight format, the KV-compression trade-off and the cost
 // of beam width, each printed beside the figures the seed article claims when they
 // are supplied (scenario [[scenario.edge.claims]]); lathe never invents them.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,7 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
         throw Error("--beams: '" + b + "' is not an integer in [1, 64]");
       }
     }
+    if (o.beams.empty()) throw Error("--beams: empty list");
   }
   if (a.prompt) o.prompt = *a.prompt;
   if (a.gen) o.gen = *a.gen;
@@ -60,7 +62,10 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
   if (a.cpu_share) o.cpu_bandwidth_share = *a.cpu_share;
 }
 
-const Claim* find_claim(const EdgeOptions& o, const std::string& label) {
+// The claim for a row's label; every label asked for is remembered, so that claims no
+// row matches can be named.
+const Claim* find_claim(const EdgeOptions& o, const std::string& label, std::vector<std::string>& labels) {
+  labels.push_back(label);
   for (const Claim& c : o.claims)
     if (c.label == label) return &c;
   return nullptr;
@@ -73,7 +78,7 @@ std::string versus(std::optional<double> claimed, double ours, int digits) {
   std::string s =
       fmt_double(*claimed, digits) + " (lathe " + (diff >= 0 ? "+" : "") + fmt_double(diff, digits);
   if (*claimed != 0)
-    s += ", " + std::string(diff >= 0 ? "+" : "") + fmt_double(100 * diff / *claimed, 0) + "%";
+    s += ", " + std::string(diff >= 0 ? "+" : "") + fmt_double(100 * diff / std::fabs(*claimed), 0) + "%";
   return s + ")";
 }
 
@@ -110,6 +115,7 @@ int run_edge(const EdgeArgs& a) {
     return make_plan(r, {}, false);
   };
   nlohmann::json j;
+  std::vector<std::string> labels;  // rows' claim labels
   // ---- weight formats ----
   Table ft({"weights", "ms/token", "tok/s", "TTFT ms", "weights GB", "KV GB", "act GB", "model GB",
             "+OS/CPU GB", "total GB", "fits", "article ms/token (diff)",
@@ -119,7 +125,7 @@ int run_edge(const EdgeArgs& a) {
     Planned p = plan_with(parse_weight_format(wname), std::nullopt, {1, o.prompt, o.gen});
     target_line = describe_target(p.target);
     EdgeMemory m = edge_memory(p.sim.mem, p.target, o.os_reserve_gb);
-    const Claim* c = find_claim(o, wname);
+    const Claim* c = find_claim(o, wname, labels);
     double ms = p.sim.tpot_s * 1e3;
     double model_gb = (m.weights + m.kv + m.activations) / 1e9;
     ft.add({wname, fmt_double(ms, 2), fmt_double(1e3 / ms, 1), ms_text(p.sim.ttft_s),
@@ -150,7 +156,7 @@ int run_edge(const EdgeArgs& a) {
     double kv = p.sim.mem.kv, ms = p.sim.tpot_s * 1e3;
     if (kv0 == 0) kv0 = kv, ms0 = ms;
     double mem_saved = 100 * (1 - kv / kv0), time_saved = 100 * (1 - ms / ms0);
-    const Claim* c = find_claim(o, "kv " + kname);
+    const Claim* c = find_claim(o, "kv " + kname, labels);
     kt.add({kname, fmt_double(kv / 1e9, 3), fmt_double(mem_saved, 1) + "%", fmt_double(ms, 2),
             fmt_double(time_saved, 1) + "%",
             versus(c ? c->memory_saved_pct : std::nullopt, mem_saved, 1),
@@ -167,11 +173,10 @@ int run_edge(const EdgeArgs& a) {
   StepCoster coster(bp.lowered.prefill, bp.lowered.decode, bp.target, CostOptions{a.common.ideal});
   Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1",
             "article ms/token (diff)", "article GB (diff)"});
-  double beam1 = 0;
+  const double beam1 = beam_cost(coster, o.prompt, o.gen, 1).ms_per_token;  // the column's reference
   for (int64_t w : o.beams) {
     BeamCost b = beam_cost(coster, o.prompt, o.gen, w);
-    if (beam1 == 0) beam1 = b.ms_per_token;
-    const Claim* c = find_claim(o, "beam " + std::to_string(w));
+    const Claim* c = find_claim(o, "beam " + std::to_string(w), labels);
     bt.add({std::to_string(w), fmt_double(b.kv_bytes / 1e9, 3),
             fmt_double(b.kv_bytes_shared / 1e9, 3), fmt_double(b.ms_per_token, 2),
             "x" + fmt_double(b.ms_per_token / beam1, 2),
@@ -183,6 +188,12 @@ int run_edge(const EdgeArgs& a) {
                           {"ms_per_token", b.ms_per_token},
                           {"claim", claim_json(c)}});
   }
+  std::string rows;
+  for (const std::string& l : labels) rows += (rows.empty() ? "" : ", ") + l;
+  for (const Claim& c : o.claims)
+    if (std::find(labels.begin(), labels.end(), c.label) == labels.end())
+      std::cerr << "lathe: warning: the article figure labelled '" << c.label
+                << "' matches no row of this run (rows: " << rows << ")\n";
   bool any_claim = false;
   for (const Claim& c : o.claims)
     any_claim =

@@ -28,7 +28,7 @@ std::vector<double> number_list(const std::string& flag, const std::string& s) {
     try {
       size_t used = 0;
       double v = std::stod(x, &used);
-      if (used != x.size() || !(v >= 0)) throw std::invalid_argument(x);
+      if (used != x.size() || !(v >= 0) || !std::isfinite(v)) throw std::invalid_argument(x);
       out.push_back(v);
     } catch (...) {
       throw Error(flag + ": '" + x + "' is not a non-negative number");
@@ -50,8 +50,10 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
       throw Error("--load: expected uniform, zipf or histogram, got '" + *a.load + "'");
   }
   if (a.histogram) {
+    if (a.load && o.load != ExpertLoadKind::histogram)
+      throw Error("--histogram: needs --load histogram (or no --load), not --load " + *a.load);
     o.histogram = number_list("--histogram", *a.histogram);
-    if (!a.load) o.load = ExpertLoadKind::histogram;
+    o.load = ExpertLoadKind::histogram;
   }
   if (o.load == ExpertLoadKind::histogram && o.histogram.empty())
     throw Error("--load histogram needs --histogram N1,N2,... (tokens routed to each expert)");
@@ -199,7 +201,7 @@ void register_moe(CLI::App& app, Registry& r) {
                   "cost a prefill of N tokens per sequence instead of a decode step")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--hot-replicas", a->hot,
-                  "replicated: hottest experts copied to a second GPU (gpus / 2)")
+                  "replicated: hottest experts copied to a second GPU (default gpus / 2; 0: none)")
       ->check(CLI::Range(int64_t(0), int64_t(65536)));
   cmd->add_option("--samples", a->samples, "sampled routing steps per batch size (256)")
       ->check(CLI::Range(int64_t(1), int64_t(1000000)));

@@ -88,8 +88,6 @@ int run_rag(const RagArgs& a) {
   RagOptions& o = s.rag;
   req.workload = Workload{1, o.base_tokens + o.context_tokens, o.output_tokens};
   Planned p = make_plan(req, {}, false);
-  if (!p.target.is_gpu() && a.common.scenario.empty() && !a.cpu_cores)
-    o.cpu_cores = int64_t(p.target.sm_count);
   RagResult r = simulate_rag(p.lowered.prefill, p.lowered.decode, p.target, o, a.common.ideal);
   const RagModeResult* seq = nullptr;
   for (const RagModeResult& m : r.modes)

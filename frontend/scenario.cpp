@@ -193,7 +193,14 @@ void read_moe(const TomlValue& t, const std::string& source, MoeOptions& o) {
       r.fail_at(*t.get("load"), "load", "expected uniform, zipf or histogram, got \"" + *l + "\"");
   }
   o.zipf_skew = r.get_double("zipf_skew", 0, 10).value_or(o.zipf_skew);
-  if (auto h = x.numbers("histogram", 0, kHuge)) o.histogram = *h;
+  if (auto h = x.numbers("histogram", 0, kHuge)) {
+    // As --histogram: a histogram implies load = "histogram"; with another load it is
+    // a contradiction (it was silently ignored).
+    if (t.get("load") && o.load != ExpertLoadKind::histogram)
+      r.fail_at(*t.get("histogram"), "histogram", "a histogram needs load = \"histogram\" (or no load)");
+    o.histogram = *h;
+    o.load = ExpertLoadKind::histogram;
+  }
   if (o.load == ExpertLoadKind::histogram && o.histogram.empty())
     r.fail_table("load = \"histogram\" needs a histogram = [tokens per expert, ...]");
   o.gpus = r.get_int("gpus", 1, 4096).value_or(o.gpus);

@@ -85,7 +85,7 @@ struct RagOptions {
   double timeout_ms = 150;        // timeout mode: give up on retrieval after this
   double prefetch_lead_ms = 100;  // prefetch: retrieval starts this long before the request
   double prefetch_hit = 0.5;      // prefetch: share of requests whose prefetched context is used
-  int64_t cpu_cores = 16;
+  int64_t cpu_cores = 0;  // 0: a CPU target's own cores, 16 beside a GPU
   int64_t runtime_threads = 0;  // 0: 60% of the cores (the article's 50-70% advice)
   int64_t retrieval_ref_threads = 4;
   double retrieval_parallel_fraction =
@@ -110,7 +110,7 @@ struct MoeOptions {
   std::vector<int64_t> batches = {1, 64};
   int64_t context = 1024;    // decode context of every sequence
   int64_t prompt = 0;        // > 0: a prefill pass of this many tokens per sequence
-  int64_t hot_replicas = 0;  // replicated: experts copied to a second GPU (0: gpus / 2)
+  int64_t hot_replicas = -1;  // replicated: experts copied to a second GPU (-1: gpus / 2; 0: none)
   int64_t samples = 256;     // sampled routing steps per batch size
   uint64_t seed = 1;
 };

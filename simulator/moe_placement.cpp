@@ -20,6 +20,8 @@ std::vector<double> expert_shares(const MoeOptions& o, int64_t experts) {
       throw Error("moe: the histogram has " + std::to_string(o.histogram.size()) +
                   " entries; the model has " + std::to_string(experts) + " experts");
     p = o.histogram;
+    for (double x : p)
+      if (!std::isfinite(x) || x < 0) throw Error("moe: histogram entries must be finite numbers >= 0");
   } else if (o.load == ExpertLoadKind::zipf) {
     std::vector<size_t> rank(p.size());
     std::iota(rank.begin(), rank.end(), 0);
@@ -30,6 +32,7 @@ std::vector<double> expert_shares(const MoeOptions& o, int64_t experts) {
   }
   double sum = std::accumulate(p.begin(), p.end(), 0.0);
   if (!(sum > 0)) throw Error("moe: the expert load histogram sums to zero");
+  if (!std::isfinite(sum)) throw Error("moe: the expert load histogram's sum overflows; scale it down");
   for (double& x : p) x /= sum;
   return p;
 }
@@ -268,7 +271,15 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
   if (o.gpus > 1 && t.link_bytes_per_s() <= 0)
     throw Error("moe-sim: " + t.name + " has no interconnect (nvlink_gbs and pcie_gbs are 0)");
   if (o.samples < 1) throw Error("moe-sim: samples must be >= 1");
+  // Each sample holds a count per (device, expert).
+  if (double(o.samples) * double(o.gpus) * double(r.experts) > double(int64_t(1) << 26))
+    throw Error("moe-sim: samples x gpus x experts is above 2^26 routing counts; use fewer --samples");
   r.expert_share = expert_shares(o, r.experts);
+  int64_t nonzero = 0;
+  for (double x : r.expert_share) nonzero += x > 0;
+  if (nonzero < r.top_k)
+    throw Error("moe-sim: the expert load gives " + std::to_string(nonzero) + " expert(s) a share above 0, but every token "
+                "routes to top_k = " + std::to_string(r.top_k) + " distinct experts");
   CostOptions co;
   co.ideal = ideal;
   ExpertCost cost(decode, t, co);
@@ -279,7 +290,7 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
   const Graph& step_graph = o.prompt > 0 ? prefill : decode;
   int64_t per_seq = o.prompt > 0 ? o.prompt : 1;
   NodeGroups gr = group_nodes(step_graph);
-  int64_t hot = o.hot_replicas > 0 ? o.hot_replicas : std::max<int64_t>(1, o.gpus / 2);
+  int64_t hot = o.hot_replicas >= 0 ? o.hot_replicas : std::max<int64_t>(1, o.gpus / 2);
 
   for (int64_t batch : o.batches) {
     int64_t local = (batch + o.gpus - 1) / o.gpus;  // sequences on the busiest device
@@ -309,17 +320,27 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
     int64_t tokens = batch * per_seq;
     int64_t samples = std::clamp<int64_t>((int64_t(1) << 21) / std::max<int64_t>(1, tokens),
                                           std::min<int64_t>(4, o.samples), o.samples);
+    // Above 2^21 tokens a sample routes 2^21 of them, spread evenly over the sequences,
+    // and scales the counts up: at that size the counts have concentrated (relative
+    // spread below 0.1%), and a token-by-token draw of 2^44 tokens would not finish.
+    const int64_t kMaxDrawn = int64_t(1) << 21;
+    const int64_t drawn = std::min(tokens, kMaxDrawn);
+    const double scale = double(tokens) / double(drawn);
     s.samples.assign(size_t(samples), std::vector<int64_t>(size_t(o.gpus * r.experts), 0));
+    std::vector<double> counts(size_t(o.gpus * r.experts));
     for (std::vector<int64_t>& pairs : s.samples) {
-      for (int64_t tok = 0; tok < tokens; ++tok) {
+      std::fill(counts.begin(), counts.end(), 0.0);
+      for (int64_t i = 0; i < drawn; ++i) {
+        int64_t tok = drawn == tokens ? i : int64_t(double(i) * scale);
         size_t origin = size_t((tok / per_seq) % o.gpus);  // sequences are spread over the devices
         std::vector<double> w = r.expert_share;            // top_k distinct experts, by weight
         for (int64_t k = 0; k < r.top_k; ++k) {
           size_t e = rng.pick(w);
           w[e] = 0;
-          ++pairs[origin * size_t(r.experts) + e];
+          counts[origin * size_t(r.experts) + e] += 1;
         }
       }
+      for (size_t j = 0; j < counts.size(); ++j) pairs[j] = int64_t(std::llround(counts[j] * scale));
     }
     MoeBatchResult br;
     br.batch = batch;

@@ -113,7 +113,9 @@ Target runtime_target(const Target& t, int64_t runtime_threads, int64_t cores) {
 }  // namespace
 
 RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& t,
-                       const RagOptions& o, bool ideal) {
+                       const RagOptions& given, bool ideal) {
+  RagOptions o = given;
+  if (o.cpu_cores == 0) o.cpu_cores = t.is_gpu() ? 16 : int64_t(t.sm_count);  // unset: the host's
   if (o.modes.empty()) throw Error("rag: no modes to simulate");
   if (o.cpu_cores < 2)
     throw Error("rag: need at least 2 CPU cores (one for the runtime, one for retrieval)");

@@ -393,6 +393,28 @@ grep -q "overlapped" "$tmp/out" || bad "rag-sim text"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --cpu-cores 8 --runtime-threads 8
 grep -q "no thread" "$tmp/err" || bad "rag-sim thread message"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --modes sequential,bogus
+# moe-sim: a histogram with fewer busy experts than top_k, or non-finite, is an error
+# (load went to an expert of share 0); a prefill of 2^30 tokens finishes (it hung);
+# --hot-replicas 0 copies none. edge-sim: --beams "" is an error; gen 2^24 finishes.
+# rag-sim: a scenario without cpu_cores uses the CPU target's cores, as without one.
+expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --histogram 1,0,0,0,0,0,0,0 --batch 1
+grep -q "top_k = 2" "$tmp/err" || bad "moe-sim one-expert histogram: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --histogram inf,1,1,1,1,1,1,1
+expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --load zipf --histogram 1,1,1,1,1,1,1,1
+expect_rc 0 timeout 60 "$LATHE" moe-sim --scenario moe-mixtral --prompt 1048576 --batch 1024 --samples 1
+expect_rc 0 "$LATHE" moe-sim --scenario moe-mixtral --prompt 512 --batch 8 --hot-replicas 0
+grep -q "more expert weights" "$tmp/out" && bad "moe-sim --hot-replicas 0 still replicates"
+printf '[scenario]\nname = "h"\nkind = "moe"\nmodel = "mixtral-8x7b"\nhardware = "h100-sxm"\n[scenario.moe]\nhistogram = [100, 0, 0, 0, 0, 0, 0, 1]\n' >"$tmp/moeh.toml"
+expect_rc 0 "$LATHE" moe-sim --scenario "$tmp/moeh.toml" --batch 1
+grep -q "histogram" "$tmp/out" || bad "a scenario histogram without load was ignored: $(head -3 "$tmp/out")"
+expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams ""
+expect_rc 0 timeout 60 "$LATHE" edge-sim --scenario edge-orin --gen 16777216
+printf '[scenario]\nname = "r"\nkind = "rag"\nmodel = "small"\nhardware = "cpu-host"\n' >"$tmp/ragc.toml"
+expect_rc 0 "$LATHE" rag-sim --scenario "$tmp/ragc.toml" --format json --samples 100
+c1=$(python3 -c "import json; print(json.load(open('$tmp/out'))['cores'])")
+expect_rc 0 "$LATHE" rag-sim small cpu-host --format json --samples 100
+c2=$(python3 -c "import json; print(json.load(open('$tmp/out'))['cores'])")
+[ "$c1" = "$c2" ] && [ "$c1" = 8 ] || bad "rag-sim cores with a scenario ($c1) and without ($c2), cpu-host has 8"
 expect_rc 0 "$LATHE" moe-sim mixtral-8x7b h100-sxm --batch 1,64 --samples 32 --format json
 python3 - "$tmp/out" <<'PY' || bad "moe-sim json"
 import json, sys
