@@ -188,6 +188,53 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       }
     }
   }
+  // Hand-edited plans: what the kernels and the weight packing rely on, as errors (they
+  // were crashes or silently wrong tokens).
+  for (const Graph* gp : {&prefill, &decode}) {
+    const Graph& g = *gp;
+    bool offsets = false;
+    for (size_t v = 0; v < g.value_capacity(); ++v)
+      if (g.value(ValueId(v)).alive && g.value(ValueId(v)).offset >= 0) offsets = true;
+    if (offsets && !g.attrs.has("arena_bytes"))
+      fail(g, "values have memory-plan offsets but the graph has no arena_bytes");
+    for (ValueId v : g.values_of(ValueKind::weight)) {
+      const Value& w = g.value(v);
+      const Format& f = w.format;
+      std::string where = "weight " + w.name + " (" + format_name(f) + shape_str(w.shape) + ")";
+      for (const Dim& d : w.shape)
+        if (!d.is_const()) fail(g, where + ": weight dimensions must be constants");
+      const int64_t K = w.shape.empty() ? 0 : w.shape.back().coef;
+      const bool quant = is_integer_quant(f.dtype) || f.dtype == DType::fp8_e4m3;
+      if (quant && w.shape.size() < 2) fail(g, where + ": only matrices are stored quantized");
+      if (!is_integer_quant(f.dtype) && f.group != 0) fail(g, where + ": only integer formats have groups");
+      if (f.dtype == DType::int8 && !(f.group == 0 || (f.group == 32 && K % 32 == 0)))
+        fail(g, where + ": int8 is per channel or g32 with K a multiple of 32");
+      if (f.dtype == DType::int4 && !((f.group == 32 || f.group == 64 || f.group == 128) && K % f.group == 0))
+        fail(g, where + ": int4 needs a group of 32, 64 or 128 dividing K");
+      if (!quant && f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
+        fail(g, where + ": not a weight format");
+      const Graph& other = gp == &prefill ? decode : prefill;
+      ValueId ov = other.find_value(w.name);
+      if (ov != kNone && (other.value(ov).format != f || other.value(ov).shape != w.shape))
+        fail(g, where + " differs from the same weight in " + other.name);
+    }
+    for (NodeId id : g.topo_order()) {
+      const Node& n = g.node(id);
+      auto positive = [&](const char* key, bool required) {
+        if (!n.attrs.has(key)) {
+          if (required) fail(g, "node '" + n.name + "': attribute '" + std::string(key) + "' is missing");
+          return;
+        }
+        if (!(n.attrs.f(key) > 0)) fail(g, "node '" + n.name + "': " + key + " must be positive");
+      };
+      const bool rope = n.kind == OpKind::rope || n.kind == OpKind::rope_kvwrite;
+      const bool attention =
+          n.kind == OpKind::qk || n.kind == OpKind::flash_attention || n.kind == OpKind::decode_attention;
+      positive("theta", rope);
+      positive("scale", attention);
+      positive("eps", n.kind == OpKind::rms_norm);
+    }
+  }
   for (const char* k : {"B", "final_context", "layers", "heads", "kv_heads", "head_dim", "hidden", "vocab", "tp",
                         "experts", "top_k", "kv_layout", "kv_dtype", "act_dtype"}) {
     const AttrValue *a = prefill.attrs.find(k), *b = decode.attrs.find(k);

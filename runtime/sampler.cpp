@@ -16,6 +16,9 @@ Sampler::Sampler(SamplerOptions o) : o_(o), rng_(o.seed) {
 
 int32_t Sampler::sample(const std::vector<float>& logits) {
   LATHE_ASSERT(!logits.empty(), "sampling from empty logits");
+  for (float x : logits)
+    if (std::isnan(x))
+      throw Error("the logits hold NaN: the plan computes garbage (a hand-edited plan, or a kernel bug)");
   if (greedy()) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<int32_t> idx(logits.size());
   std::iota(idx.begin(), idx.end(), 0);

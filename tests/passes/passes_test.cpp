@@ -288,6 +288,14 @@ TEST(Passes, CompiledPlansPassTheLoadersChecks) {
   paged.kv_layout = parse_kv_layout("paged:16");
   paged.kv_dtype = DType::int4;
   EXPECT_NO_THROW(plan_from_json(plan_to_json(plan_of("tiny", "cpu-host", paged)), "paged.json"));
+  // Every weight format, dense and MoE (the loader checks formats and groups).
+  for (const char* m : {"llama-3-8b", "tiny-moe"})
+    for (const char* w : {"f32", "f16", "bf16", "fp8", "int8", "int8:g32", "int4:g32", "int4:g64", "int4:g128"}) {
+      if (std::string(m) == "tiny-moe" && std::string(w) == "int4:g128") continue;  // K = 192: no such plan
+      PlanOptions f;
+      f.weights = parse_weight_format(w);
+      EXPECT_NO_THROW(plan_from_json(plan_to_json(plan_of(m, "h100-sxm", f)), "f.json")) << m << " " << w;
+    }
 }
 
 // The loader's error for a plan written and read back, or "" when it accepts it.
@@ -366,6 +374,58 @@ TEST(Passes, PlanWithInconsistentAttributesIsAnError) {
   p = good;
   set_first_node_attr(p.decode, "eps", std::nan(""));
   EXPECT_NE(load_error(p), "");
+}
+
+// Hand edits the kernels and the weight packing rely on are located errors: these
+// crashed `lathe run PLAN` (heap corruption, SIGFPE, SIGSEGV) or ran with garbage
+// tokens before the loader checked them.
+TEST(Passes, PlanWithBadWeightsOrNodeAttributesIsAnError) {
+  PlanOptions o;
+  o.weights = parse_weight_format("int4:g32");
+  Plan good = plan_of("tiny", "cpu-host", o);
+  ASSERT_EQ(load_error(good), "");
+  auto weight = [](Graph& g, const std::string& name) -> Value& {
+    ValueId v = g.find_value(name);
+    EXPECT_NE(v, kNone) << name;
+    return g.value_mut(v);
+  };
+  auto expect = [&](const Plan& p, const std::string& want) {
+    std::string err = load_error(p);
+    EXPECT_NE(err.find(want), std::string::npos) << want << ": " << (err.empty() ? "accepted" : err);
+  };
+  Plan p = good;
+  p.prefill.attrs.erase("arena_bytes");
+  expect(p, "no arena_bytes");
+  for (int group : {0, 7, 256}) {
+    p = good;
+    weight(p.prefill, "layers.0.wq").format.group = group;
+    weight(p.decode, "layers.0.wq").format.group = group;
+    expect(p, "int4 needs a group of 32, 64 or 128 dividing K");
+  }
+  p = good;
+  for (Graph* g : {&p.prefill, &p.decode}) weight(*g, "layers.0.wq").format = Format{DType::int8, 7};
+  expect(p, "int8 is per channel or g32");
+  p = good;
+  for (Graph* g : {&p.prefill, &p.decode}) {
+    Value& n = weight(*g, "norm");
+    n.format = Format{DType::int8, 0};
+    n.dtype = DType::int8;
+  }
+  expect(p, "only matrices are stored quantized");
+  p = good;
+  weight(p.decode, "layers.0.wo").format = Format{DType::int8, 0};
+  weight(p.decode, "layers.0.wo").dtype = DType::int8;
+  expect(p, "differs from the same weight");
+  p = good;
+  for (NodeId id : p.decode.topo_order())
+    if (p.decode.node(id).attrs.has("theta")) p.decode.node_mut(id).attrs.erase("theta");
+  expect(p, "attribute 'theta' is missing");
+  p = good;
+  set_first_node_attr(p.decode, "scale", 0.0);
+  expect(p, "scale must be positive");
+  p = good;
+  set_first_node_attr(p.prefill, "eps", -1.0);
+  expect(p, "eps must be positive");
 }
 
 }  // namespace
