@@ -43,6 +43,15 @@ struct RunArgs {
 };
 
 std::vector<std::vector<int32_t>> parse_tokens(const std::string& s) {
+  // Commas separate ids (blanks around them are fine); an empty id ("1,,2", "1,") is an
+  // error, as in the other list flags.
+  std::string packed;
+  for (char c : s)
+    if (c != ' ') packed += c;
+  for (const char* bad : {",,", ",;", ";,"})
+    if (packed.find(bad) != std::string::npos) throw Error("--tokens: empty item in '" + s + "'");
+  if (!packed.empty() && (packed.front() == ',' || packed.back() == ','))
+    throw Error("--tokens: empty item in '" + s + "'");
   std::vector<std::vector<int32_t>> out(1);
   std::string cur;
   auto flush = [&] {

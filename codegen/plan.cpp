@@ -258,7 +258,9 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   try {
     if (!j.is_object() || !j.contains("lathe_plan"))
       throw Error(source + ": not a lathe plan (no \"lathe_plan\" version field)");
-    int version = j.at("lathe_plan").get<int>();
+    if (!j["lathe_plan"].is_number_integer())
+      throw Error(source + ": \"lathe_plan\" must be an integer format version");
+    int64_t version = j.at("lathe_plan").get<int64_t>();
     if (version != kPlanFormatVersion)
       throw Error(source + ": plan format version " + std::to_string(version) + ", but this lathe reads version " +
                   std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");

@@ -259,7 +259,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     nlohmann::json j = nlohmann::json::parse(text);
     if (!j.is_object() || j.value("format", "") != "lathe-tuning")
       throw Error(source + ": not a lathe tuning file (expected \"format\": \"lathe-tuning\")");
-    if (j.value("version", 0) != 1)
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
       throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
                   " (this lathe reads version 1)");
     t.backend = j.at("backend").get<std::string>();
@@ -274,6 +274,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       t.prompt = j["workload"].value("prompt", int64_t(1));
       t.gen = j["workload"].value("gen", int64_t(1));
     }
+    if (!j.at("entries").is_array()) throw Error(source + ": \"entries\" must be an array");
     for (const auto& e : j.at("entries")) {
       TuningEntry x;
       x.kind = e.at("kind").get<std::string>();
@@ -288,7 +289,8 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
         if (y.kind == x.kind && y.shape == x.shape) throw Error(where + ": a second entry for this kernel");
       if (!e.at("params").is_object()) throw Error(where + ": params must be an object");
       for (const auto& [k, v] : e.at("params").items()) {
-        if (!v.is_number_integer()) throw Error(where + ": " + k + " must be an integer");
+        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+          throw Error(where + ": " + k + " must be an integer");
         check_tuning_param(t.backend, x.kind, k, v.get<int64_t>(), where);
         x.params[k] = v.get<int64_t>();
       }

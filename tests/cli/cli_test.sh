@@ -238,6 +238,8 @@ expect_rc 2 "$LATHE" run "$tmp/tplan" --tokens "1,2,3,4,5,6,7,8,9,10" --gen 2
 grep -q "plan allows" "$tmp/err" || bad "over-long prompt error"
 expect_rc 2 "$LATHE" run tiny --backend tpu --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,x --gen 2
+expect_rc 2 "$LATHE" run tiny --tokens 1,,2 --gen 2
+grep -q "empty item" "$tmp/err" || bad "--tokens 1,,2 accepted: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --tokens 99999 --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens "" --gen 2
 grep -q "no token ids given" "$tmp/err" || bad "empty --tokens: $(cat "$tmp/err")"

@@ -279,6 +279,11 @@ TEST(Tuning, MalformedFilesAreErrors) {
                Error);
   EXPECT_THROW(tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "tpu", "entries": []})", "a.json"),
                Error);
+  // A fractional version and entries that are not an array were accepted.
+  for (const char* bad : {R"({"format": "lathe-tuning", "version": 1.5, "backend": "cpu", "entries": []})",
+                          R"({"format": "lathe-tuning", "version": 1, "backend": "cpu", "entries": {}})",
+                          R"({"format": "lathe-tuning", "version": 1, "backend": "cpu", "entries": null})"})
+    EXPECT_THROW(tuning_from_json(bad, "a.json"), Error) << bad;
   // CUDA files with these entries.
   auto cuda = [](const std::string& entries) {
     return tuning_from_json(R"({"format": "lathe-tuning", "version": 1, "backend": "cuda", "entries": [)" + entries + "]}",
@@ -290,6 +295,7 @@ TEST(Tuning, MalformedFilesAreErrors) {
            R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 7}})",
            R"({"kind": "gemv", "shape": "x", "params": {"tune_cols": 64}})",
            R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 8.5}})",
+           R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 18446744073709551615}})",
            // kinds: unknown, another backend's, a parameter of another kind, not an
            // object of parameters, a second entry
            R"({"kind": "gemmv", "shape": "x", "params": {"tune_cuda_warps": 4}})",

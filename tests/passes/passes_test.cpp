@@ -252,6 +252,9 @@ TEST(Passes, LoweredGraphAndPlanFileRoundTrip) {
   }
   EXPECT_THROW(plan_from_json("", "empty.json"), Error);
   EXPECT_THROW(plan_from_json("{\"lathe_plan\": 1}", "short.json"), Error);
+  std::string frac = text;  // a fractional version was read as 1
+  frac.replace(frac.find("\"lathe_plan\": 1"), 15, "\"lathe_plan\": 1.5");
+  EXPECT_THROW(plan_from_json(frac, "v1.5.json"), Error);
 }
 
 Plan plan_of(const std::string& model, const std::string& hw, const PlanOptions& o, Workload w = {2, 16, 8}) {
