@@ -175,6 +175,9 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   }
   if (!root.is_object())
     throw Error(source + ":1:1: expected a JSON object (a Hugging Face config.json)");
+  if (root.contains("lathe_plan"))
+    throw Error(source + ": a compiled lathe plan, not a model config; run it with `lathe run` (the plan "
+                         "directory or its plan.json)");
   Reader r{text, source, root};
   HfConfig c;
   c.source = source;

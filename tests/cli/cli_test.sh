@@ -698,6 +698,8 @@ grep -q '"weights_from": "seed 1"' "$tmp/out" || bad "run of a bare config.json:
 expect_rc 0 "$LATHE" run "$tmp/hfplan/plan.json" --gen 2
 cp "$tmp/hfplan/plan.json" "$tmp/renamed-plan.json"
 expect_rc 0 "$LATHE" run "$tmp/renamed-plan.json" --gen 2
+expect_rc 2 "$LATHE" check "$tmp/hfplan/plan.json"
+grep -q "a compiled lathe plan" "$tmp/err" || bad "check of a plan.json: $(cat "$tmp/err")"
 printf '{"architectures": ["LlamaForCausalLM"],\n "hidden_size": 64}\n' >"$tmp/cfg.json"
 expect_rc 2 "$LATHE" import-hf "$tmp/cfg.json" -o "$tmp/never.toml"
 grep -q "cfg.json: num_hidden_layers: missing required key" "$tmp/err" || bad "import-hf missing key: $(cat "$tmp/err")"
