@@ -203,16 +203,16 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       std::string where = "weight " + w.name + " (" + format_name(f) + shape_str(w.shape) + ")";
       for (const Dim& d : w.shape)
         if (!d.is_const()) fail(g, where + ": weight dimensions must be constants");
+      // The formats --weights accepts (the spelling round-trips), groups dividing the
+      // reduction length, and quantized formats on matrices only.
+      std::string why;
+      std::optional<Format> spelled = parse_weight_format(format_name(f), &why);
+      if (!spelled || *spelled != f)
+        fail(g, where + ": not a weight format lathe stores" + (why.empty() ? "" : " (" + why + ")"));
       const int64_t K = w.shape.empty() ? 0 : w.shape.back().coef;
-      const bool quant = is_integer_quant(f.dtype) || f.dtype == DType::fp8_e4m3;
-      if (quant && w.shape.size() < 2) fail(g, where + ": only matrices are stored quantized");
-      if (!is_integer_quant(f.dtype) && f.group != 0) fail(g, where + ": only integer formats have groups");
-      if (f.dtype == DType::int8 && !(f.group == 0 || (f.group == 32 && K % 32 == 0)))
-        fail(g, where + ": int8 is per channel or g32 with K a multiple of 32");
-      if (f.dtype == DType::int4 && !((f.group == 32 || f.group == 64 || f.group == 128) && K % f.group == 0))
-        fail(g, where + ": int4 needs a group of 32, 64 or 128 dividing K");
-      if (!quant && f.dtype != DType::f32 && f.dtype != DType::f16 && f.dtype != DType::bf16)
-        fail(g, where + ": not a weight format");
+      if (f.group > 0 && K % f.group != 0)
+        fail(g, where + ": the group of " + std::to_string(f.group) + " does not divide K = " + std::to_string(K));
+      if (f.has_scales() && w.shape.size() < 2) fail(g, where + ": only matrices are stored quantized");
       const Graph& other = gp == &prefill ? decode : prefill;
       ValueId ov = other.find_value(w.name);
       if (ov != kNone && (other.value(ov).format != f || other.value(ov).shape != w.shape))

@@ -190,8 +190,12 @@ Advice advise(const AdviseRequest& a) {
   // The rows' activation memory is the peak of live values (an ideal planner); the
   // compiled plan has its memory planner's arena, up to ~7% more, which `lathe
   // simulate` and `compile` check. Step down to the largest batch whose own plan fits.
-  std::string exact_limit;
-  auto exact_row = [&](int64_t b, SweepRow& row, MemoryFootprint& mem) {
+  struct Probe {
+    SweepRow row;           // the sweep's figures at this batch
+    MemoryFootprint mem;    // its compiled plan's memory
+    bool ok() const { return row.feasible && mem.fits; }
+  };
+  auto probe_at = [&](int64_t b) {
     SweepSpec one = fine;
     one.batch = {b};
     SweepSpace sp = expand_sweep(one);
@@ -201,49 +205,36 @@ Advice advise(const AdviseRequest& a) {
     SweepSummary s1 = run_sweep(sp, o);
     advice.plans += s1.evaluated;
     LATHE_ASSERT(s1.rows.size() == 1, "advise: one configuration at one batch");
-    row = s1.rows[0];
-    mem = exact_memory(sp, row.point);
-    if (std::getenv("LATHE_DEBUG"))
-      std::fprintf(stderr, "advise: batch %lld feasible %d, compiled plan %.3f of %.3f GB\n", (long long)b,
-                   int(row.feasible), mem.total / 1e9, mem.capacity / 1e9);
-    return row.feasible && mem.fits;
+    return Probe{s1.rows[0], simulate_point(sp, s1.rows[0].point).mem};
   };
-  {
-    SweepRow row;
-    MemoryFootprint mem, bad_mem;
-    if (!exact_row(at_max.batch, row, bad_mem)) {
-      int64_t bad = at_max.batch, good = 0;
-      SweepRow good_row;
-      MemoryFootprint good_mem;
-      // The gap is a few percent: try 85% first, then halve the interval.
-      int64_t probe = std::max<int64_t>(1, bad * 85 / 100);
-      if (exact_row(probe, row, mem)) {
-        good = probe, good_row = row, good_mem = mem;
+  std::string exact_limit;
+  Probe top = probe_at(at_max.batch);
+  if (!top.ok()) {
+    // Bisect between the largest batch known to fit (0: none yet) and the smallest
+    // known not to; the gap is a few percent, so 85% is tried first.
+    int64_t good_batch = 0;
+    Probe good, bad = top;
+    int64_t b = std::max<int64_t>(1, bad.row.batch * 85 / 100);
+    while (b > good_batch && b < bad.row.batch) {
+      Probe p = probe_at(b);
+      if (p.ok()) {
+        good = p;
+        good_batch = b;
       } else {
-        bad = probe;
+        bad = p;
       }
-      while (bad - good > 1) {
-        int64_t mid = good + (bad - good) / 2;
-        if (exact_row(mid, row, mem)) {
-          good = mid, good_row = row, good_mem = mem;
-        } else {
-          bad = mid;
-        }
-      }
-      if (good == 0) throw Error("advise: even batch 1 of the recommended configuration does not fit its compiled plan");
-      MemoryFootprint next;
-      SweepRow next_row;
-      exact_row(good + 1, next_row, next);
-      exact_limit = "memory (its compiled plan needs " + num(next.total / 1e9, 2) + " of " +
-                    num(next.capacity / 1e9, 2) + " GB)";
-      at_max = good_row;
-      mem = good_mem;
-    } else {
-      mem = bad_mem;
+      b = good_batch + (bad.row.batch - good_batch) / 2;
     }
-    at_max.activations_gb = mem.activations / 1e9;
-    at_max.memory_gb = mem.total / 1e9;
+    if (good_batch == 0)
+      throw Error("advise: even batch 1 of the recommended configuration does not fit its compiled plan");
+    exact_limit = bad.mem.fits ? what_stops(bad.row)  // an SLO
+                               : "memory (its compiled plan needs " + num(bad.mem.total / 1e9, 2) + " of " +
+                                     num(bad.mem.capacity / 1e9, 2) + " GB)";
+    top = good;
   }
+  at_max = top.row;
+  at_max.activations_gb = top.mem.activations / 1e9;
+  at_max.memory_gb = top.mem.total / 1e9;
   advice.plan = at_max;
   advice.best_row = chosen.best;
 

@@ -679,7 +679,7 @@ PointPlan point_plan(const SweepSpace& s, uint64_t point) {
   return pp;
 }
 
-MemoryFootprint exact_memory(const SweepSpace& s, uint64_t point) {
+SimResult simulate_point(const SweepSpace& s, uint64_t point) {
   PointPlan pp = point_plan(s, point);
   PointAxes p = point_axes(s, point);
   const ModelSpec& m = s.models[size_t(p.model)];
@@ -692,7 +692,7 @@ MemoryFootprint exact_memory(const SweepSpace& s, uint64_t point) {
                     pp.workload, h);
   SimOptions so;
   so.per_op = false;
-  return simulate(l.prefill, l.decode, t, pp.workload, so).mem;
+  return simulate(l.prefill, l.decode, t, pp.workload, so);
 }
 
 }  // namespace lathe

@@ -133,10 +133,11 @@ struct PointPlan {
 };
 PointPlan point_plan(const SweepSpace& s, uint64_t point);
 
-// The memory of a point with a plan built and lowered for it alone, as `lathe
-// simulate` and `lathe compile` see it: activations are the memory plan's arena, where
-// a sweep row has the peak of live values (an ideal planner), up to ~7% less.
-MemoryFootprint exact_memory(const SweepSpace& s, uint64_t point);
+// simulate() of a plan built and lowered for the point alone, as `lathe simulate` and
+// `lathe compile` see it. Its figures equal the point's sweep row except activation
+// memory: the memory plan's arena here, the peak of live values (an ideal planner, up
+// to ~7% less) in the row.
+SimResult simulate_point(const SweepSpace& s, uint64_t point);
 
 // Summary of rows read back from files (lathe merge): front, best and counts.
 SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& rows);

@@ -403,11 +403,14 @@ TEST(Passes, PlanWithBadWeightsOrNodeAttributesIsAnError) {
     p = good;
     weight(p.prefill, "layers.0.wq").format.group = group;
     weight(p.decode, "layers.0.wq").format.group = group;
-    expect(p, "int4 needs a group of 32, 64 or 128 dividing K");
+    expect(p, "not a weight format lathe stores");
   }
   p = good;
   for (Graph* g : {&p.prefill, &p.decode}) weight(*g, "layers.0.wq").format = Format{DType::int8, 7};
-  expect(p, "int8 is per channel or g32");
+  expect(p, "not a weight format lathe stores");
+  p = plan_of("tiny-moe", "cpu-host", o);  // a valid group that does not divide K = 192
+  for (Graph* g : {&p.prefill, &p.decode}) weight(*g, "layers.0.experts.w_down").format = Format{DType::int4, 128};
+  expect(p, "does not divide K = 192");
   p = good;
   for (Graph* g : {&p.prefill, &p.decode}) {
     Value& n = weight(*g, "norm");

@@ -85,7 +85,7 @@ TEST(Advise, RecommendedBatchFitsItsCompiledPlan) {
     s.kv_layout = {parse_kv_layout(p.kv_layout)};
     s.tp = {p.tp};
     s.text = "exact";
-    return exact_memory(expand_sweep(s), 0);
+    return simulate_point(expand_sweep(s), 0).mem;
   };
   MemoryFootprint at = exact(p.batch), next = exact(p.batch + 1);
   EXPECT_TRUE(at.fits) << "batch " << p.batch << ": " << at.total / 1e9 << " of " << at.capacity / 1e9 << " GB";
