@@ -125,9 +125,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         if (!req.options.kv_layout) throw Error("kv_layout: " + why);
       }
       if (!act.empty()) {
-        req.options.act_dtype = parse_dtype(act);
-        if (act != "f32" && act != "f16" && act != "bf16")
-          throw Error("act: '" + act + "' (expected f32, f16 or bf16)");
+        req.options.act_dtype = parse_float_dtype(act);
+        if (!req.options.act_dtype) throw Error("act: '" + act + "' (expected f32, f16 or bf16)");
       }
       req.options.tp = pl.value("tp", int64_t(1));
       std::string passes;

@@ -283,8 +283,8 @@ PlanOptions PlanFlags::resolve(PlanOptions o) const {
     o.kv_layout.reset();
   }
   if (!act.empty()) {
-    auto d = parse_dtype(act);
-    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+    auto d = parse_float_dtype(act);
+    if (!d)
       throw Error("--act: expected f32, f16 or bf16, got '" + act + "'");
     o.act_dtype = d;
   }

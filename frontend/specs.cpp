@@ -140,8 +140,8 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
     m.rope_scaling = sc;
   }
   if (auto d = r.get_string("dtype")) {
-    auto dt = parse_dtype(*d);
-    if (!dt || (*dt != DType::f32 && *dt != DType::f16 && *dt != DType::bf16))
+    auto dt = parse_float_dtype(*d);
+    if (!dt)
       r.fail_at(*t.get("dtype"), "dtype", "expected f32, f16 or bf16, got \"" + *d + "\"");
     m.dtype = *dt;
   }
@@ -255,8 +255,8 @@ void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
     }
   }
   if (auto a = r.get_string("act")) {
-    auto d = parse_dtype(*a);
-    if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+    auto d = parse_float_dtype(*a);
+    if (!d)
       r.fail_at(*t.get("act"), "act", "expected f32, f16 or bf16, got \"" + *a + "\"");
     o.act_dtype = d;
   }

@@ -377,8 +377,8 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
         s.act.push_back(std::nullopt);
         continue;
       }
-      auto d = parse_dtype(x);
-      if (!d || (*d != DType::f32 && *d != DType::f16 && *d != DType::bf16))
+      auto d = parse_float_dtype(x);
+      if (!d)
         r.fail_at(ax.element("act", i), "act",
                   "expected f32, f16, bf16 or auto, got \"" + x + "\"");
       s.act.push_back(d);

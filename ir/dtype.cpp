@@ -100,6 +100,12 @@ std::optional<Format> parse_weight_format(std::string_view s, std::string* why) 
   return f;
 }
 
+std::optional<DType> parse_float_dtype(std::string_view s) {
+  auto t = parse_dtype(s);
+  if (t && (*t == DType::f32 || *t == DType::f16 || *t == DType::bf16)) return t;
+  return std::nullopt;
+}
+
 std::optional<DType> parse_kv_dtype(std::string_view s, std::string* why) {
   auto t = parse_dtype(s);
   if (!t || *t == DType::i32) {

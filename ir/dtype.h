@@ -21,6 +21,8 @@ int dtype_bits(DType t);
 std::string_view dtype_name(DType t);
 // Accepts the canonical spellings plus fp8_e4m3, fp16, float32, float16, bfloat16.
 std::optional<DType> parse_dtype(std::string_view s);
+// f32, f16 or bf16 (a model's dtype, the activation dtype); nullopt for anything else.
+std::optional<DType> parse_float_dtype(std::string_view s);
 bool is_integer_quant(DType t);  // int8 / int4: need scales
 bool is_float(DType t);
 
