@@ -21,10 +21,11 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
    step 5: the per-phase error of the probed spec and of the calibrated one, on fitted
    and on held-out runs. (Rebuild the calibrated spec from runs.json if wanted.)
 7. Kernel tuning: `lathe tune --backend cuda` at batch 1 (--tune-formats, default bf16
-   and int4:g128 weights; about two minutes each on an H200 is the estimate, not yet
-   measured; 128-token prompt): per tunable kernel the default and best time per call and the
-   winning parameters, and the decode step of the default vs the tuned plan.
-Writes DIR/gpu-check.md and prints it. Every lathe call is logged to DIR/runs.log
+   and int4:g128 weights; 25-37 s each on an H200; 128-token prompt): per tunable kernel
+   the default and best time per call and the winning parameters, and the decode step of
+   the default vs the tuned plan.
+Writes DIR/gpu-check.md (and DIR/runs.json) after every call, so a run stopped at a time
+limit keeps its finished sections, and prints it at the end. Every lathe call is logged to DIR/runs.log
 (command, exit code, seconds, stderr) and its JSON kept in DIR/runs.json; a call that
 fails leaves a FAILED row with its error and the rest of the table still runs.
 
@@ -44,6 +45,22 @@ import time
 
 RUNS = {}
 FAILED = []
+OUT_DIR = None
+LINES = []
+
+
+def save():
+    """Writes what is known so far (gpu-check.md, runs.json), so that a run stopped at
+    its time limit still leaves its finished sections behind."""
+    if OUT_DIR is None:
+        return
+    text = "\n".join(LINES) + "\n"
+    if FAILED:
+        text += "\nFailed calls (full stderr in runs.log):\n\n" + "".join(
+            f"- {key} (exit {rc}): {why}\n" for key, rc, why in FAILED)
+    open(os.path.join(OUT_DIR, "gpu-check.md"), "w").write(text)
+    json.dump(RUNS, open(os.path.join(OUT_DIR, "runs.json"), "w"), indent=1)
+    return text
 
 
 def call(out, key, *cmd, timeout=600):
@@ -61,12 +78,14 @@ def call(out, key, *cmd, timeout=600):
         try:
             RUNS[key] = json.loads(stdout)
             print(f"  {key}: {dt:.1f} s", flush=True)
+            save()
             return RUNS[key]
         except json.JSONDecodeError as e:
             stderr = f"output is not JSON ({e})"
     why = (stderr.strip().splitlines() or ["(no message)"])[-1][:300]
     FAILED.append((key, rc, why))
     print(f"  {key}: FAILED (exit {rc}): {why}", flush=True)
+    save()
     return None
 
 
@@ -82,11 +101,13 @@ def main():
     ap.add_argument("--prefill-tokens", type=int, default=2048)
     ap.add_argument("--tune-formats", default="bf16,int4:g128",
                     help="weight formats step 7 tunes (comma separated; empty: skip kernel tuning)")
+    ap.add_argument("--tune-timeout", type=int, default=600, help="seconds each `lathe tune` may take")
     a = ap.parse_args()
+    global OUT_DIR
     L, out = a.lathe, a.out
     os.makedirs(out, exist_ok=True)
-    lines = []
-    w = lines.append
+    OUT_DIR = out
+    w = LINES.append
     act = ["--act", "bf16"] if a.backend == "cuda" else []
     if a.backend == "cuda":
         hw = os.path.join(out, "probe.toml")
@@ -218,7 +239,8 @@ def main():
     for fmt in [f for f in a.tune_formats.split(",") if f]:
         t = call(out, f"tune-{fmt}", L, "tune", a.model, hw, "--backend", a.backend, "--weights", fmt,
                  "--prompt-tokens", "128", "--gen", "32", "--reps", "2", "--steps", "8", *act,
-                 "-o", os.path.join(tune_dir, f"tuning-{fmt.replace(':', '-')}.json"), "--format", "json")
+                 "-o", os.path.join(tune_dir, f"tuning-{fmt.replace(':', '-')}.json"), "--format", "json",
+                 timeout=a.tune_timeout)
         if t is None:
             w(f"\n| kernel tuning {fmt}: FAILED: {FAILED[-1][2]} |\n|---|")
             continue
@@ -234,14 +256,7 @@ def main():
               f"| {pl['decode_gain']:.2f}x |")
             w(f"| whole plan | prefill 128 | {pl['prefill_default_ms'] * 1e3:.1f} | {pl['prefill_tuned_ms'] * 1e3:.1f} | "
               f"| {pl['prefill_gain']:.2f}x |")
-    if FAILED:
-        w("\nFailed calls (full stderr in runs.log):\n")
-        for key, rc, why in FAILED:
-            w(f"- {key} (exit {rc}): {why}")
-    text = "\n".join(lines) + "\n"
-    open(os.path.join(out, "gpu-check.md"), "w").write(text)
-    json.dump(RUNS, open(os.path.join(out, "runs.json"), "w"), indent=1)
-    print(text)
+    print(save())
     return 1 if FAILED else 0
 
 

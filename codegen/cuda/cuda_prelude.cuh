@@ -325,6 +325,37 @@ __device__ void gemv_kernel(const LatheCudaStep* st, const GemmDesc& d, const T*
   }
 }
 
+// ---------------------------------------------------------------- dequantization
+// Prefill of a GEMM whose weights are not in the activation dtype goes to cuBLAS on a
+// copy of them in T: one warp per weight row (rows of the nw weights counted one after
+// the other), each lane decoding every 32nd 16-byte chunk (the GEMV's decoding, per-row
+// scale folded in) and storing it with 16-byte stores into scratch at off[seg].
+template <typename T, int FMT, int K, int G>
+__device__ void dequant_kernel(const LatheCudaStep* st, const void* const* W, const void* const* S, const long* n,
+                               const long* off, int nw) {
+  constexpr int E = WChunk<FMT>::E, CH = K / E;
+  static_assert(E % 8 == 0, "dequantization stores 8 elements at a time");
+  i64 r = i64(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  int seg = 0;
+  while (seg < nw && r >= n[seg]) r -= n[seg++];
+  if (seg >= nw) return;
+  T* dst = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(st->scratch) + off[seg]) + r * K;
+  const float rs = row_scale<FMT, G>(S[seg], r);
+#pragma unroll 1
+  for (int c = threadIdx.x & 31; c < CH; c += 32) {
+    float v[E];
+    wchunk<FMT, K, G>(W[seg], S[seg], r, c, v);
+#pragma unroll
+    for (int j = 0; j < E / 8; ++j) {
+      uint4 o;
+      T* t = reinterpret_cast<T*>(&o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) t[i] = fromf<T>(v[j * 8 + i] * rs);
+      *reinterpret_cast<uint4*>(dst + i64(c) * E + j * 8) = o;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- GEMM (prefill)
 // Tensor-core tiles (WMMA 16x16x16, T = half or bfloat16, f32 accumulate): a block
 // computes a 64 x 64 output tile with 4 warps (32 x 32 each) over K in steps of 32.

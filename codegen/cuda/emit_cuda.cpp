@@ -228,11 +228,15 @@ struct Emitter {
           CudaGrid::warps, gv.warps * 32, total_rows, 0, kCudaGemvRows, 0, gv.min_blocks);
     entry(1, desc + arrays + "  lk::gemm_kernel<T, " + fa + ">" + args, CudaGrid::gemm_tiles, 128, tiles,
           last ? 1 : 0);
-    // The cuBLAS route for prefill: weights already in the activation dtype, one
-    // weight per output (or the gate/up pair of SiLU x up, or one with a residual).
-    const bool float_w = w0.format.dtype == DType::bf16 || w0.format.dtype == DType::f16;
+    // The cuBLAS route for prefill: one weight per output (or the gate/up pair of SiLU
+    // x up, or one with a residual). Weights not in the activation dtype are decoded
+    // into scratch first (a copy of N x K in T per weight, once per launch: on an H200
+    // the tiled tensor-core GEMM with in-loop decoding ran int8 and int4 prefill at
+    // about 20 TFLOP/s, 21-23x slower than bf16 through cuBLAS; docs/performance.md).
     const bool shape_ok = iepi == 0 ? int(n.outputs.size()) == nw : iepi == 1 ? nw == 1 : nw == 2 && widths[0] == widths[1];
-    if (!last && float_w && dtype_name(w0.format.dtype) == g.attrs.s("act_dtype") && shape_ok) {
+    const bool direct = (w0.format.dtype == DType::bf16 || w0.format.dtype == DType::f16) &&
+                        dtype_name(w0.format.dtype) == g.attrs.s("act_dtype");
+    if (!last && w0.format.dtype != DType::f32 && shape_ok) {
       CudaBlasPlan& bl = k.blas;
       bl.nw = nw;
       bl.K = K;
@@ -268,6 +272,21 @@ struct Emitter {
         entry(next++, "  lk::elementwise_kernel<T, 3, " + num(widths[0]) + ">(st, " + at(bl.t1_offset) + ", " +
                           at(bl.t2_offset) + ", " + act_out(0) + ");\n",
               CudaGrid::elements, 256, widths[0]);
+      }
+      if (!direct) {
+        std::string offs, rows_n;
+        int64_t all_rows = 0;
+        for (int i = 0; i < nw; ++i) {
+          bl.wd_offset[i] = take(widths[size_t(i)] * K * 2);
+          offs += (i ? ", " : "") + num(bl.wd_offset[i]);
+          rows_n += (i ? ", " : "") + num(widths[size_t(i)]);
+          all_rows += widths[size_t(i)];
+        }
+        bl.dequant_entry = next;
+        entry(next++, "  const void* W[] = {" + ws + "};\n  const void* S[] = {" + ss + "};\n  const long n[] = {" +
+                          rows_n + "};\n  const long off[] = {" + offs + "};\n  lk::dequant_kernel<T, " + fa +
+                          ">(st, W, S, n, off, " + std::to_string(nw) + ");\n",
+              CudaGrid::warps, 256, all_rows);
       }
       k.scratch_bytes = std::max(k.scratch_bytes, used);
     }
@@ -408,7 +427,10 @@ struct Emitter {
     std::snprintf(sym, sizeof sym, "k_%016llx", (unsigned long long)fnv1a(code + (k.fp8 ? "fp8" : "")));
     for (size_t i = 0; i < k.entries.size(); ++i) {
       static const char* const kRole[] = {"_gemv", "_gemm"};
-      std::string role = i < 2 ? kRole[i] : i == size_t(k.blas.norm_entry) ? "_norm" : "_silu_mul";
+      std::string role = i < 2                                ? kRole[i]
+                         : i == size_t(k.blas.norm_entry)    ? "_norm"
+                         : i == size_t(k.blas.dequant_entry) ? "_dequant"
+                                                             : "_silu_mul";
       std::string s = std::string(sym) + (k.entries.size() > 1 ? role : "");
       k.entries[i].symbol = s;
       std::string ph = "$SYM" + std::to_string(i);

@@ -3,9 +3,11 @@
 // tile sizes) as template arguments of the building blocks in cuda_prelude.cuh.
 // GEMM-family nodes get two entry points, a warp-per-row GEMV for decode (up to 8
 // rows) and a tensor-core tiled GEMM for prefill; the runtime launches the one that
-// fits the step, so each node is still one kernel launch. Dense GEMMs whose weights
-// are in the activation dtype also describe a cuBLAS route for prefill (CudaBlasPlan):
-// an RMSNorm entry, the library GEMMs, a SiLU x up entry; timed as one node.
+// fits the step, so each node is still one kernel launch. Dense GEMMs (not f32
+// weights, not lm_head) also describe a cuBLAS route for prefill (CudaBlasPlan): a
+// dequantization entry when the weights are not in the activation dtype, an RMSNorm
+// entry, the library GEMMs, a SiLU x up entry; timed as one node. The runtime takes it
+// over the tiled GEMM whenever cuBLAS loads.
 #pragma once
 
 #include <string>
@@ -54,10 +56,11 @@ struct CudaEntry {
   int64_t max_rows = -1;  // GEMV entries: used when rows <= max_rows (else the next entry)
 };
 
-// Prefill of a dense GEMM node whose weights are in the activation dtype: cuBLAS
-// GEMMs (one per weight) with the node's prologue and epilogue as kernels of their own
-// around them. Buffer indices are into the kernel's buffer array; offsets are bytes
-// into the device scratch.
+// Prefill of a dense GEMM node: cuBLAS GEMMs (one per weight) with the node's prologue
+// and epilogue as kernels of their own around them. Weights in another format than the
+// activation dtype (int8, int4, fp8, or 16-bit weights of the other type) are first
+// decoded into a copy in the activation dtype by a dequantization entry. Buffer
+// indices are into the kernel's buffer array; offsets are bytes into the device scratch.
 struct CudaBlasPlan {
   int nw = 0;  // GEMMs; 0: no cuBLAS route
   bool on() const { return nw > 0; }
@@ -65,7 +68,9 @@ struct CudaBlasPlan {
   int x = -1, w[4] = {-1, -1, -1, -1}, out[4] = {-1, -1, -1, -1}, residual = -1;
   int epilogue = 0;                      // 0 none, 1 residual (beta = 1 over a copy), 2 silu_mul
   int norm_entry = -1, silu_entry = -1;  // entry points run before / after the GEMMs
+  int dequant_entry = -1;                // decodes every weight into scratch (wd_offset) first
   int64_t xn_offset = -1, t1_offset = -1, t2_offset = -1;
+  int64_t wd_offset[4] = {-1, -1, -1, -1};
 };
 
 struct CudaKernel {

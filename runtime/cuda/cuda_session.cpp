@@ -152,7 +152,8 @@ struct CudaSession::Impl {
     const CuDevicePtr a = b.norm_entry >= 0 ? scratch + CuDevicePtr(b.xn_offset) : l.x;
     for (int i = 0; i < b.nw; ++i) {
       const CuDevicePtr c = b.epilogue == 2 ? scratch + CuDevicePtr(i == 0 ? b.t1_offset : b.t2_offset) : l.out[i];
-      api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, l.w[i], c, b.epilogue == 1 ? 1.0f : 0.0f);
+      const CuDevicePtr w = b.dequant_entry >= 0 ? scratch + CuDevicePtr(b.wd_offset[i]) : l.w[i];
+      api.gemm_nt(stream, bf16, rows, b.n[i], b.K, a, w, c, b.epilogue == 1 ? 1.0f : 0.0f);
     }
   }
   ~Impl() { release(); }
@@ -309,6 +310,7 @@ struct CudaSession::Impl {
   // residual (beta = 1 over a copy of it) or the SiLU x up entry.
   void launch_blas(const Launch& l, int rows, int n_seq, const StepPlan& sp, bool bf16) {
     const CudaBlasPlan& b = l.bp;
+    if (b.dequant_entry >= 0) launch_entry(l.entries[size_t(b.dequant_entry)], l, rows, n_seq, sp);
     if (b.norm_entry >= 0) launch_entry(l.entries[size_t(b.norm_entry)], l, rows, n_seq, sp);
     if (b.epilogue == 1) api.copy_d2d(l.out[0], l.res, size_t(rows) * size_t(b.n[0]) * 2, stream);
     blas_gemms(l, rows, bf16);

@@ -59,7 +59,12 @@ std::string cuda_listing(const Graph& g) {
       for (int i = 0; i < b.nw; ++i) out += " " + std::to_string(b.n[i]);
       out += " epilogue " + std::to_string(b.epilogue) + " norm entry " + std::to_string(b.norm_entry) +
              " silu entry " + std::to_string(b.silu_entry) + " scratch offsets " + std::to_string(b.xn_offset) + "," +
-             std::to_string(b.t1_offset) + "," + std::to_string(b.t2_offset) + "\n";
+             std::to_string(b.t1_offset) + "," + std::to_string(b.t2_offset);
+      if (b.dequant_entry >= 0) {
+        out += " dequant entry " + std::to_string(b.dequant_entry) + " weight copies at";
+        for (int i = 0; i < b.nw; ++i) out += " " + std::to_string(b.wd_offset[i]);
+      }
+      out += "\n";
     }
     if (!seen.insert(k.entries.at(0).symbol).second) continue;
     out += k.body + "\n";
@@ -89,7 +94,8 @@ TEST(EmitGolden, CudaKernelsOfTinyPlans) {
 }
 
 // Weights in the activation dtype: prefill GEMMs take the cuBLAS route (an RMSNorm
-// entry and a SiLU x up entry around the library GEMMs).
+// entry and a SiLU x up entry around the library GEMMs) with no dequantization entry;
+// the int8 plans above add one that decodes the weights into scratch first.
 TEST(EmitGolden, CudaPrefillWithBf16Weights) {
   PlanOptions o = golden_options(true);
   o.weights = parse_weight_format("bf16");
