@@ -74,8 +74,11 @@ std::string attention_shape(const Graph& g, const Node& n) {
 std::optional<TuningKey> cuda_tuning_key(const Graph& g, const Node& n) {
   const int64_t B = g.attrs.i("B"), rows = B * g.attrs.i("S");
   if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
-    // Only steps of at most kCudaGemvRows rows (sequences for lm_head) run the GEMV entry.
-    if ((n.kind == OpKind::lm_head ? B : rows) > kCudaGemvRows) return std::nullopt;
+    // Only steps of at most kCudaGemvRows rows (sequences for lm_head) run the GEMV entry,
+    // and of fewer than cuda_gemv_mma_min_rows where the node has the tensor-core GEMV.
+    const int64_t used = n.kind == OpKind::lm_head ? B : rows;
+    const int mma = cuda_gemv_mma_min_rows(g, n);
+    if (used > kCudaGemvRows || (mma > 0 && used >= mma)) return std::nullopt;
     if (auto s = gemm_shape(g, n)) return TuningKey{"gemv", *s};
     return std::nullopt;
   }

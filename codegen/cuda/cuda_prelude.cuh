@@ -807,6 +807,147 @@ __device__ __forceinline__ unsigned u16pair(const void* base, int lo_index, int 
   return unsigned(p[lo_index]) | (unsigned(p[hi_index]) << 16);
 }
 
+// ---------------------------------------------------------------- GEMV on tensor cores (2-8 rows)
+// Decode steps of 2 to 8 rows (5 to 8 for decoded weights: cuda_gemv_mma_min_rows): a
+// block of GEMV_MMA_WARPS warps computes 16 output rows
+// for every activation row with mma.sync m16n8k16 (A: 16 weight rows x 16 k, B: 16 k x
+// 8 activation rows, f32 accumulate), so each weight is loaded and decoded once for all
+// rows; the warp-per-row GEMV pays the decoding and the activation loads per row (on an
+// H200 its bf16 decode step took 3.3x as long at batch 8 as at batch 1). The warps take
+// interleaved groups of 4 chunks along K, U groups in flight, and sum in shared memory.
+// Lane (g = lane / 4, t = lane % 4) loads whole 16-byte chunks: chunk c + t of weight
+// rows g and g + 8, and the matching 8-element pieces of activation row g. Inside an mma
+// step the k positions are a permutation of the chunk's (element pair q of a piece is
+// A/B register pair q: step 0 takes pairs 0 and 1, step 1 pairs 2 and 3), the same for
+// A and B, which a dot product does not see. Weights in T are used as loaded; others
+// are decoded (group scales included) and rounded to T, as the cuBLAS route's copy is.
+// NORM: the gains scale the activations (rounded to T, like the cuBLAS route's
+// normalized copy) and 1/rms the sums; per-row scales (int8 per channel, fp8) are
+// applied to the sums.
+constexpr int GEMV_MMA_WARPS = 8;
+template <typename T, int FMT, int K, int G, bool NORM>
+__device__ void gemv_mma_kernel(const LatheCudaStep* st, const GemmDesc& d, const T* x, const T* normw,
+                                const void* const* W, const void* const* S, void* const* out, const T* res) {
+  constexpr int E = WChunk<FMT>::E, CH = K / E, NW = GEMV_MMA_WARPS, U = 2;
+  constexpr bool RAW = (FMT == BF16 && same_type<T, __nv_bfloat16>::value) || (FMT == F16 && same_type<T, __half>::value);
+  static_assert(E % 8 == 0, "the tensor-core GEMV takes 16-bit or narrower weights");
+  __shared__ float rr[8];
+  __shared__ float red[32];
+  __shared__ float part[NW][2][16][8];
+  const int M = min(8, d.last_rows ? st->n_seq : st->n_rows);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  auto row_of = [&](int m) -> i64 { return d.last_rows ? st->seq[m].row0 + st->seq[m].len - 1 : m; };
+  const T* xg = g < M ? x + row_of(g) * K : nullptr;
+  if (NORM) {
+    for (int m = 0; m < M; ++m) {
+      const T* xm = x + row_of(m) * K;
+      float ss = 0.0f;
+      for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        float v = tof(xm[k]);
+        ss += v * v;
+      }
+      ss = block_sum(ss, red);
+      if (threadIdx.x == 0) rr[m] = rsqrtf(ss / float(K) + d.eps);
+    }
+  }
+  const bool silu_mul = d.epilogue == EPI_SILU_MUL;
+  int seg = 0;
+  i64 n0 = i64(blockIdx.x) * 16;
+  if (!silu_mul)
+    while (n0 >= d.n[seg]) n0 -= d.n[seg++];
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+  for (int mat = 0; mat < 2; ++mat) {
+    if (mat == 1 && !silu_mul) break;
+    const void* w = W[silu_mul ? mat : seg];
+    const void* s = S[silu_mul ? mat : seg];
+#pragma unroll 1
+    for (int c0 = warp * 4; c0 < CH; c0 += 4 * NW * U) {
+      uint4 ra[U], rb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + 4 * NW * u + t;
+        ra[u] = rb[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (c < CH) {
+          ra[u] = wraw<FMT, K>(w, n0 + g, c);
+          rb[u] = wraw<FMT, K>(w, n0 + g + 8, c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + 4 * NW * u + t;
+        const bool live = c < CH;
+        float fa[RAW ? 1 : E], fb[RAW ? 1 : E];
+        if constexpr (!RAW) {
+          if (live) {
+            wdecode<FMT, K, G>(ra[u], s, n0 + g, c, fa);
+            wdecode<FMT, K, G>(rb[u], s, n0 + g + 8, c, fb);
+          } else {
+#pragma unroll
+            for (int i = 0; i < E; ++i) fa[i] = fb[i] = 0.0f;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < E / 8; ++j) {
+          unsigned aw[4], bw[4];
+          if constexpr (RAW) {
+            aw[0] = ra[u].x, aw[1] = ra[u].y, aw[2] = ra[u].z, aw[3] = ra[u].w;
+            bw[0] = rb[u].x, bw[1] = rb[u].y, bw[2] = rb[u].z, bw[3] = rb[u].w;
+          } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              aw[q] = pack2<T>(fa[8 * j + 2 * q], fa[8 * j + 2 * q + 1]);
+              bw[q] = pack2<T>(fb[8 * j + 2 * q], fb[8 * j + 2 * q + 1]);
+            }
+          }
+          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+          if (xg && live) {
+            if constexpr (!NORM) {
+              xv = *reinterpret_cast<const uint4*>(xg + i64(c) * E + j * 8);
+            } else {
+              float xf[8], gf[8];
+              xvec<T, 8>(xg + i64(c) * E + j * 8, xf);
+              xvec<T, 8>(normw + i64(c) * E + j * 8, gf);
+              xv.x = pack2<T>(xf[0] * gf[0], xf[1] * gf[1]);
+              xv.y = pack2<T>(xf[2] * gf[2], xf[3] * gf[3]);
+              xv.z = pack2<T>(xf[4] * gf[4], xf[5] * gf[5]);
+              xv.w = pack2<T>(xf[6] * gf[6], xf[7] * gf[7]);
+            }
+          }
+          const unsigned a0[4] = {aw[0], bw[0], aw[1], bw[1]};
+          mma16816<T>(acc[mat], a0, xv.x, xv.y);
+          const unsigned a1[4] = {aw[2], bw[2], aw[3], bw[3]};
+          mma16816<T>(acc[mat], a1, xv.z, xv.w);
+        }
+      }
+    }
+    part[warp][mat][g][2 * t] = acc[mat][0];
+    part[warp][mat][g][2 * t + 1] = acc[mat][1];
+    part[warp][mat][g + 8][2 * t] = acc[mat][2];
+    part[warp][mat][g + 8][2 * t + 1] = acc[mat][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * 8; i += blockDim.x) {
+    const int r = i >> 3, m = i & 7;
+    if (m >= M) continue;
+    const i64 n = n0 + r;
+    float v[2] = {0.0f, 0.0f};
+    for (int mat = 0; mat < (silu_mul ? 2 : 1); ++mat) {
+      float sum = 0.0f;
+      for (int wp = 0; wp < NW; ++wp) sum += part[wp][mat][r][m];
+      v[mat] = sum * row_scale<FMT, G>(S[silu_mul ? mat : seg], n) * (NORM ? rr[m] : 1.0f);
+    }
+    if (silu_mul) {
+      reinterpret_cast<T*>(out[0])[m * d.n[0] + n] = fromf<T>(silu(v[0]) * v[1]);
+      continue;
+    }
+    float o = v[0];
+    if (d.epilogue == EPI_RESIDUAL) o += tof(res[m * d.n[seg] + n]);
+    if (d.last_rows) reinterpret_cast<float*>(out[seg])[m * d.n[seg] + n] = o;
+    else reinterpret_cast<T*>(out[seg])[m * d.n[seg] + n] = fromf<T>(o);
+  }
+}
+
 // Keys t0 .. t0 + KT - 1 of one kv head (K or V, `which`) into shared memory as T, rows
 // of stride DS; keys past `last` are zeros. A 16-bit cache of type T is copied with
 // 16-byte loads (a cached vector's D elements are contiguous in every layout).

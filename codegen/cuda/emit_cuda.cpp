@@ -37,6 +37,20 @@ int cuda_gemv_default_loads(DType t, int64_t K) {
 
 int64_t cuda_decode_default_splits(int64_t kv_capacity) { return std::clamp<int64_t>(kv_capacity / 64, 1, 64); }
 
+int cuda_gemv_mma_min_rows(const Graph& g, const Node& n) {
+  if (n.kind != OpKind::matmul && n.kind != OpKind::lm_head) return 0;
+  auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
+  if (!p) return 0;
+  const DType wt = g.value(n.inputs[size_t(p->first_weight)]).format.dtype;
+  if (wt == DType::f32) return 0;
+  for (int i = 0; i < p->num_weights; ++i) {
+    const Value& w = g.value(n.inputs[size_t(p->first_weight + i)]);
+    const Dim& N = w.shape[w.shape.size() - 2];
+    if (!N.is_const() || N.coef % 16 != 0) return 0;
+  }
+  return dtype_name(wt) == g.attrs.s("act_dtype") ? 2 : 5;
+}
+
 namespace {
 
 constexpr int kGemvWarps = 8;  // default warps per GEMV block (tune_cuda_warps)
@@ -290,6 +304,13 @@ struct Emitter {
       }
       k.scratch_bytes = std::max(k.scratch_bytes, used);
     }
+    // The tensor-core GEMV for 2-8 rows: one block per 16 output rows.
+    if ((k.gemv_mma_min_rows = cuda_gemv_mma_min_rows(g, n)) > 0) {
+      k.gemv_mma_entry = int(k.entries.size());
+      entry(k.gemv_mma_entry, desc + arrays + "  lk::gemv_mma_kernel<T, " + fa + ", " + (ipro ? "true" : "false") + ">" +
+                                  args,
+            CudaGrid::warps, 256, total_rows / 16 * 8, 0, kCudaGemvRows);
+    }
   }
 
   void run() {
@@ -430,6 +451,7 @@ struct Emitter {
       std::string role = i < 2                                ? kRole[i]
                          : i == size_t(k.blas.norm_entry)    ? "_norm"
                          : i == size_t(k.blas.dequant_entry) ? "_dequant"
+                         : i == size_t(k.gemv_mma_entry)     ? "_gemv_mma"
                                                              : "_silu_mul";
       std::string s = std::string(sym) + (k.entries.size() > 1 ? role : "");
       k.entries[i].symbol = s;

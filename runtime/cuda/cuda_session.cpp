@@ -41,6 +41,8 @@ struct Launch {
   int timing = -1;
   // The cuBLAS route for prefill rows beyond the GEMV entry (CudaBlasPlan).
   bool blas = false;
+  int gemv_mma = -1;  // entry index of the tensor-core GEMV, -1 if none
+  int gemv_mma_min_rows = 0;
   CudaBlasPlan bp;
   CuDevicePtr x = 0, res = 0, w[4] = {0, 0, 0, 0}, out[4] = {0, 0, 0, 0};
 };
@@ -214,6 +216,8 @@ struct CudaSession::Impl {
       l.zero_scratch = g.node(id).kind == OpKind::expert_matmul;
       for (const CudaEntry& e : k.entries) l.entries.push_back({api.function(it->second, e.symbol), e});
       l.bp = k.blas;
+      l.gemv_mma = k.gemv_mma_entry;
+      l.gemv_mma_min_rows = k.gemv_mma_min_rows;
       scratch_bytes = std::max(scratch_bytes, k.scratch_bytes);
       counter_words = std::max(counter_words, k.counters);
       const Node& n = g.node(id);
@@ -328,6 +332,7 @@ struct CudaSession::Impl {
                                   ? n_seq
                                   : rows;
     if (l.entries.size() > 1 && used_rows > e->spec.max_rows) e = &l.entries[1];
+    else if (l.gemv_mma >= 0 && used_rows >= l.gemv_mma_min_rows) e = &l.entries[size_t(l.gemv_mma)];
     if (l.blas && e != &l.entries[0]) {
       launch_blas(l, rows, n_seq, sp, bf16);
       return;

@@ -28,8 +28,9 @@ TEST(Tuning, KeysNameTheTunableKernels) {
   for (NodeId id : l.decode.topo_order())
     if (auto k = tuning_key(l.decode, id)) kinds.insert(k->kind);
   EXPECT_EQ(kinds, (std::set<std::string>{"decode_attention"}));  // decode GEMVs have no knob
-  // CUDA: the prefill's 32 rows take the tiled GEMMs and flash attention (no knobs);
-  // only lm_head, over the 2 sequences' last rows, runs the GEMV entry.
+  // CUDA: the prefill's 32 rows take cuBLAS and flash attention (no knobs); only
+  // lm_head, over the 2 sequences' last rows, runs the warp-per-row GEMV entry (int8
+  // weights take the tensor-core GEMV from 5 rows).
   for (NodeId id : l.prefill.topo_order())
     EXPECT_EQ(tuning_key(l.prefill, id, "cuda").has_value(), l.prefill.node(id).kind == OpKind::lm_head)
         << l.prefill.node(id).name;
@@ -38,7 +39,8 @@ TEST(Tuning, KeysNameTheTunableKernels) {
 TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
   PlanOptions o;
   o.act_dtype = DType::bf16;
-  auto b = build_plan_graphs("tiny", "h100-sxm", {2, 16, 4}, o);
+  o.weights = parse_weight_format("bf16");
+  auto b = build_plan_graphs("tiny", "h100-sxm", {1, 16, 4}, o);
   Lowered l = lower_plan(b, o);
   std::set<std::string> kinds;
   int gemvs = 0, gemm_nodes = 0;
@@ -56,11 +58,41 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
   // The CPU keys are untouched by the CUDA ones.
   for (NodeId id : l.decode.topo_order())
     if (auto k = tuning_key(l.decode, id, "cpu")) EXPECT_EQ(k->kind, "decode_attention");
-  // A batch past the GEMV rows: the decode GEMVs of 9 sequences run the tiled entry.
-  auto b9 = build_plan_graphs("tiny", "h100-sxm", {9, 16, 4}, o);
-  Lowered l9 = lower_plan(b9, o);
-  for (NodeId id : l9.decode.topo_order())
-    if (auto k = tuning_key(l9.decode, id, "cuda")) EXPECT_EQ(k->kind, "decode_attention");
+  // 2-8 sequences: the decode GEMVs run the tensor-core GEMV (no knobs); 9: the tiled
+  // entry. Either way only decode attention is left to tune.
+  for (int batch : {2, 8, 9}) {
+    auto bb = build_plan_graphs("tiny", "h100-sxm", {batch, 16, 4}, o);
+    Lowered lb = lower_plan(bb, o);
+    for (NodeId id : lb.decode.topo_order()) {
+      if (auto k = tuning_key(lb.decode, id, "cuda")) EXPECT_EQ(k->kind, "decode_attention") << batch;
+      const Node& n = lb.decode.node(id);
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_gemv_mma_min_rows(lb.decode, n), 2) << n.name;
+    }
+  }
+  // Decoded weights (int4) take the tensor-core GEMV from 5 rows: at batch 4 the
+  // warp-per-row GEMV runs and is tuned, at batch 5 not.
+  PlanOptions oq = o;
+  oq.weights = parse_weight_format("int4:g32");
+  for (int batch : {4, 5}) {
+    auto bq = build_plan_graphs("tiny", "h100-sxm", {batch, 16, 4}, oq);
+    Lowered lq = lower_plan(bq, oq);
+    int q_gemvs = 0;
+    for (NodeId id : lq.decode.topo_order()) {
+      if (auto k = tuning_key(lq.decode, id, "cuda")) q_gemvs += k->kind == "gemv";
+      const Node& n = lq.decode.node(id);
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_gemv_mma_min_rows(lq.decode, n), 5);
+    }
+    EXPECT_EQ(q_gemvs > 0, batch == 4) << batch;
+  }
+  // f32 weights have no tensor-core GEMV: their GEMV entry runs (and is tuned) at batch 2.
+  PlanOptions of = o;
+  of.weights = parse_weight_format("f32");
+  auto bf = build_plan_graphs("tiny", "h100-sxm", {2, 16, 4}, of);
+  Lowered lf = lower_plan(bf, of);
+  int f32_gemvs = 0;
+  for (NodeId id : lf.decode.topo_order())
+    if (auto k = tuning_key(lf.decode, id, "cuda")) f32_gemvs += k->kind == "gemv";
+  EXPECT_GT(f32_gemvs, 0);
   // MoE experts: the GEMV entry takes up to 16 token-expert pairs.
   auto bm = build_plan_graphs("tiny-moe", "h100-sxm", {1, 16, 4}, o);
   Lowered lm = lower_plan(bm, o);
