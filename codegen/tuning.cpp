@@ -75,10 +75,11 @@ std::optional<TuningKey> cuda_tuning_key(const Graph& g, const Node& n) {
   const int64_t B = g.attrs.i("B"), rows = B * g.attrs.i("S");
   if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
     // Only steps of at most kCudaGemvRows rows (sequences for lm_head) run the GEMV entry,
-    // and of fewer than cuda_gemv_mma_min_rows where the node has the tensor-core GEMV.
+    // and of fewer than cuda_batched_min_rows where the node leaves it earlier (cuBLAS
+    // is assumed present: it ships with the CUDA toolkit).
     const int64_t used = n.kind == OpKind::lm_head ? B : rows;
-    const int mma = cuda_gemv_mma_min_rows(g, n);
-    if (used > kCudaGemvRows || (mma > 0 && used >= mma)) return std::nullopt;
+    const int batched = cuda_batched_min_rows(g, n);
+    if (used > kCudaGemvRows || (batched > 0 && used >= batched)) return std::nullopt;
     if (auto s = gemm_shape(g, n)) return TuningKey{"gemv", *s};
     return std::nullopt;
   }

@@ -808,22 +808,23 @@ __device__ __forceinline__ unsigned u16pair(const void* base, int lo_index, int 
 }
 
 // ---------------------------------------------------------------- GEMV on tensor cores (2-8 rows)
-// Decode steps of 2 to 8 rows (5 to 8 for decoded weights: cuda_gemv_mma_min_rows): a
-// block of GEMV_MMA_WARPS warps computes 16 output rows
-// for every activation row with mma.sync m16n8k16 (A: 16 weight rows x 16 k, B: 16 k x
-// 8 activation rows, f32 accumulate), so each weight is loaded and decoded once for all
-// rows; the warp-per-row GEMV pays the decoding and the activation loads per row (on an
-// H200 its bf16 decode step took 3.3x as long at batch 8 as at batch 1). The warps take
-// interleaved groups of 4 chunks along K, U groups in flight, and sum in shared memory.
-// Lane (g = lane / 4, t = lane % 4) loads whole 16-byte chunks: chunk c + t of weight
-// rows g and g + 8, and the matching 8-element pieces of activation row g. Inside an mma
-// step the k positions are a permutation of the chunk's (element pair q of a piece is
-// A/B register pair q: step 0 takes pairs 0 and 1, step 1 pairs 2 and 3), the same for
-// A and B, which a dot product does not see. Weights in T are used as loaded; others
-// are decoded (group scales included) and rounded to T, as the cuBLAS route's copy is.
-// NORM: the gains scale the activations (rounded to T, like the cuBLAS route's
-// normalized copy) and 1/rms the sums; per-row scales (int8 per channel, fp8) are
-// applied to the sums.
+// lm_head over 2 to 8 sequences (5 to 8 for decoded weights: cuda_batched_min_rows; the
+// matmuls of such steps go to cuBLAS instead): a block of GEMV_MMA_WARPS warps computes
+// 16 output rows for every activation row with mma.sync m16n8k16 (A: 16 weight rows x
+// 16 k, B: 16 k x 8 activation rows, f32 accumulate), so each weight is loaded and
+// decoded once for all rows; the warp-per-row GEMV pays the decoding and the activation
+// loads per row. The warps take interleaved groups of 4 chunks along K, U groups in
+// flight, and sum in shared memory. Lane (g = lane / 4, t = lane % 4) loads whole
+// 16-byte chunks: chunk c + t of weight rows g and g + 8, and the matching 8-element
+// pieces of activation row g. Inside an mma step the k positions are a permutation of
+// the chunk's (element pair q of a piece is A/B register pair q: step 0 takes pairs 0
+// and 1, step 1 pairs 2 and 3), the same for A and B, which a dot product does not see.
+// Weights in T are used as loaded; others are decoded (group scales included) and
+// rounded to T. NORM: the gains scale the activations, rounded to T before 1/rms scales
+// the sums (the cuBLAS route rounds the normalized row instead). The residual, SiLU x
+// up and multi-weight paths are written like the warp-per-row GEMV's for any dense GEMM
+// but only lm_head (one weight, norm prologue, last rows) uses this kernel; only that
+// has run on a GPU.
 constexpr int GEMV_MMA_WARPS = 8;
 template <typename T, int FMT, int K, int G, bool NORM>
 __device__ void gemv_mma_kernel(const LatheCudaStep* st, const GemmDesc& d, const T* x, const T* normw,

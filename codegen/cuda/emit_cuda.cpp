@@ -37,17 +37,36 @@ int cuda_gemv_default_loads(DType t, int64_t K) {
 
 int64_t cuda_decode_default_splits(int64_t kv_capacity) { return std::clamp<int64_t>(kv_capacity / 64, 1, 64); }
 
-int cuda_gemv_mma_min_rows(const Graph& g, const Node& n) {
+namespace {
+// Whether a matmul node's prefill can take the cuBLAS route: one weight per output, or
+// the gate/up pair of SiLU x up (equal widths), or one weight with a residual.
+bool blas_shape_ok(const Node& n, int nw, const std::vector<int64_t>& widths) {
+  const std::string epi = n.attrs.s("epilogue", "none");
+  if (epi == "silu_mul") return nw == 2 && widths[0] == widths[1];
+  if (epi == "residual") return nw == 1;
+  return epi == "none" && int(n.outputs.size()) == nw;
+}
+std::vector<int64_t> weight_widths(const Graph& g, const Node& n, const GemmParts& p) {
+  std::vector<int64_t> widths;
+  for (int i = 0; i < p.num_weights; ++i) {
+    const Value& w = g.value(n.inputs[size_t(p.first_weight + i)]);
+    const Dim& N = w.shape[w.shape.size() - 2];
+    widths.push_back(N.is_const() ? N.coef : -1);
+  }
+  return widths;
+}
+}  // namespace
+
+int cuda_batched_min_rows(const Graph& g, const Node& n) {
   if (n.kind != OpKind::matmul && n.kind != OpKind::lm_head) return 0;
   auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
   if (!p) return 0;
   const DType wt = g.value(n.inputs[size_t(p->first_weight)]).format.dtype;
   if (wt == DType::f32) return 0;
-  for (int i = 0; i < p->num_weights; ++i) {
-    const Value& w = g.value(n.inputs[size_t(p->first_weight + i)]);
-    const Dim& N = w.shape[w.shape.size() - 2];
-    if (!N.is_const() || N.coef % 16 != 0) return 0;
-  }
+  const std::vector<int64_t> widths = weight_widths(g, n, *p);
+  for (int64_t w : widths)
+    if (w <= 0 || (n.kind == OpKind::lm_head && w % 16 != 0)) return 0;
+  if (n.kind == OpKind::matmul && !blas_shape_ok(n, p->num_weights, widths)) return 0;
   return dtype_name(wt) == g.attrs.s("act_dtype") ? 2 : 5;
 }
 
@@ -247,7 +266,7 @@ struct Emitter {
     // into scratch first (a copy of N x K in T per weight, once per launch: on an H200
     // the tiled tensor-core GEMM with in-loop decoding ran int8 and int4 prefill at
     // about 20 TFLOP/s, 21-23x slower than bf16 through cuBLAS; docs/performance.md).
-    const bool shape_ok = iepi == 0 ? int(n.outputs.size()) == nw : iepi == 1 ? nw == 1 : nw == 2 && widths[0] == widths[1];
+    const bool shape_ok = blas_shape_ok(n, nw, widths);
     const bool direct = (w0.format.dtype == DType::bf16 || w0.format.dtype == DType::f16) &&
                         dtype_name(w0.format.dtype) == g.attrs.s("act_dtype");
     if (!last && w0.format.dtype != DType::f32 && shape_ok) {
@@ -304,8 +323,10 @@ struct Emitter {
       }
       k.scratch_bytes = std::max(k.scratch_bytes, used);
     }
-    // The tensor-core GEMV for 2-8 rows: one block per 16 output rows.
-    if ((k.gemv_mma_min_rows = cuda_gemv_mma_min_rows(g, n)) > 0) {
+    // lm_head over 2-8 sequences: the tensor-core GEMV, one block per 16 output rows
+    // (matmuls of 2-8 rows take the cuBLAS route above instead).
+    k.batched_min_rows = cuda_batched_min_rows(g, n);
+    if (last && k.batched_min_rows > 0) {
       k.gemv_mma_entry = int(k.entries.size());
       entry(k.gemv_mma_entry, desc + arrays + "  lk::gemv_mma_kernel<T, " + fa + ", " + (ipro ? "true" : "false") + ">" +
                                   args,
@@ -472,6 +493,20 @@ struct Emitter {
 };
 
 }  // namespace
+
+int cuda_step_entry(const CudaKernel& k, int64_t rows, int64_t n_seq, bool blas) {
+  const auto& en = k.entries;
+  if (en.size() < 2 || en[0].grid != CudaGrid::warps) return 0;  // not GEMM-family: one entry
+  // lm_head (its tiled entry's rows are sequences) counts the sequences' last rows.
+  const int64_t used = en[1].grid == CudaGrid::gemm_tiles && en[1].p1 == 1 ? n_seq : rows;
+  const bool route = blas && k.blas.on();
+  if (used > en[0].max_rows) return route ? kCudaBlasRoute : 1;
+  if (k.batched_min_rows > 0 && used >= k.batched_min_rows) {
+    if (k.gemv_mma_entry >= 0) return k.gemv_mma_entry;
+    if (route) return kCudaBlasRoute;
+  }
+  return 0;
+}
 
 CudaKernel emit_cuda_kernel(const Graph& g, NodeId id) {
   Emitter e{g, g.node(id), {}, {}, {}, {}, {}, {}};

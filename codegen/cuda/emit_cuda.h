@@ -2,9 +2,9 @@
 // constants (activation type, weight format and group, dims, KV layout and dtype,
 // tile sizes) as template arguments of the building blocks in cuda_prelude.cuh.
 // GEMM-family nodes get two entry points, a warp-per-row GEMV for decode (up to 8
-// rows) and a tensor-core tiled GEMM for prefill, and dense ones a tensor-core GEMV for
-// 2-8 rows (cuda_gemv_mma_min_rows); the runtime launches the one that fits the step,
-// so each node is still one kernel launch. Dense GEMMs (not f32
+// rows) and a tensor-core tiled GEMM for prefill, and lm_head a tensor-core GEMV for
+// 2-8 sequences; the runtime launches the one that fits the step, so each node is still
+// one kernel launch (dense matmuls of 2-8 rows go to cuBLAS: cuda_batched_min_rows). Dense GEMMs (not f32
 // weights, not lm_head) also describe a cuBLAS route for prefill (CudaBlasPlan): a
 // dequantization entry when the weights are not in the activation dtype, an RMSNorm
 // entry, the library GEMMs, a SiLU x up entry; timed as one node. The runtime takes it
@@ -36,15 +36,17 @@ int cuda_gemv_default_loads(DType weight_dtype, int64_t K);
 // batch 1 (kv heads x splits), at least 64 positions each.
 int64_t cuda_decode_default_splits(int64_t kv_capacity);
 
-// The fewest rows (sequences for lm_head) for which a dense GEMM-family node runs its
-// tensor-core GEMV entry instead of the warp-per-row GEMV, up to kCudaGemvRows; 0 when
-// it has none (f32 weights, or an output width that is not a multiple of 16: a block's
-// 16 rows stay in one weight). 2 for weights in the activation dtype, 5 for decoded
-// ones (int8, int4, fp8, 16-bit weights of the other type). Measured on an H200
-// (llama-3-8b decode step, docs/performance.md): bf16 at batch 2 6.70 ms on tensor cores
-// against 8.43 ms, at batch 8 7.21 against 22.95; int4:g128 at batch 8 19.7 against
-// 29.4, but 19.3 ms already at batch 2, where the warp-per-row GEMV does one pass.
-int cuda_gemv_mma_min_rows(const Graph& g, const Node& n);
+// The fewest rows (sequences for lm_head), up to kCudaGemvRows, from which a dense
+// GEMM-family node leaves its warp-per-row GEMV: a matmul with a cuBLAS route
+// (CudaBlasPlan) goes to cuBLAS as in prefill, lm_head (no cuBLAS route) to its
+// tensor-core GEMV entry (output width a multiple of 16). 2 for weights in the
+// activation dtype, 5 for decoded ones (int8, int4, fp8, 16-bit weights of the other
+// type, which cuBLAS gets through the dequantized copy); 0 for f32 weights, expert GEMMs
+// and shapes without either. Measured on an H200 (llama-3-8b decode step,
+// docs/performance.md): bf16 at batch 2 6.70 ms against 8.43 on the GEMV, at batch 8
+// 7.21 against 22.95; int4:g128 at batch 8 19.7 against 29.4, but 19.3 ms already at
+// batch 2 (the copy is rewritten every step), where the GEMV makes one pass.
+int cuda_batched_min_rows(const Graph& g, const Node& n);
 
 // How the runtime sizes the grid of an entry point for a step.
 enum class CudaGrid : uint8_t {
@@ -97,9 +99,19 @@ struct CudaKernel {
   bool fp8 = false;
   std::vector<std::string> bufs;
   CudaBlasPlan blas;  // prefill rows beyond the GEMV entry's go to cuBLAS when on
-  int gemv_mma_entry = -1;    // the tensor-core GEMV, for gemv_mma_min_rows .. kCudaGemvRows rows
-  int gemv_mma_min_rows = 0;  // cuda_gemv_mma_min_rows
+  int gemv_mma_entry = -1;   // lm_head's tensor-core GEMV, for batched_min_rows .. kCudaGemvRows
+  int batched_min_rows = 0;  // cuda_batched_min_rows
 };
+
+// How a kernel runs a step of `rows` new rows over `n_seq` sequences: the index of the
+// entry point to launch, or kCudaBlasRoute for its cuBLAS route (k.blas; `blas`: the
+// library loaded). GEMM-family kernels: the warp-per-row GEMV up to its max_rows (rows
+// counted as sequences for lm_head), except from batched_min_rows on, where lm_head
+// takes its tensor-core GEMV and a matmul its cuBLAS route; beyond max_rows the tiled
+// GEMM, or the cuBLAS route. MoE experts: their GEMV up to its max_rows (token-expert
+// pairs), else the tiled entry. Other kernels: their one entry.
+constexpr int kCudaBlasRoute = -1;
+int cuda_step_entry(const CudaKernel& k, int64_t rows, int64_t n_seq, bool blas);
 
 std::string_view cuda_prelude_text();
 

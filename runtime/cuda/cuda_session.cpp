@@ -41,8 +41,7 @@ struct Launch {
   int timing = -1;
   // The cuBLAS route for prefill rows beyond the GEMV entry (CudaBlasPlan).
   bool blas = false;
-  int gemv_mma = -1;  // entry index of the tensor-core GEMV, -1 if none
-  int gemv_mma_min_rows = 0;
+  CudaKernel routing;  // the emitted kernel without its source: cuda_step_entry's input
   CudaBlasPlan bp;
   CuDevicePtr x = 0, res = 0, w[4] = {0, 0, 0, 0}, out[4] = {0, 0, 0, 0};
 };
@@ -216,8 +215,9 @@ struct CudaSession::Impl {
       l.zero_scratch = g.node(id).kind == OpKind::expert_matmul;
       for (const CudaEntry& e : k.entries) l.entries.push_back({api.function(it->second, e.symbol), e});
       l.bp = k.blas;
-      l.gemv_mma = k.gemv_mma_entry;
-      l.gemv_mma_min_rows = k.gemv_mma_min_rows;
+      l.routing = k;  // what cuda_step_entry reads; not the source
+      l.routing.source.clear();
+      l.routing.body.clear();
       scratch_bytes = std::max(scratch_bytes, k.scratch_bytes);
       counter_words = std::max(counter_words, k.counters);
       const Node& n = g.node(id);
@@ -325,19 +325,12 @@ struct CudaSession::Impl {
     const int rows = int(sp.tokens.size()), n_seq = int(sp.seqs.size());
     if (l.counters) api.memset32(counters, 0, size_t(l.counters), stream);
     if (l.zero_scratch && l.scratch_bytes) api.memset32(scratch, 0, size_t(l.scratch_bytes / 4), stream);
-    // GEMM-family: the GEMV entry when the rows fit it, else the tiled entry.
-    const Entry* e = &l.entries[0];
-    const int64_t used_rows = e->spec.grid == CudaGrid::warps && l.entries.size() > 1 &&
-                                      l.entries[1].spec.grid == CudaGrid::gemm_tiles && l.entries[1].spec.p1 == 1
-                                  ? n_seq
-                                  : rows;
-    if (l.entries.size() > 1 && used_rows > e->spec.max_rows) e = &l.entries[1];
-    else if (l.gemv_mma >= 0 && used_rows >= l.gemv_mma_min_rows) e = &l.entries[size_t(l.gemv_mma)];
-    if (l.blas && e != &l.entries[0]) {
+    const int e = cuda_step_entry(l.routing, rows, n_seq, l.blas);
+    if (e == kCudaBlasRoute) {
       launch_blas(l, rows, n_seq, sp, bf16);
       return;
     }
-    launch_entry(*e, l, rows, n_seq, sp);
+    launch_entry(l.entries[size_t(e)], l, rows, n_seq, sp);
   }
 
   StepResult run(Program& prog, const std::vector<std::vector<int32_t>>& new_tokens, bool fresh) {

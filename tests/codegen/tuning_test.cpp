@@ -58,19 +58,19 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
   // The CPU keys are untouched by the CUDA ones.
   for (NodeId id : l.decode.topo_order())
     if (auto k = tuning_key(l.decode, id, "cpu")) EXPECT_EQ(k->kind, "decode_attention");
-  // 2-8 sequences: the decode GEMVs run the tensor-core GEMV (no knobs); 9: the tiled
-  // entry. Either way only decode attention is left to tune.
+  // 2-8 sequences: the decode matmuls go to cuBLAS and lm_head to its tensor-core GEMV
+  // (no knobs); 9: the tiled entry. Either way only decode attention is left to tune.
   for (int batch : {2, 8, 9}) {
     auto bb = build_plan_graphs("tiny", "h100-sxm", {batch, 16, 4}, o);
     Lowered lb = lower_plan(bb, o);
     for (NodeId id : lb.decode.topo_order()) {
       if (auto k = tuning_key(lb.decode, id, "cuda")) EXPECT_EQ(k->kind, "decode_attention") << batch;
       const Node& n = lb.decode.node(id);
-      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_gemv_mma_min_rows(lb.decode, n), 2) << n.name;
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_batched_min_rows(lb.decode, n), 2) << n.name;
     }
   }
-  // Decoded weights (int4) take the tensor-core GEMV from 5 rows: at batch 4 the
-  // warp-per-row GEMV runs and is tuned, at batch 5 not.
+  // Decoded weights (int4) leave the warp-per-row GEMV from 5 rows: at batch 4 it runs
+  // and is tuned, at batch 5 not.
   PlanOptions oq = o;
   oq.weights = parse_weight_format("int4:g32");
   for (int batch : {4, 5}) {
@@ -80,7 +80,7 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
     for (NodeId id : lq.decode.topo_order()) {
       if (auto k = tuning_key(lq.decode, id, "cuda")) q_gemvs += k->kind == "gemv";
       const Node& n = lq.decode.node(id);
-      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_gemv_mma_min_rows(lq.decode, n), 5);
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_batched_min_rows(lq.decode, n), 5);
     }
     EXPECT_EQ(q_gemvs > 0, batch == 4) << batch;
   }
@@ -337,6 +337,64 @@ TEST(Tuning, MalformedFilesAreErrors) {
            R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4}}, {"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 16}})",
        })
     EXPECT_THROW(cuda(bad), Error) << bad;
+}
+
+// Which entry the runtime launches for a step (cuda_step_entry), against the tuning
+// keys: a GEMM-family node has a `gemv` key exactly when the plan's steps run its
+// warp-per-row GEMV. Batches 1-9 with 16-bit and int4 weights: matmuls leave the GEMV
+// for cuBLAS from 2 rows (16-bit) or 5 (int4), lm_head for its tensor-core GEMV; past 8
+// rows the tiled GEMM (or cuBLAS); without cuBLAS a matmul keeps its GEMV up to 8 rows.
+TEST(Tuning, CudaStepEntryAgreesWithTheTuningKeys) {
+  for (const char* wf : {"bf16", "int4:g32"})
+    for (int batch = 1; batch <= 9; ++batch) {
+      PlanOptions o;
+      o.act_dtype = DType::bf16;
+      o.weights = parse_weight_format(wf);
+      auto b = build_plan_graphs("tiny", "h100-sxm", {batch, 16, 4}, o);
+      Lowered l = lower_plan(b, o);
+      const int from = std::string(wf) == "bf16" ? 2 : 5;
+      int gemm_nodes = 0;
+      for (NodeId id : l.decode.topo_order()) {
+        const Node& n = l.decode.node(id);
+        if (n.kind != OpKind::matmul && n.kind != OpKind::lm_head) continue;
+        ++gemm_nodes;
+        const CudaKernel k = emit_cuda_kernel(l.decode, id);
+        const int e = cuda_step_entry(k, batch, batch, true);
+        const std::string at = std::string(wf) + " batch " + std::to_string(batch) + " " + n.name;
+        auto key = tuning_key(l.decode, id, "cuda");
+        EXPECT_EQ(key.has_value() && key->kind == "gemv", e == 0) << at;
+        if (batch < from) {
+          EXPECT_EQ(e, 0) << at;
+        } else if (n.kind == OpKind::lm_head) {
+          ASSERT_GE(e, 0) << at;
+          if (batch > 8) EXPECT_EQ(e, 1) << at;  // the tiled GEMM over 9 last rows
+          else EXPECT_EQ(k.entries[size_t(e)].symbol.substr(k.entries[size_t(e)].symbol.size() - 9), "_gemv_mma") << at;
+        } else {
+          EXPECT_EQ(e, kCudaBlasRoute) << at;
+          EXPECT_EQ(cuda_step_entry(k, batch, batch, false), batch > 8 ? 1 : 0) << at;  // no cuBLAS
+        }
+        // lm_head over one sequence's last row runs the GEMV however many rows it has.
+        if (n.kind == OpKind::lm_head) EXPECT_EQ(cuda_step_entry(k, 100, 1, true), 0) << at;
+      }
+      EXPECT_GT(gemm_nodes, 0);
+    }
+  // MoE experts: the GEMV up to 16 token-expert pairs, then the tiled entry.
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  o.weights = parse_weight_format("bf16");
+  auto bm = build_plan_graphs("tiny-moe", "h100-sxm", {8, 16, 4}, o);
+  Lowered lm = lower_plan(bm, o);
+  int experts = 0;
+  for (NodeId id : lm.decode.topo_order())
+    if (lm.decode.node(id).kind == OpKind::expert_matmul) {
+      const CudaKernel k = emit_cuda_kernel(lm.decode, id);
+      EXPECT_EQ(cuda_step_entry(k, k.entries[0].max_rows, 1, true), 0);
+      EXPECT_EQ(cuda_step_entry(k, k.entries[0].max_rows + 1, 1, true), 1);
+      ++experts;
+    } else if (lm.decode.node(id).kind == OpKind::decode_attention) {
+      EXPECT_EQ(cuda_step_entry(emit_cuda_kernel(lm.decode, id), 8, 8, true), 0);
+    }
+  EXPECT_GT(experts, 0);
 }
 
 }  // namespace

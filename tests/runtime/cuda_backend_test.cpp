@@ -273,8 +273,9 @@ TEST(CudaBackendKv, PrefillThenDecodeEqualsTokenByToken) {
 // rounds the merged output to bf16 from different partials, hence the tolerance (the
 // bound of the KV-layout comparison above): on an H200, tiny-moe with int4:g32 weights
 // differed by 2.9e-3 at the third decode step under splits 8 and 16. wide-rows (reductions of 1024 and 4096) is where the
-// loads candidates change the kernels; tiny-moe has the expert GEMVs; batch 6 runs
-// both 4-row halves of the GEMV and the splits of several sequences.
+// loads candidates change the kernels; tiny-moe has the expert GEMVs; batch 6 runs the
+// splits of several sequences (its dense matmuls go to cuBLAS and lm_head to the
+// tensor-core GEMV, neither tuned: cuda_batched_min_rows; the expert GEMVs keep theirs).
 TEST(CudaTune, EveryCandidateGivesTheDefaultsLogits) {
   REQUIRE_GPU();
   const std::string wide = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/wide-rows.toml";

@@ -12,11 +12,10 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 
 
 // ==== node l0.qkv (norm_matmul_x3) scratch 66048 B
-//   entry k_5574ed006f2e61d4_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_5574ed006f2e61d4_gemm grid gemm_tiles block 128 p 4,0,0
-//   entry k_5574ed006f2e61d4_norm grid rows block 256 p 0,0,0
-//   entry k_5574ed006f2e61d4_dequant grid warps block 256 p 256,0,0
-//   entry k_5574ed006f2e61d4_gemv_mma grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_415808565b5360a4_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_415808565b5360a4_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_415808565b5360a4_norm grid rows block 256 p 0,0,0
+//   entry k_415808565b5360a4_dequant grid warps block 256 p 256,0,0
 //   prefill via cuBLAS: 3 GEMM(s) K 128 N 128 64 64 epilogue 0 norm entry 2 silu entry -1 scratch offsets 0,-1,-1 dequant entry 3 weight copies at 512 33280 49664
 // kernel l0.qkv = matmul (norm_matmul_x3)
 // absorbs: l0.wq:matmul l0.wk:matmul l0.wv:matmul l0.attn_norm:rms_norm
@@ -31,7 +30,7 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 //   b[8] -> %l0.q bf16[B, S, 128]
 //   b[9] -> %l0.k bf16[B, S, 64]
 //   b[10] -> %l0.v bf16[B, S, 64]
-extern "C" __global__ void __launch_bounds__(256, 2) k_5574ed006f2e61d4_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_415808565b5360a4_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -41,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_5574ed006f2e61d4_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_5574ed006f2e61d4_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_415808565b5360a4_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -51,13 +50,13 @@ extern "C" __global__ void __launch_bounds__(128) k_5574ed006f2e61d4_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5574ed006f2e61d4_norm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_415808565b5360a4_norm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::rms_norm_kernel<T, 128>(st, (const T*)b[0], (const T*)b[1], (T*)((unsigned char*)st->scratch + 0), 1e-05f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5574ed006f2e61d4_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_415808565b5360a4_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[2], b[4], b[6]};
@@ -65,16 +64,6 @@ extern "C" __global__ void __launch_bounds__(256) k_5574ed006f2e61d4_dequant(con
   const long n[] = {128, 64, 64};
   const long off[] = {512, 33280, 49664};
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 3);
-}
-
-extern "C" __global__ void __launch_bounds__(256) k_5574ed006f2e61d4_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
-  const void* W[] = {b[2], b[4], b[6]};
-  const void* S[] = {b[3], b[5], b[7]};
-  void* const O[] = {b[8], b[9], b[10]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
 
@@ -108,10 +97,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) k_db4fa29570934b83(const La
 
 
 // ==== node l0.wo (matmul_residual) scratch 32768 B
-//   entry k_5c8f9cb43f9699fa_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_5c8f9cb43f9699fa_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_5c8f9cb43f9699fa_dequant grid warps block 256 p 128,0,0
-//   entry k_5c8f9cb43f9699fa_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_2bb94ac9207bd6ce_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 128 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // kernel l0.wo = matmul (matmul_residual)
 // absorbs: l0.wo:matmul l0.attn_add:add
@@ -120,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k_db4fa29570934b83(const La
 //   b[2] @layers.0.wo scales
 //   b[3] %x0 bf16[B, S, 128]
 //   b[4] -> %l0.x_attn bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256, 2) k_5c8f9cb43f9699fa_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_2bb94ac9207bd6ce_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -130,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_5c8f9cb43f9699fa_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_5c8f9cb43f9699fa_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_2bb94ac9207bd6ce_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -140,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(128) k_5c8f9cb43f9699fa_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_2bb94ac9207bd6ce_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[1]};
@@ -150,24 +138,13 @@ extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_dequant(con
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 1);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
-  const void* W[] = {b[1]};
-  const void* S[] = {b[2]};
-  void* const O[] = {b[4]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
-}
-
 
 // ==== node l0.gate_up (norm_matmul_gate_up_silu) scratch 200192 B
-//   entry k_aff0fe23279dc7c2_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_aff0fe23279dc7c2_gemm grid gemm_tiles block 128 p 6,0,0
-//   entry k_aff0fe23279dc7c2_norm grid rows block 256 p 0,0,0
-//   entry k_aff0fe23279dc7c2_silu_mul grid elements block 256 p 384,0,0
-//   entry k_aff0fe23279dc7c2_dequant grid warps block 256 p 768,0,0
-//   entry k_aff0fe23279dc7c2_gemv_mma grid warps block 256 p 192,0,0 max_rows 8
+//   entry k_4d2972d51c9a0f24_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_4d2972d51c9a0f24_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_4d2972d51c9a0f24_norm grid rows block 256 p 0,0,0
+//   entry k_4d2972d51c9a0f24_silu_mul grid elements block 256 p 384,0,0
+//   entry k_4d2972d51c9a0f24_dequant grid warps block 256 p 768,0,0
 //   prefill via cuBLAS: 2 GEMM(s) K 128 N 384 384 epilogue 2 norm entry 2 silu entry 3 scratch offsets 0,512,2048 dequant entry 4 weight copies at 3584 101888
 // kernel l0.gate_up = matmul (norm_matmul_gate_up_silu)
 // absorbs: l0.w_gate:matmul l0.w_up:matmul l0.ffn_norm:rms_norm l0.silu:silu l0.mul:mul
@@ -178,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_gemv_mma(co
 //   b[4] @layers.0.w_up int8[384, 128]
 //   b[5] @layers.0.w_up scales
 //   b[6] -> %l0.ffn_act bf16[B, S, 384]
-extern "C" __global__ void __launch_bounds__(256, 2) k_aff0fe23279dc7c2_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_4d2972d51c9a0f24_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -188,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_aff0fe23279dc7c2_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_aff0fe23279dc7c2_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_4d2972d51c9a0f24_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -198,19 +175,19 @@ extern "C" __global__ void __launch_bounds__(128) k_aff0fe23279dc7c2_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_norm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_4d2972d51c9a0f24_norm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::rms_norm_kernel<T, 128>(st, (const T*)b[0], (const T*)b[1], (T*)((unsigned char*)st->scratch + 0), 1e-05f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_silu_mul(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_4d2972d51c9a0f24_silu_mul(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::elementwise_kernel<T, 3, 384>(st, (T*)((unsigned char*)st->scratch + 512), (T*)((unsigned char*)st->scratch + 2048), (T*)b[6]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_4d2972d51c9a0f24_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[2], b[4]};
@@ -220,22 +197,11 @@ extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_dequant(con
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 2);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
-  const void* W[] = {b[2], b[4]};
-  const void* S[] = {b[3], b[5]};
-  void* const O[] = {b[6]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
-}
-
 
 // ==== node l0.w_down (matmul_residual) scratch 98304 B
-//   entry k_0828c2eedbc271ce_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_0828c2eedbc271ce_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_0828c2eedbc271ce_dequant grid warps block 256 p 128,0,0
-//   entry k_0828c2eedbc271ce_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_c18c4d1732ff5b02_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 384 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // kernel l0.w_down = matmul (matmul_residual)
 // absorbs: l0.w_down:matmul l0.ffn_add:add
@@ -244,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(256) k_aff0fe23279dc7c2_gemv_mma(co
 //   b[2] @layers.0.w_down scales
 //   b[3] %l0.x_attn bf16[B, S, 128]
 //   b[4] -> %x1 bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256, 2) k_0828c2eedbc271ce_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_c18c4d1732ff5b02_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -254,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_0828c2eedbc271ce_gemv(con
   lk::gemv_kernel<T, 3, 384, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_0828c2eedbc271ce_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_c18c4d1732ff5b02_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -264,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(128) k_0828c2eedbc271ce_gemm(const 
   lk::gemm_kernel<T, 3, 384, 0>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_c18c4d1732ff5b02_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[1]};
@@ -274,47 +240,33 @@ extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_dequant(con
   lk::dequant_kernel<T, 3, 384, 0>(st, W, S, n, off, 1);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
-  const void* W[] = {b[1]};
-  const void* S[] = {b[2]};
-  void* const O[] = {b[4]};
-  lk::gemv_mma_kernel<T, 3, 384, 0, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
-}
-
 
 // ==== node l1.qkv (norm_matmul_x3) scratch 66048 B
-//   entry k_5574ed006f2e61d4_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_5574ed006f2e61d4_gemm grid gemm_tiles block 128 p 4,0,0
-//   entry k_5574ed006f2e61d4_norm grid rows block 256 p 0,0,0
-//   entry k_5574ed006f2e61d4_dequant grid warps block 256 p 256,0,0
-//   entry k_5574ed006f2e61d4_gemv_mma grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_415808565b5360a4_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_415808565b5360a4_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_415808565b5360a4_norm grid rows block 256 p 0,0,0
+//   entry k_415808565b5360a4_dequant grid warps block 256 p 256,0,0
 //   prefill via cuBLAS: 3 GEMM(s) K 128 N 128 64 64 epilogue 0 norm entry 2 silu entry -1 scratch offsets 0,-1,-1 dequant entry 3 weight copies at 512 33280 49664
 // ==== node l1.rope_kvwrite (rope_kvwrite)
 //   entry k_61756ecd75f63050 grid rows_x block 256 p 1,0,0
 // ==== node l1.decode_attention (decode_attention) scratch 1088 B counters 4
 //   entry k_db4fa29570934b83 grid decode_splits block 128 p 2,1,0
 // ==== node l1.wo (matmul_residual) scratch 32768 B
-//   entry k_5c8f9cb43f9699fa_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_5c8f9cb43f9699fa_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_5c8f9cb43f9699fa_dequant grid warps block 256 p 128,0,0
-//   entry k_5c8f9cb43f9699fa_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_2bb94ac9207bd6ce_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 128 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // ==== node l1.gate_up (norm_matmul_gate_up_silu) scratch 200192 B
-//   entry k_aff0fe23279dc7c2_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_aff0fe23279dc7c2_gemm grid gemm_tiles block 128 p 6,0,0
-//   entry k_aff0fe23279dc7c2_norm grid rows block 256 p 0,0,0
-//   entry k_aff0fe23279dc7c2_silu_mul grid elements block 256 p 384,0,0
-//   entry k_aff0fe23279dc7c2_dequant grid warps block 256 p 768,0,0
-//   entry k_aff0fe23279dc7c2_gemv_mma grid warps block 256 p 192,0,0 max_rows 8
+//   entry k_4d2972d51c9a0f24_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_4d2972d51c9a0f24_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_4d2972d51c9a0f24_norm grid rows block 256 p 0,0,0
+//   entry k_4d2972d51c9a0f24_silu_mul grid elements block 256 p 384,0,0
+//   entry k_4d2972d51c9a0f24_dequant grid warps block 256 p 768,0,0
 //   prefill via cuBLAS: 2 GEMM(s) K 128 N 384 384 epilogue 2 norm entry 2 silu entry 3 scratch offsets 0,512,2048 dequant entry 4 weight copies at 3584 101888
 // ==== node l1.w_down (matmul_residual) scratch 98304 B
-//   entry k_0828c2eedbc271ce_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_0828c2eedbc271ce_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_0828c2eedbc271ce_dequant grid warps block 256 p 128,0,0
-//   entry k_0828c2eedbc271ce_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_c18c4d1732ff5b02_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 384 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // ==== node lm_head (norm_lm_head)
 //   entry k_657581699fef055d_gemv grid warps block 256 p 512,0,0 max_rows 8

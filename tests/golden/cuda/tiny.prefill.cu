@@ -12,11 +12,10 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 
 
 // ==== node l0.qkv (norm_matmul_x3) scratch 73728 B
-//   entry k_0e18fc90dc1653b9_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_0e18fc90dc1653b9_gemm grid gemm_tiles block 128 p 4,0,0
-//   entry k_0e18fc90dc1653b9_norm grid rows block 256 p 0,0,0
-//   entry k_0e18fc90dc1653b9_dequant grid warps block 256 p 256,0,0
-//   entry k_0e18fc90dc1653b9_gemv_mma grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_06f0bf6887f629dd_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_06f0bf6887f629dd_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_06f0bf6887f629dd_norm grid rows block 256 p 0,0,0
+//   entry k_06f0bf6887f629dd_dequant grid warps block 256 p 256,0,0
 //   prefill via cuBLAS: 3 GEMM(s) K 128 N 128 64 64 epilogue 0 norm entry 2 silu entry -1 scratch offsets 0,-1,-1 dequant entry 3 weight copies at 8192 40960 57344
 // kernel l0.qkv = matmul (norm_matmul_x3)
 // absorbs: l0.wq:matmul l0.wk:matmul l0.wv:matmul l0.attn_norm:rms_norm
@@ -31,7 +30,7 @@ extern "C" __global__ void __launch_bounds__(128) k_e6d5bcab78cfe926(const Lathe
 //   b[8] -> %l0.q bf16[B, S, 128]
 //   b[9] -> %l0.k bf16[B, S, 64]
 //   b[10] -> %l0.v bf16[B, S, 64]
-extern "C" __global__ void __launch_bounds__(256, 2) k_0e18fc90dc1653b9_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_06f0bf6887f629dd_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -41,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_0e18fc90dc1653b9_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_0e18fc90dc1653b9_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_06f0bf6887f629dd_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
@@ -51,13 +50,13 @@ extern "C" __global__ void __launch_bounds__(128) k_0e18fc90dc1653b9_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0e18fc90dc1653b9_norm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_06f0bf6887f629dd_norm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::rms_norm_kernel<T, 128>(st, (const T*)b[0], (const T*)b[1], (T*)((unsigned char*)st->scratch + 0), 1e-05f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0e18fc90dc1653b9_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_06f0bf6887f629dd_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[2], b[4], b[6]};
@@ -65,16 +64,6 @@ extern "C" __global__ void __launch_bounds__(256) k_0e18fc90dc1653b9_dequant(con
   const long n[] = {128, 64, 64};
   const long off[] = {8192, 40960, 57344};
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 3);
-}
-
-extern "C" __global__ void __launch_bounds__(256) k_0e18fc90dc1653b9_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {3, {128, 64, 64, 0}, 1, 0, 1e-05f, 0};
-  const void* W[] = {b[2], b[4], b[6]};
-  const void* S[] = {b[3], b[5], b[7]};
-  void* const O[] = {b[8], b[9], b[10]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
 
@@ -108,10 +97,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) k_6bebcc84316f9ce2(const La
 
 
 // ==== node l0.wo (matmul_residual) scratch 32768 B
-//   entry k_5c8f9cb43f9699fa_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_5c8f9cb43f9699fa_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_5c8f9cb43f9699fa_dequant grid warps block 256 p 128,0,0
-//   entry k_5c8f9cb43f9699fa_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_2bb94ac9207bd6ce_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 128 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // kernel l0.wo = matmul (matmul_residual)
 // absorbs: l0.wo:matmul l0.attn_add:add
@@ -120,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) k_6bebcc84316f9ce2(const La
 //   b[2] @layers.0.wo scales
 //   b[3] %x0 bf16[B, S, 128]
 //   b[4] -> %l0.x_attn bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256, 2) k_5c8f9cb43f9699fa_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_2bb94ac9207bd6ce_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -130,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_5c8f9cb43f9699fa_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_5c8f9cb43f9699fa_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_2bb94ac9207bd6ce_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -140,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(128) k_5c8f9cb43f9699fa_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_2bb94ac9207bd6ce_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[1]};
@@ -150,24 +138,13 @@ extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_dequant(con
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 1);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
-  const void* W[] = {b[1]};
-  const void* S[] = {b[2]};
-  void* const O[] = {b[4]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
-}
-
 
 // ==== node l0.gate_up (norm_matmul_gate_up_silu) scratch 253952 B
-//   entry k_4819888f9f53590a_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_4819888f9f53590a_gemm grid gemm_tiles block 128 p 6,0,0
-//   entry k_4819888f9f53590a_norm grid rows block 256 p 0,0,0
-//   entry k_4819888f9f53590a_silu_mul grid elements block 256 p 384,0,0
-//   entry k_4819888f9f53590a_dequant grid warps block 256 p 768,0,0
-//   entry k_4819888f9f53590a_gemv_mma grid warps block 256 p 192,0,0 max_rows 8
+//   entry k_5f2fca81b688f3dc_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_5f2fca81b688f3dc_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_5f2fca81b688f3dc_norm grid rows block 256 p 0,0,0
+//   entry k_5f2fca81b688f3dc_silu_mul grid elements block 256 p 384,0,0
+//   entry k_5f2fca81b688f3dc_dequant grid warps block 256 p 768,0,0
 //   prefill via cuBLAS: 2 GEMM(s) K 128 N 384 384 epilogue 2 norm entry 2 silu entry 3 scratch offsets 0,8192,32768 dequant entry 4 weight copies at 57344 155648
 // kernel l0.gate_up = matmul (norm_matmul_gate_up_silu)
 // absorbs: l0.w_gate:matmul l0.w_up:matmul l0.ffn_norm:rms_norm l0.silu:silu l0.mul:mul
@@ -178,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256) k_5c8f9cb43f9699fa_gemv_mma(co
 //   b[4] @layers.0.w_up int8[384, 128]
 //   b[5] @layers.0.w_up scales
 //   b[6] -> %l0.ffn_act bf16[B, S, 384]
-extern "C" __global__ void __launch_bounds__(256, 2) k_4819888f9f53590a_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_5f2fca81b688f3dc_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -188,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_4819888f9f53590a_gemv(con
   lk::gemv_kernel<T, 3, 128, 0, 8, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_4819888f9f53590a_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_5f2fca81b688f3dc_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
@@ -198,19 +175,19 @@ extern "C" __global__ void __launch_bounds__(128) k_4819888f9f53590a_gemm(const 
   lk::gemm_kernel<T, 3, 128, 0>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_norm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_5f2fca81b688f3dc_norm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::rms_norm_kernel<T, 128>(st, (const T*)b[0], (const T*)b[1], (T*)((unsigned char*)st->scratch + 0), 1e-05f);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_silu_mul(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_5f2fca81b688f3dc_silu_mul(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   lk::elementwise_kernel<T, 3, 384>(st, (T*)((unsigned char*)st->scratch + 8192), (T*)((unsigned char*)st->scratch + 32768), (T*)b[6]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_5f2fca81b688f3dc_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[2], b[4]};
@@ -220,22 +197,11 @@ extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_dequant(con
   lk::dequant_kernel<T, 3, 128, 0>(st, W, S, n, off, 2);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {2, {384, 384, 0, 0}, 1, 2, 1e-05f, 0};
-  const void* W[] = {b[2], b[4]};
-  const void* S[] = {b[3], b[5]};
-  void* const O[] = {b[6]};
-  lk::gemv_mma_kernel<T, 3, 128, 0, true>(st, d, (const T*)b[0], (const T*)b[1], W, S, O, nullptr);
-}
-
 
 // ==== node l0.w_down (matmul_residual) scratch 98304 B
-//   entry k_0828c2eedbc271ce_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_0828c2eedbc271ce_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_0828c2eedbc271ce_dequant grid warps block 256 p 128,0,0
-//   entry k_0828c2eedbc271ce_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_c18c4d1732ff5b02_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 384 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // kernel l0.w_down = matmul (matmul_residual)
 // absorbs: l0.w_down:matmul l0.ffn_add:add
@@ -244,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(256) k_4819888f9f53590a_gemv_mma(co
 //   b[2] @layers.0.w_down scales
 //   b[3] %l0.x_attn bf16[B, S, 128]
 //   b[4] -> %x1 bf16[B, S, 128]
-extern "C" __global__ void __launch_bounds__(256, 2) k_0828c2eedbc271ce_gemv(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256, 2) k_c18c4d1732ff5b02_gemv(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -254,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) k_0828c2eedbc271ce_gemv(con
   lk::gemv_kernel<T, 3, 384, 0, 8, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(128) k_0828c2eedbc271ce_gemm(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(128) k_c18c4d1732ff5b02_gemm(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
@@ -264,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(128) k_0828c2eedbc271ce_gemm(const 
   lk::gemm_kernel<T, 3, 384, 0>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_dequant(const LatheCudaStep* st, void* const* b, long layer) {
+extern "C" __global__ void __launch_bounds__(256) k_c18c4d1732ff5b02_dequant(const LatheCudaStep* st, void* const* b, long layer) {
   typedef __nv_bfloat16 T;
   (void)layer;
   const void* W[] = {b[1]};
@@ -274,47 +240,33 @@ extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_dequant(con
   lk::dequant_kernel<T, 3, 384, 0>(st, W, S, n, off, 1);
 }
 
-extern "C" __global__ void __launch_bounds__(256) k_0828c2eedbc271ce_gemv_mma(const LatheCudaStep* st, void* const* b, long layer) {
-  typedef __nv_bfloat16 T;
-  (void)layer;
-  const lk::GemmDesc d = {1, {128, 0, 0, 0}, 0, 1, 1e-05f, 0};
-  const void* W[] = {b[1]};
-  const void* S[] = {b[2]};
-  void* const O[] = {b[4]};
-  lk::gemv_mma_kernel<T, 3, 384, 0, false>(st, d, (const T*)b[0], nullptr, W, S, O, (const T*)b[3]);
-}
-
 
 // ==== node l1.qkv (norm_matmul_x3) scratch 73728 B
-//   entry k_0e18fc90dc1653b9_gemv grid warps block 256 p 256,0,0 max_rows 8
-//   entry k_0e18fc90dc1653b9_gemm grid gemm_tiles block 128 p 4,0,0
-//   entry k_0e18fc90dc1653b9_norm grid rows block 256 p 0,0,0
-//   entry k_0e18fc90dc1653b9_dequant grid warps block 256 p 256,0,0
-//   entry k_0e18fc90dc1653b9_gemv_mma grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_06f0bf6887f629dd_gemv grid warps block 256 p 256,0,0 max_rows 8
+//   entry k_06f0bf6887f629dd_gemm grid gemm_tiles block 128 p 4,0,0
+//   entry k_06f0bf6887f629dd_norm grid rows block 256 p 0,0,0
+//   entry k_06f0bf6887f629dd_dequant grid warps block 256 p 256,0,0
 //   prefill via cuBLAS: 3 GEMM(s) K 128 N 128 64 64 epilogue 0 norm entry 2 silu entry -1 scratch offsets 0,-1,-1 dequant entry 3 weight copies at 8192 40960 57344
 // ==== node l1.rope_kvwrite (rope_kvwrite)
 //   entry k_61756ecd75f63050 grid rows_x block 256 p 1,0,0
 // ==== node l1.flash_attention (flash_attention)
 //   entry k_6bebcc84316f9ce2 grid flash block 128 p 4,64,0
 // ==== node l1.wo (matmul_residual) scratch 32768 B
-//   entry k_5c8f9cb43f9699fa_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_5c8f9cb43f9699fa_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_5c8f9cb43f9699fa_dequant grid warps block 256 p 128,0,0
-//   entry k_5c8f9cb43f9699fa_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_2bb94ac9207bd6ce_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_2bb94ac9207bd6ce_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 128 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // ==== node l1.gate_up (norm_matmul_gate_up_silu) scratch 253952 B
-//   entry k_4819888f9f53590a_gemv grid warps block 256 p 384,0,0 max_rows 8
-//   entry k_4819888f9f53590a_gemm grid gemm_tiles block 128 p 6,0,0
-//   entry k_4819888f9f53590a_norm grid rows block 256 p 0,0,0
-//   entry k_4819888f9f53590a_silu_mul grid elements block 256 p 384,0,0
-//   entry k_4819888f9f53590a_dequant grid warps block 256 p 768,0,0
-//   entry k_4819888f9f53590a_gemv_mma grid warps block 256 p 192,0,0 max_rows 8
+//   entry k_5f2fca81b688f3dc_gemv grid warps block 256 p 384,0,0 max_rows 8
+//   entry k_5f2fca81b688f3dc_gemm grid gemm_tiles block 128 p 6,0,0
+//   entry k_5f2fca81b688f3dc_norm grid rows block 256 p 0,0,0
+//   entry k_5f2fca81b688f3dc_silu_mul grid elements block 256 p 384,0,0
+//   entry k_5f2fca81b688f3dc_dequant grid warps block 256 p 768,0,0
 //   prefill via cuBLAS: 2 GEMM(s) K 128 N 384 384 epilogue 2 norm entry 2 silu entry 3 scratch offsets 0,8192,32768 dequant entry 4 weight copies at 57344 155648
 // ==== node l1.w_down (matmul_residual) scratch 98304 B
-//   entry k_0828c2eedbc271ce_gemv grid warps block 256 p 128,0,0 max_rows 8
-//   entry k_0828c2eedbc271ce_gemm grid gemm_tiles block 128 p 2,0,0
-//   entry k_0828c2eedbc271ce_dequant grid warps block 256 p 128,0,0
-//   entry k_0828c2eedbc271ce_gemv_mma grid warps block 256 p 64,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemv grid warps block 256 p 128,0,0 max_rows 8
+//   entry k_c18c4d1732ff5b02_gemm grid gemm_tiles block 128 p 2,0,0
+//   entry k_c18c4d1732ff5b02_dequant grid warps block 256 p 128,0,0
 //   prefill via cuBLAS: 1 GEMM(s) K 384 N 128 epilogue 1 norm entry -1 silu entry -1 scratch offsets -1,-1,-1 dequant entry 2 weight copies at 0
 // ==== node lm_head (norm_lm_head)
 //   entry k_657581699fef055d_gemv grid warps block 256 p 512,0,0 max_rows 8
