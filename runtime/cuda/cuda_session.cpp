@@ -63,7 +63,15 @@ int64_t value_offset(const Graph& g, ValueId v) {
 
 }  // namespace
 
-double cuda_session_bytes(const Plan& plan) { return cpu_session_bytes(plan); }
+double cuda_session_bytes(const Plan& plan) {
+  // The CPU session's weights, KV cache and arena, plus the largest kernel scratch (one
+  // device buffer serves every kernel): dequantized weight copies of the cuBLAS route
+  // (235 MB for llama-3-8b's gate/up pair), decode-attention partials, MoE products.
+  int64_t scratch = 0;
+  for (const Graph* g : {&plan.prefill, &plan.decode})
+    for (NodeId id : g->topo_order()) scratch = std::max(scratch, emit_cuda_kernel(*g, id).scratch_bytes);
+  return cpu_session_bytes(plan) + double(scratch);
+}
 
 CudaBinding cuda_binding(const Graph& g, const KernelBinding& kb) {
   const Value& v = g.value(kb.value);

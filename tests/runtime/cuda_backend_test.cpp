@@ -27,8 +27,10 @@
 #include <tuple>
 
 #include "codegen/cpu/emit_cpu.h"  // kernel_bindings
+#include "codegen/cuda/emit_cuda.h"
 #include "ir/assert.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cpu/session.h"
 #include "runtime/cuda/cuda_session.h"
 #include "runtime/tune.h"
 #include "support/cpu_run.h"
@@ -405,6 +407,25 @@ TEST(CudaBackendPlan, EveryBindingHasItsDeviceBuffer) {
         }
       }
   }
+}
+
+// The device-memory check counts the kernel scratch, which holds the dequantized weight
+// copies of the cuBLAS route: with int4 weights at least the gate/up pair's bf16 copy.
+TEST(CudaBackendPlan, SessionBytesCountTheKernelScratch) {
+  PlanOptions o;
+  o.act_dtype = DType::bf16;
+  o.weights = parse_weight_format("int4:g32");
+  Plan plan = testing::make_plan("tiny", {2, 40, 4}, o, "h100-sxm");
+  int64_t copies = 0;
+  for (NodeId id : plan.prefill.topo_order()) {
+    const CudaKernel k = emit_cuda_kernel(plan.prefill, id);
+    if (k.blas.dequant_entry < 0) continue;
+    int64_t bytes = 0;
+    for (int i = 0; i < k.blas.nw; ++i) bytes += k.blas.n[i] * k.blas.K * 2;
+    copies = std::max(copies, bytes);
+  }
+  ASSERT_GT(copies, 0) << "int4 prefill GEMMs take the cuBLAS route through a dequantized copy";
+  EXPECT_GE(cuda_session_bytes(plan), cpu_session_bytes(plan) + double(copies));
 }
 
 // Gains stored as f32 (or anything else) reach the device in the activation dtype.
