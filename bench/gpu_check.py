@@ -11,6 +11,8 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
 3. Decode at batch 1 (bf16, int8, int4:g128 weights; synthetic values), CUDA graphs:
    ms/token; bytes a step must move (`lathe simulate`) / TPOT as a fraction of the
    copy bandwidth. Goals: >= 85% bf16, >= 70% int4.
+   Then decode steps of several sequences: bf16 at batch 8, int4:g128 at 4 and 8
+   (ms/step and tokens/s against the prediction).
 4. Prefill of 2048 tokens: ms; prefill FLOPs / time as a fraction of the cuBLAS peak.
    Goal: >= 70%.
 5. Predicted (against the probed spec) vs measured per phase, and the five kernels
@@ -176,6 +178,20 @@ def main():
         w(f"| decode b1 (ms/token) | {fmt} | {tpot:.3f} | {pred:.3f} | {tpot / pred:.2f} | "
           f"{step_bytes / (tpot / 1e3) / 1e9:.0f} GB/s | {100 * frac:.0f}% | {'' if goal is None else f'>= {goal:.0%}'} |")
         print(f"decode {fmt}: {tpot:.3f} ms/token, {100 * frac:.0f}% of copy bandwidth", flush=True)
+
+    # Batched decode: a step of several sequences (bf16 at 8: matmuls on cuBLAS; int4 at
+    # 4 on the warp-per-row GEMV and at 8 through the dequantized copy), against the
+    # same weights at batch 1 above.
+    for fmt, b in (("bf16", 8), ("int4:g128", 4), ("int4:g128", 8)):
+        run = call(out, f"decode-{fmt}-b{b}", L, "run", a.model, "--backend", a.backend, "--hw", hw, "--weights", fmt,
+                   "--batch", str(b), "--prompt-tokens", "128", "--gen", "64", "--format", "json")
+        if run is None:
+            w(f"| decode b{b} (ms/step) | {fmt} | FAILED: {FAILED[-1][2]} | | | | | |")
+            continue
+        tpot, pred = run["tpot_ms"], run["predicted"]["tpot_ms"]
+        w(f"| decode b{b} (ms/step) | {fmt} | {tpot:.3f} | {pred:.3f} | {tpot / pred:.2f} | "
+          f"{b / (tpot / 1e3):.0f} tokens/s | | |")
+        print(f"decode {fmt} batch {b}: {tpot:.3f} ms/step", flush=True)
 
     P = str(a.prefill_tokens)
     pre = call(out, "prefill", L, "run", a.model, "--backend", a.backend, "--hw", hw, "--prompt-tokens", P, "--gen", "1",

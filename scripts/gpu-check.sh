@@ -5,7 +5,8 @@
 # Llama-3-8B-shaped model with synthetic weights, runs `lathe tune --backend cuda` on
 # it (issue 8), and prints one table (also written to $OUT/gpu-check.md). On an H200
 # with 16 CPU cores it took 229-280 s in all: GPU tests about 50-60 s, the tuning
-# 25-37 s a weight format (TUNE_FORMATS= skips it). Logs and JSON go to $OUT (default:
+# 25-37 s a weight format (TUNE_FORMATS= skips it); the batched-decode rows added since
+# are three more runs of about 12 s each (estimate). Logs and JSON go to $OUT (default:
 # a temp dir), at most eight files: gpu-check.md, gpu-tests.log, gpu-tests.csv,
 # runs.log, runs.json, probe.toml, nvidia-smi.csv; gpu-check.md and runs.json are
 # rewritten after every lathe call, so a run stopped at a time limit keeps what it
