@@ -27,8 +27,9 @@ Usage: bench/gpu_check.py --out DIR [--lathe build/cli/lathe] [--model llama-3-8
    the default and best time per call and the winning parameters, and the decode step of
    the default vs the tuned plan.
 Writes DIR/gpu-check.md (and DIR/runs.json) after every call, so a run stopped at a time
-limit keeps its finished sections, and prints it at the end. Every lathe call is logged to DIR/runs.log
-(command, exit code, seconds, stderr) and its JSON kept in DIR/runs.json; a call that
+limit keeps its finished sections, and prints it at the end. Every lathe call is logged
+to DIR/runs.log (command, exit code, seconds, stderr) and its JSON kept in
+DIR/runs.json; a call that
 fails leaves a FAILED row with its error and the rest of the table still runs.
 
 --backend cpu --hw cpu-host --model tiny runs the same steps on the CPU backend (a
@@ -47,21 +48,18 @@ import time
 
 RUNS = {}
 FAILED = []
-OUT_DIR = None
 LINES = []
 
 
-def save():
-    """Writes what is known so far (gpu-check.md, runs.json), so that a run stopped at
-    its time limit still leaves its finished sections behind."""
-    if OUT_DIR is None:
-        return
+def save(out):
+    """Writes what is known so far (gpu-check.md, runs.json) into `out`, so that a run
+    stopped at its time limit still leaves its finished sections behind."""
     text = "\n".join(LINES) + "\n"
     if FAILED:
         text += "\nFailed calls (full stderr in runs.log):\n\n" + "".join(
             f"- {key} (exit {rc}): {why}\n" for key, rc, why in FAILED)
-    open(os.path.join(OUT_DIR, "gpu-check.md"), "w").write(text)
-    json.dump(RUNS, open(os.path.join(OUT_DIR, "runs.json"), "w"), indent=1)
+    open(os.path.join(out, "gpu-check.md"), "w").write(text)
+    json.dump(RUNS, open(os.path.join(out, "runs.json"), "w"), indent=1)
     return text
 
 
@@ -80,14 +78,14 @@ def call(out, key, *cmd, timeout=600):
         try:
             RUNS[key] = json.loads(stdout)
             print(f"  {key}: {dt:.1f} s", flush=True)
-            save()
+            save(out)
             return RUNS[key]
         except json.JSONDecodeError as e:
             stderr = f"output is not JSON ({e})"
     why = (stderr.strip().splitlines() or ["(no message)"])[-1][:300]
     FAILED.append((key, rc, why))
     print(f"  {key}: FAILED (exit {rc}): {why}", flush=True)
-    save()
+    save(out)
     return None
 
 
@@ -105,10 +103,8 @@ def main():
                     help="weight formats step 7 tunes (comma separated; empty: skip kernel tuning)")
     ap.add_argument("--tune-timeout", type=int, default=600, help="seconds each `lathe tune` may take")
     a = ap.parse_args()
-    global OUT_DIR
     L, out = a.lathe, a.out
     os.makedirs(out, exist_ok=True)
-    OUT_DIR = out
     w = LINES.append
     act = ["--act", "bf16"] if a.backend == "cuda" else []
     if a.backend == "cuda":
@@ -272,7 +268,7 @@ def main():
               f"| {pl['decode_gain']:.2f}x |")
             w(f"| whole plan | prefill 128 | {pl['prefill_default_ms'] * 1e3:.1f} | {pl['prefill_tuned_ms'] * 1e3:.1f} | "
               f"| {pl['prefill_gain']:.2f}x |")
-    print(save())
+    print(save(out))
     return 1 if FAILED else 0
 
 

@@ -326,8 +326,8 @@ __device__ void gemv_kernel(const LatheCudaStep* st, const GemmDesc& d, const T*
 }
 
 // ---------------------------------------------------------------- dequantization
-// Prefill of a GEMM whose weights are not in the activation dtype goes to cuBLAS on a
-// copy of them in T: one warp per weight row (rows of the nw weights counted one after
+// The cuBLAS route of a GEMM whose weights are not in the activation dtype (prefill,
+// decode steps of 5 or more rows) multiplies a copy of them in T: one warp per weight row (rows of the nw weights counted one after
 // the other), each lane decoding every 32nd 16-byte chunk (the GEMV's decoding, per-row
 // scale folded in) and storing it with 16-byte stores into scratch at off[seg].
 template <typename T, int FMT, int K, int G>

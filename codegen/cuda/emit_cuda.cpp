@@ -46,6 +46,11 @@ bool blas_shape_ok(const Node& n, int nw, const std::vector<int64_t>& widths) {
   if (epi == "residual") return nw == 1;
   return epi == "none" && int(n.outputs.size()) == nw;
 }
+// Weights the cuBLAS route and the tensor-core GEMV use as stored: 16-bit, of the
+// activation dtype (others are decoded first).
+bool weights_in_act_dtype(const Graph& g, DType w) {
+  return (w == DType::bf16 || w == DType::f16) && dtype_name(w) == g.attrs.s("act_dtype");
+}
 std::vector<int64_t> weight_widths(const Graph& g, const Node& n, const GemmParts& p) {
   std::vector<int64_t> widths;
   for (int i = 0; i < p.num_weights; ++i) {
@@ -67,7 +72,7 @@ int cuda_batched_min_rows(const Graph& g, const Node& n) {
   for (int64_t w : widths)
     if (w <= 0 || (n.kind == OpKind::lm_head && w % 16 != 0)) return 0;
   if (n.kind == OpKind::matmul && !blas_shape_ok(n, p->num_weights, widths)) return 0;
-  return dtype_name(wt) == g.attrs.s("act_dtype") ? 2 : 5;
+  return weights_in_act_dtype(g, wt) ? 2 : 5;
 }
 
 namespace {
@@ -267,8 +272,7 @@ struct Emitter {
     // the tiled tensor-core GEMM with in-loop decoding ran int8 and int4 prefill at
     // about 20 TFLOP/s, 21-23x slower than bf16 through cuBLAS; docs/performance.md).
     const bool shape_ok = blas_shape_ok(n, nw, widths);
-    const bool direct = (w0.format.dtype == DType::bf16 || w0.format.dtype == DType::f16) &&
-                        dtype_name(w0.format.dtype) == g.attrs.s("act_dtype");
+    const bool direct = weights_in_act_dtype(g, w0.format.dtype);
     if (!last && w0.format.dtype != DType::f32 && shape_ok) {
       CudaBlasPlan& bl = k.blas;
       bl.nw = nw;

@@ -3,12 +3,12 @@
 // tile sizes) as template arguments of the building blocks in cuda_prelude.cuh.
 // GEMM-family nodes get two entry points, a warp-per-row GEMV for decode (up to 8
 // rows) and a tensor-core tiled GEMM for prefill, and lm_head a tensor-core GEMV for
-// 2-8 sequences; the runtime launches the one that fits the step, so each node is still
-// one kernel launch (dense matmuls of 2-8 rows go to cuBLAS: cuda_batched_min_rows). Dense GEMMs (not f32
-// weights, not lm_head) also describe a cuBLAS route for prefill (CudaBlasPlan): a
-// dequantization entry when the weights are not in the activation dtype, an RMSNorm
-// entry, the library GEMMs, a SiLU x up entry; timed as one node. The runtime takes it
-// over the tiled GEMM whenever cuBLAS loads.
+// 2-8 sequences; the runtime launches the one that fits the step (cuda_step_entry), so
+// each node is still one kernel launch. Dense GEMMs (not f32 weights, not lm_head) also
+// describe a cuBLAS route (CudaBlasPlan): a dequantization entry when the weights are not
+// in the activation dtype, an RMSNorm entry, the library GEMMs, a SiLU x up entry; timed
+// as one node. The runtime takes it over the tiled GEMM whenever cuBLAS loads, and over
+// the GEMV for decode steps of 2-8 rows (cuda_batched_min_rows).
 #pragma once
 
 #include <string>
@@ -24,7 +24,6 @@ namespace lathe {
 // pairs.
 constexpr int kCudaGemvRows = 8;
 constexpr int kCudaExpertGemvPairs = 16;
-
 
 // Elements of a weight row per 16-byte load (the prelude's WChunk<FMT>::E).
 int cuda_chunk_elems(DType weight_dtype);

@@ -36,13 +36,12 @@ struct Launch {
   std::vector<Entry> entries;
   CuDevicePtr bufs = 0;  // device array of pointers
   long layer = 0;
-  int64_t scratch_bytes = 0, counters = 0;
+  // The emitted kernel without its source: entry specs, scratch and counters, the cuBLAS
+  // route (kernel.blas) and what cuda_step_entry reads.
+  CudaKernel kernel;
   bool zero_scratch = false;
   int timing = -1;
-  // The cuBLAS route for prefill rows beyond the GEMV entry (CudaBlasPlan).
-  bool blas = false;
-  CudaKernel routing;  // the emitted kernel without its source: cuda_step_entry's input
-  CudaBlasPlan bp;
+  bool blas = false;  // the cuBLAS route is bound (the node has one and the library loaded)
   CuDevicePtr x = 0, res = 0, w[4] = {0, 0, 0, 0}, out[4] = {0, 0, 0, 0};
 };
 
@@ -157,7 +156,7 @@ struct CudaSession::Impl {
   // when the node has a norm prologue; C is the output (over a copy of the residual,
   // beta = 1) or, for SiLU x up, the gate and up products in scratch.
   void blas_gemms(const Launch& l, int64_t rows, bool bf16) {
-    const CudaBlasPlan& b = l.bp;
+    const CudaBlasPlan& b = l.kernel.blas;
     const CuDevicePtr a = b.norm_entry >= 0 ? scratch + CuDevicePtr(b.xn_offset) : l.x;
     for (int i = 0; i < b.nw; ++i) {
       const CuDevicePtr c = b.epilogue == 2 ? scratch + CuDevicePtr(i == 0 ? b.t1_offset : b.t2_offset) : l.out[i];
@@ -218,14 +217,11 @@ struct CudaSession::Impl {
       l.form = cost_form(g, g.node(id));
       l.name = k.node_name;
       l.layer = long(k.layer);
-      l.scratch_bytes = k.scratch_bytes;
-      l.counters = k.counters;
       l.zero_scratch = g.node(id).kind == OpKind::expert_matmul;
       for (const CudaEntry& e : k.entries) l.entries.push_back({api.function(it->second, e.symbol), e});
-      l.bp = k.blas;
-      l.routing = k;  // what cuda_step_entry reads; not the source
-      l.routing.source.clear();
-      l.routing.body.clear();
+      l.kernel = k;
+      l.kernel.source.clear();
+      l.kernel.body.clear();
       scratch_bytes = std::max(scratch_bytes, k.scratch_bytes);
       counter_words = std::max(counter_words, k.counters);
       const Node& n = g.node(id);
@@ -283,13 +279,13 @@ struct CudaSession::Impl {
       }
       l.bufs = api.alloc(std::max<size_t>(ptrs.size(), 1) * 8, "kernel arguments");
       api.upload(l.bufs, ptrs.data(), ptrs.size() * 8);
-      if (l.bp.on() && api.blas_available()) {
+      if (l.kernel.blas.on() && api.blas_available()) {
         l.blas = true;
-        l.x = ptrs.at(size_t(l.bp.x));
-        if (l.bp.residual >= 0) l.res = ptrs.at(size_t(l.bp.residual));
+        l.x = ptrs.at(size_t(l.kernel.blas.x));
+        if (l.kernel.blas.residual >= 0) l.res = ptrs.at(size_t(l.kernel.blas.residual));
         for (int i = 0; i < 4; ++i) {
-          if (l.bp.w[i] >= 0) l.w[i] = ptrs.at(size_t(l.bp.w[i]));
-          if (l.bp.out[i] >= 0) l.out[i] = ptrs.at(size_t(l.bp.out[i]));
+          if (l.kernel.blas.w[i] >= 0) l.w[i] = ptrs.at(size_t(l.kernel.blas.w[i]));
+          if (l.kernel.blas.out[i] >= 0) l.out[i] = ptrs.at(size_t(l.kernel.blas.out[i]));
         }
       }
     }
@@ -321,7 +317,7 @@ struct CudaSession::Impl {
   // Prefill through cuBLAS: the norm entry into scratch, one GEMM per weight, then the
   // residual (beta = 1 over a copy of it) or the SiLU x up entry.
   void launch_blas(const Launch& l, int rows, int n_seq, const StepPlan& sp, bool bf16) {
-    const CudaBlasPlan& b = l.bp;
+    const CudaBlasPlan& b = l.kernel.blas;
     if (b.dequant_entry >= 0) launch_entry(l.entries[size_t(b.dequant_entry)], l, rows, n_seq, sp);
     if (b.norm_entry >= 0) launch_entry(l.entries[size_t(b.norm_entry)], l, rows, n_seq, sp);
     if (b.epilogue == 1) api.copy_d2d(l.out[0], l.res, size_t(rows) * size_t(b.n[0]) * 2, stream);
@@ -331,9 +327,10 @@ struct CudaSession::Impl {
 
   void launch(const Launch& l, const StepPlan& sp, bool& bf16) {
     const int rows = int(sp.tokens.size()), n_seq = int(sp.seqs.size());
-    if (l.counters) api.memset32(counters, 0, size_t(l.counters), stream);
-    if (l.zero_scratch && l.scratch_bytes) api.memset32(scratch, 0, size_t(l.scratch_bytes / 4), stream);
-    const int e = cuda_step_entry(l.routing, rows, n_seq, l.blas);
+    const CudaKernel& k = l.kernel;
+    if (k.counters) api.memset32(counters, 0, size_t(k.counters), stream);
+    if (l.zero_scratch && k.scratch_bytes) api.memset32(scratch, 0, size_t(k.scratch_bytes / 4), stream);
+    const int e = cuda_step_entry(k, rows, n_seq, l.blas);
     if (e == kCudaBlasRoute) {
       launch_blas(l, rows, n_seq, sp, bf16);
       return;

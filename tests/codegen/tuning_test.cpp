@@ -84,7 +84,8 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
     }
     EXPECT_EQ(q_gemvs > 0, batch == 4) << batch;
   }
-  // f32 weights have no tensor-core GEMV: their GEMV entry runs (and is tuned) at batch 2.
+  // f32 weights have neither a cuBLAS route nor the tensor-core GEMV: their GEMV entry
+  // runs (and is tuned) at batch 2.
   PlanOptions of = o;
   of.weights = parse_weight_format("f32");
   auto bf = build_plan_graphs("tiny", "h100-sxm", {2, 16, 4}, of);
