@@ -82,6 +82,7 @@ const TargetField kTargetFields[] = {
     TF("nvlink_gbs", nvlink_gbs, "GB/s", "NVLink bandwidth per GPU (0 = none)"),
     TF("pcie_gbs", pcie_gbs, "GB/s", "PCIe bandwidth"),
     TF("interconnect_latency_us", interconnect_latency_us, "us", "latency per collective step"),
+    TF("nvlink_switch", nvlink_switch, "0/1", "NVLink through an NVSwitch fabric: direct one/two-shot collectives"),
     TF("price_per_hour", price_per_hour, "USD/h", "price of one device-hour"),
     TF("unified_memory", unified_memory, "0/1", "CPU and accelerator share memory"),
     TF("gemm_tile_m", gemm_tile_m, "rows", "GEMM tile rows for wave quantization"),
@@ -166,6 +167,7 @@ FieldRange target_field_range(const TargetField& f) {
     return {1e-3, 1.5, true};  // 0: the GEMMs' factor
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
+  if (f.member == &Target::nvlink_switch) return {0.0, 1.0};
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
   // Peaks, bandwidths and capacity: 0 means absent (a format the device lacks, no
   // NVLink); anything else at least 1e-3 of the unit, so that times stay finite.

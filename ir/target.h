@@ -58,7 +58,11 @@ struct Target {
   double launch_overhead_us = 0;  // per kernel, host launch to start
   double nvlink_gbs = 0;          // per-GPU bidirectional interconnect bandwidth, 0 = none
   double pcie_gbs = 0;
-  double interconnect_latency_us = 5;  // per collective step
+  double interconnect_latency_us = 5;  // per collective step (one synchronization)
+  // 1 when the NVLink ports go through an NVSwitch fabric (HGX boards: every device
+  // reaches every other at nvlink_gbs), so collectives can use direct one- and two-shot
+  // algorithms; 0 = ring only (NVLink bridges between pairs, PCIe).
+  double nvlink_switch = 0;
   double price_per_hour = 0;           // USD per device-hour, for cost objectives
   double unified_memory = 0;           // 1 when CPU and GPU share the memory (Jetson)
   double gemm_tile_m = 128, gemm_tile_n = 128;  // tile shape for wave quantization

@@ -443,16 +443,9 @@ struct Costing {
       case OpKind::all_gather: {
         double tp = double(f.tp);
         double bytes = f.kind == OpKind::all_reduce ? vb(in(0)) : vb(out(0));
-        // Ring algorithm: all-reduce moves 2 (tp-1)/tp of the buffer per device in
-        // 2 (tp-1) steps; all-gather half of that.
-        double factor = f.kind == OpKind::all_reduce ? 2.0 : 1.0;
-        // Specs give bidirectional link figures (NVLink 900 GB/s, PCIe Gen5 128 GB/s);
-        // a ring step sends and receives at once, each at half of that.
-        double link = t.link_bytes_per_s() / 2;
         c.cls = KernelClass::collective;
         c.bytes = bytes;
-        c.network_s = link > 0 ? factor * (tp - 1) / tp * bytes / link : 0;
-        c.network_s += factor * (tp - 1) * t.interconnect_latency_us * 1e-6;
+        c.network_s = collective_seconds(f.kind == OpKind::all_reduce, bytes, tp, t);
         c.flops = f.kind == OpKind::all_reduce ? elems(in(0)) * (tp - 1) / tp : 0;
         break;
       }
@@ -479,6 +472,17 @@ double overlap_time(double compute_s, double memory_s, const Target& t, const Co
   if (p == 2) return hi * std::sqrt(1.0 + r * r);
   if (p == 4) return hi * std::sqrt(std::sqrt(1.0 + (r * r) * (r * r)));
   return hi * std::pow(1.0 + std::pow(r, p), 1.0 / p);
+}
+
+double collective_seconds(bool all_reduce, double bytes, double devices, const Target& t) {
+  const double n = devices, W = t.link_bytes_per_s() / 2, step = t.interconnect_latency_us * 1e-6;
+  if (n <= 1) return 0;
+  auto time = [&](double buffers, double steps) { return (W > 0 ? buffers * bytes / W : 0) + steps * step; };
+  const double share = (n - 1) / n;  // of the buffer that lives on the other devices
+  if (!(t.nvlink_gbs > 0 && t.nvlink_switch > 0))
+    return all_reduce ? time(2 * share, 2 * (n - 1)) : time(share, n - 1);
+  if (!all_reduce) return time(share, 1);
+  return std::min(time(n - 1, 1), time(2 * share, 2));
 }
 
 CostForm cost_form(const Graph& g, const Node& n) { return FormBuilder{g, n}.build(); }

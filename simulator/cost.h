@@ -86,6 +86,20 @@ NodeCost cost_node(const Graph& g, const Node& n, const Target& t, const Binding
 // p = target.roofline_exponent; the pure max when ideal.
 double overlap_time(double compute_s, double memory_s, const Target& t, const CostOptions& o);
 
+// Seconds a collective over `devices` devices takes on the target's interconnect
+// (network time only; the kernel's launch is added like any other's). `bytes` is the
+// buffer each device holds at the end: the one reduced (all-reduce) or gathered
+// (all-gather). Specs give bidirectional link figures, so each device sends and
+// receives at once at W = half of link_bytes_per_s(); every synchronization step costs
+// interconnect_latency_us. Ring: an all-reduce sends 2(n-1)/n of the buffer in 2(n-1)
+// steps, an all-gather (n-1)/n in n-1. On an NVSwitch fabric (nvlink_switch = 1) every
+// device reaches every other directly, and runtimes take the faster of two direct
+// algorithms (TensorRT-LLM's custom all-reduce, NCCL's NVLS): one-shot, each device
+// reads the n-1 other buffers and reduces them itself ((n-1) buffers, one step), and
+// two-shot, a direct reduce-scatter then all-gather (the ring's bytes in two steps); an
+// all-gather sends (n-1)/n of the buffer in one step.
+double collective_seconds(bool all_reduce, double bytes, double devices, const Target& t);
+
 // Human label of the kernel a node becomes ("norm_matmul_x3", "flash_attention").
 std::string kernel_label(const Node& n);
 

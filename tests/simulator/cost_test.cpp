@@ -245,9 +245,46 @@ TEST(Cost, CollectivesUseTheInterconnect) {
   NodeCost c = cost_node(p.prefill, n, p.target, b, co);
   double bytes = 128.0 * 4096 * 2;  // bf16 activations
   EXPECT_EQ(c.bound, Bound::network);
-  // A100 NVLink: 600 GB/s bidirectional, 300 GB/s each way; a ring all-reduce over 2
-  // GPUs sends 2 x (1/2) of the buffer one way.
-  EXPECT_NEAR(c.network_s, 2.0 * 0.5 * bytes / 300e9 + 2 * 5e-6, 1e-12);
+  // A100 NVLink: 600 GB/s bidirectional, 300 GB/s each way, through NVSwitch. Over 2
+  // GPUs the one-shot all-reduce (read the other buffer, one 5 us step) beats the ring
+  // and the two-shot (2 x (1/2) of the buffer, two steps).
+  EXPECT_NEAR(c.network_s, bytes / 300e9 + 5e-6, 1e-12);
+  // Without the switch (NVLink bridges, PCIe): the ring.
+  Target ring = p.target;
+  ring.nvlink_switch = 0;
+  EXPECT_NEAR(cost_node(p.prefill, n, ring, b, co).network_s, 2.0 * 0.5 * bytes / 300e9 + 2 * 5e-6, 1e-12);
+}
+
+// The three algorithms by hand, on h100-sxm (NVLink 900 GB/s: W = 450 GB/s each way,
+// 5 us a step), and the choice between them: latency-bound messages take the one-shot,
+// large ones the two-shot; without a switch only the ring remains.
+TEST(Cost, CollectiveAlgorithms) {
+  const Target h100 = load_target("h100-sxm");
+  ASSERT_EQ(h100.nvlink_switch, 1.0);
+  const double W = 450e9, a = 5e-6;
+  // Decode at batch 1, llama-3-70b: 8192 bf16 values.
+  double small = 8192 * 2;
+  EXPECT_NEAR(collective_seconds(true, small, 8, h100), 7 * small / W + a, 1e-15);
+  // A 2048-token prefill: 32 MiB; the two-shot moves 2 x 7/8 of it where the one-shot
+  // reads 7 buffers.
+  double large = 2048.0 * 8192 * 2;
+  EXPECT_NEAR(collective_seconds(true, large, 8, h100), 2 * 7.0 / 8 * large / W + 2 * a, 1e-12);
+  EXPECT_NEAR(collective_seconds(false, large, 8, h100), 7.0 / 8 * large / W + a, 1e-12);
+  Target ring = h100;
+  ring.nvlink_switch = 0;
+  EXPECT_NEAR(collective_seconds(true, small, 8, ring), 2 * 7.0 / 8 * small / W + 14 * a, 1e-15);
+  EXPECT_NEAR(collective_seconds(false, large, 8, ring), 7.0 / 8 * large / W + 7 * a, 1e-12);
+  // PCIe only (l4: 64 GB/s, 32 GB/s each way): the ring, whatever nvlink_switch says.
+  Target l4 = load_target("l4");
+  l4.nvlink_switch = 1;
+  EXPECT_NEAR(collective_seconds(true, small, 4, l4), 2 * 3.0 / 4 * small / 32e9 + 6 * a, 1e-15);
+  EXPECT_EQ(collective_seconds(true, large, 1, h100), 0.0);
+  // The direct algorithms never lose to the ring they replace.
+  for (double bytes : {1e3, 1e5, 1e7, 1e9})
+    for (double n : {2.0, 4.0, 8.0}) {
+      EXPECT_LE(collective_seconds(true, bytes, n, h100), collective_seconds(true, bytes, n, ring)) << bytes << " " << n;
+      EXPECT_LE(collective_seconds(false, bytes, n, h100), collective_seconds(false, bytes, n, ring)) << bytes << " " << n;
+    }
 }
 
 TEST(Cost, ContiguityPrefersLongRuns) {

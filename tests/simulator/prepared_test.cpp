@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iomanip>
 #include <random>
 
 #include "frontend/sweep.h"
@@ -316,7 +317,9 @@ TEST(PreparedPlan, ReuseBetweenCallsGivesTheSameFigures) {
 // 7bf690e, which walked the graph at every call), to the last bit: TTFT, TPOT,
 // prefill and decode FLOPs and bytes, total memory, and the sum of the per-op rows'
 // times. Any coefficient that changes (a dim, a dtype size, an attribute, a
-// formula) changes one of them.
+// formula) changes one of them. Re-pinned once on purpose: the mixtral tp-2 case when
+// all-reduces on NVSwitch boards took the one-shot algorithm (one 5 us step instead of
+// the ring's two: 64 all-reduces, 0.32 ms less in TTFT and in TPOT).
 TEST(PreparedPlan, FiguresEqualTheGraphWalkingCostingBitForBit) {
   struct Case {
     const char* model;
@@ -334,7 +337,7 @@ TEST(PreparedPlan, FiguresEqualTheGraphWalkingCostingBitForBit) {
       {"llama-3-8b", "a100-80g", {8, 1024, 256}, "int4:g128", nullptr, nullptr, 1, true, true,
        {0.3769212743752724, 0.0025156832800392348, 116572477804544, 49109803040, 31855091036160, 1308016943040, 6632071168, 2.2192678803653441}},
       {"mixtral-8x7b", "h100-sxm", {4, 300, 50}, "fp8", "int8", "paged:16", 2, false, true,
-       {0.025560175308054125, 0.0073386329754658152, 15202315687936, 31431681232, 2515986758656, 795697507360, 23670511104, 0.74724994291109315}},
+       {0.025240175308054124, 0.0070186329754658144, 15202315687936, 31431681232, 2515986758656, 795697507360, 23670511104, 0.71524994291109312}},
       {"tiny-moe", "cpu-host", {3, 17, 9}, nullptr, nullptr, nullptr, 1, false, false,
        {0.00031340403393427215, 0.00018530453349730502, 42029832, 6654311.9999999991, 23000160, 25124160, 3625264, 0.0028011160876269987}},
       {"llama-3-70b", "l4+roofline_exponent=3", {2, 700, 33}, "q8_0", "int4", "LTHD", 4, false, true,
@@ -361,7 +364,8 @@ TEST(PreparedPlan, FiguresEqualTheGraphWalkingCostingBitForBit) {
       op_time += row.time_s + row.compute_s + row.memory_s + row.network_s;
     const double got[8] = {r.ttft_s,       r.tpot_s,       r.prefill.flops, r.prefill.bytes,
                            r.decode.flops, r.decode.bytes, r.mem.total,     op_time};
-    for (int k = 0; k < 8; ++k) EXPECT_EQ(got[k], c.want[k]) << "figure " << k;
+    for (int k = 0; k < 8; ++k)
+      EXPECT_EQ(got[k], c.want[k]) << "figure " << k << ": " << std::setprecision(17) << got[k];
   }
 }
 
