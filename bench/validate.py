@@ -140,7 +140,7 @@ def main():
       "were further from the roofline, and the 330 W power cap lowers clocks.")
     w("- **TensorRT-LLM A100 FP16 at 128 tokens (lathe slightly fast).** At 128 rows a GEMM sits near the "
       "ridge point, where lathe's smooth roofline (compute and memory combined as an L2 norm) and tile/wave "
-      "quantization (best of 128x128, 128x64, 64x64 tiles on 108 SMs) account for most but not all of the "
+      "quantization (best of 128x128, 128x64, 64x128 and 64x64 tiles on 108 SMs) account for most but not all of the "
       "measured time.\n")
     w("## Efficiency assumptions (defaults in specs/hardware/*.toml)\n")
     w("| target | GEMM (of matrix peak) | flash attention | memory (of bandwidth) | elementwise | scalar | "

@@ -221,6 +221,10 @@ struct Costing {
     }
     if (M <= 0 || N <= 0) return t.eff.gemm;
     double sms = std::max(1.0, t.sm_count);
+    // split_k: the GEMM is split over K to fill the SMs (no wave quantization); only the
+    // small-M tiles are, and their partial sums' traffic is not counted. Splitting the
+    // big tiles too when they are fewer than the SMs was tried and rejected
+    // (docs/simulator.md, "GEMM efficiency").
     auto tile_eff = [&](double tm, double tn, double rel, bool split_k) {
       double mt = std::ceil(M / tm), nt = std::ceil(N / tn);
       double pad = (M / (mt * tm)) * (N / (nt * tn));
@@ -235,8 +239,10 @@ struct Costing {
       best = tile_eff(tm, 128, 1.0, true);
     } else {
       double TM = t.gemm_tile_m, TN = t.gemm_tile_n;
+      // Half-height tiles count like half-width ones (the same work per byte a tile
+      // loads); they pad fewer rows just past a multiple of the tile height.
       best = std::max({tile_eff(TM, TN, 1.0, false), tile_eff(TM, TN / 2, 0.9, false),
-                       tile_eff(TM / 2, TN / 2, 0.75, false)});
+                       tile_eff(TM / 2, TN, 0.9, false), tile_eff(TM / 2, TN / 2, 0.75, false)});
     }
     return t.eff.gemm * best;
   }

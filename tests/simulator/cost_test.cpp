@@ -255,6 +255,22 @@ TEST(Cost, CollectivesUseTheInterconnect) {
   EXPECT_NEAR(cost_node(p.prefill, n, ring, b, co).network_s, 2.0 * 0.5 * bytes / 300e9 + 2 * 5e-6, 1e-12);
 }
 
+// GEMM efficiency by hand: a100-80g (108 SMs, 128 x 128 tiles, efficiency.gemm 0.8),
+// wo at 129 rows (N = K = 4096). Of the four tile shapes, 64 x 128 (0.9 of the big
+// tile's rate) pads 129 rows to 192 and fills 96 of 108 SMs: 0.9 x 129/192 x 96/108;
+// 128 x 128 pads to 256 rows and runs 64 tiles on 108 SMs (0.30 of the rate).
+TEST(Cost, GemmTilePaddingAndWaves) {
+  auto p = build_plan_graphs("llama-3-8b", "a100-80g", {1, 129, 1});
+  Bindings b{1, 129, 129};
+  CostOptions co;
+  const Node& n = p.prefill.node(p.prefill.find_node("l0.wo"));
+  NodeCost c = cost_node(p.prefill, n, p.target, b, co);
+  const double flops = 2.0 * 129 * 4096 * 4096;
+  EXPECT_DOUBLE_EQ(c.flops, flops);
+  const double eff = 0.8 * 0.9 * (129.0 / 192) * (96.0 / 108);
+  EXPECT_NEAR(c.compute_s, flops / (p.target.matrix_peak_flops(DType::bf16) * eff), 1e-12);
+}
+
 // The three algorithms by hand, on h100-sxm (NVLink 900 GB/s: W = 450 GB/s each way,
 // 5 us a step), and the choice between them: latency-bound messages take the one-shot,
 // large ones the two-shot; without a switch only the ring remains.
