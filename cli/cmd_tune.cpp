@@ -93,7 +93,7 @@ int run_tune(const TuneArgs& a) {
                           {"params", e.params},
                           {"default_us", e.default_us},
                           {"best_us", e.best_us}});
-    if (r.file.entries.empty())
+    if (r.file.entries.empty() && r.discarded.empty())
       j["plan"] = nullptr;  // nothing tuned: the plan is unchanged
     else
       j["plan"] = {{"prefill_default_ms", r.prefill_default_s * 1e3},
@@ -102,6 +102,10 @@ int run_tune(const TuneArgs& a) {
                    {"decode_tuned_ms", r.decode_tuned_s * 1e3},
                    {"prefill_gain", gain(r.prefill_default_s, r.prefill_tuned_s)},
                    {"decode_gain", gain(r.decode_default_s, r.decode_tuned_s)}};
+    // Winners the whole-plan comparison rejected (the file has no entries then).
+    j["discarded"] = nlohmann::json::array();
+    for (const TuningEntry& e : r.discarded)
+      j["discarded"].push_back({{"kind", e.kind}, {"shape", e.shape}, {"params", e.params}});
     j["sessions"] = r.sessions;
     j["kernels_compiled"] = r.kernels_compiled;
     j["output"] = a.out;
@@ -121,7 +125,7 @@ int run_tune(const TuneArgs& a) {
            params_text(e.params), fmt_double(gain(e.default_us, e.best_us), 2) + "x", cands});
   }
   std::cout << t.text("  ");
-  if (r.file.entries.empty())
+  if (r.file.entries.empty() && r.discarded.empty())
     std::cout << "\n  no candidate beat the defaults by more than " << fmt_double(o.margin * 100, 0)
               << "% on this machine: the tuning file has no entries and leaves plans as they are\n";
   else
@@ -132,6 +136,11 @@ int run_tune(const TuneArgs& a) {
               << fmt_double(r.decode_default_s * 1e3, 3) << " -> "
               << fmt_double(r.decode_tuned_s * 1e3, 3) << " ms ("
               << fmt_double(gain(r.decode_default_s, r.decode_tuned_s), 2) << "x)\n";
+  if (!r.discarded.empty())
+    std::cout << "  the " << r.discarded.size() << " per-kernel winner" << (r.discarded.size() == 1 ? "" : "s")
+              << " made the plan slower as a whole (by more than " << fmt_double(o.margin * 100, 0)
+              << "% over a prefill and its decode steps), so the tuning file keeps the defaults; on a busy or "
+                 "throttling machine, rerun with more --reps\n";
   std::cout << "  wrote " << a.out << " (" << r.file.entries.size() << " tuned kernel"
             << (r.file.entries.size() == 1 ? "" : "s")
             << "); use it with `lathe compile ... --tuning " << a.out

@@ -189,6 +189,12 @@ TuneResult tune_plan(const Plan& base, const TuneBackend& backend, const TuneOpt
   res.prefill_tuned_s = median(pt);
   res.decode_default_s = median(dd);
   res.decode_tuned_s = median(dt);
+  const double whole_default = res.prefill_default_s + steps * res.decode_default_s;
+  const double whole_tuned = res.prefill_tuned_s + steps * res.decode_tuned_s;
+  if (whole_tuned > whole_default * (1.0 + o.margin)) {
+    res.discarded = std::move(res.file.entries);
+    res.file.entries.clear();
+  }
   return res;
 }
 

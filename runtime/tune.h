@@ -13,7 +13,10 @@
 // 4. When some key was tuned, the default and the tuned plan run alternately (at
 //    least 3 times, without per-kernel timing; one after the other when two sessions
 //    do not fit, e.g. two copies of a large model's weights on one GPU); the median
-//    prefill and decode times give the end-to-end gain.
+//    prefill and decode times give the end-to-end gain. Winners that do not win together
+//    (the tuned plan slower by more than `margin` over a prefill and its decode steps)
+//    are discarded: per-kernel timings missed an interaction, or the machine's state
+//    changed between the rounds.
 #pragma once
 
 #include <functional>
@@ -43,6 +46,9 @@ struct TuneOptions {
 struct TuneResult {
   TuningFile file;               // entries: the keys whose best candidate beat the default
   std::vector<TuningEntry> all;  // every key, tuned or not
+  // The winners, when the tuned plan then ran slower as a whole than the default (prefill
+  // plus the decode steps, by more than the margin): the file keeps the defaults.
+  std::vector<TuningEntry> discarded;
   // Median prefill step and decode step, default and tuned plan (0 when no key was tuned).
   double prefill_default_s = 0, prefill_tuned_s = 0;
   double decode_default_s = 0, decode_tuned_s = 0;

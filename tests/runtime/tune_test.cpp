@@ -199,6 +199,41 @@ TEST(Tuner, KeepsTheFastestCandidateBeyondTheMargin) {
   EXPECT_LT(r.decode_tuned_s, r.decode_default_s);
 }
 
+// Winners that lose together: in the timed rounds GEMVs at 16 warps take half the
+// time, but in the whole-plan comparison (sessions without per-kernel timing) the plan
+// with them is 1.5x slower, as when the rounds missed an interaction between kernels.
+// The winners are reported as discarded and the file keeps the defaults; with a
+// whole-plan loss inside the margin they stay.
+TEST(Tuner, DiscardsWinnersThatMakeThePlanSlower) {
+  Plan plan = bf16_plan({1, 16, 8});
+  int live = 0;
+  auto run = [&](double whole_plan_factor) {
+    auto timed = [](const Node& n, Phase) { return n.attrs.i("tune_cuda_warps", 8) == 16 ? 5e-6 : 10e-6; };
+    auto whole = [whole_plan_factor](const Node& n, Phase) {
+      return n.attrs.i("tune_cuda_warps", 8) == 16 ? 10e-6 * whole_plan_factor : 10e-6;
+    };
+    TuneBackend b = fake_cuda(timed, &live);
+    TuneBackend w = fake_cuda(whole, &live);
+    b.open = [ob = b.open, ow = w.open](const Plan& p, bool time_kernels) {
+      return time_kernels ? ob(p, true) : ow(p, false);
+    };
+    TuneOptions o;
+    o.reps = 1;
+    o.decode_steps = 3;
+    return tune_plan(plan, b, o);
+  };
+  TuneResult slower = run(1.5);
+  EXPECT_EQ(live, 0);
+  EXPECT_TRUE(slower.file.entries.empty());
+  ASSERT_FALSE(slower.discarded.empty());
+  for (const TuningEntry& e : slower.discarded)
+    EXPECT_EQ(e.params, (std::map<std::string, int64_t>{{"tune_cuda_warps", 16}})) << e.shape;
+  EXPECT_GT(slower.decode_tuned_s, slower.decode_default_s);
+  TuneResult within = run(1.02);  // 2% slower at most: inside the 3% margin
+  EXPECT_EQ(within.file.entries.size(), slower.discarded.size());
+  EXPECT_TRUE(within.discarded.empty());
+}
+
 // lm_head runs its GEMV entry in prefill (over the sequences' last rows) and in decode:
 // one key, timed over both phases. At 4 warps its one prefill call is faster and each
 // of its decode calls slower; the decode calls decide, and the key appears once.
