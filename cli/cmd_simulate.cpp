@@ -34,7 +34,15 @@ std::string bound_text(const PhaseSummary& p) {
   return std::string(bound_name(p.bound)) + "-bound (" + fmt_double(share * 100, 0) + "% of time)";
 }
 
-nlohmann::json op_json(const OpRow& o, const KernelProfile& k) {
+// A row's share of its phase's time.
+double phase_share(const SimResult& r, const OpRow& o) {
+  const double phase = o.phase == Phase::prefill ? r.prefill.time_s : r.decode.time_s;
+  return phase > 0 ? o.time_s / phase : 0.0;
+}
+
+// Decode rows are sums over every decode step (time_ms, flops, bytes); step_time_ms is
+// one step at the mean context, the figure the text table shows.
+nlohmann::json op_json(const SimResult& r, const OpRow& o, const KernelProfile& k) {
   return {{"name", o.name},
           {"kernel", o.kernel},
           {"class", std::string(kernel_class_name(o.cls))},
@@ -44,6 +52,7 @@ nlohmann::json op_json(const OpRow& o, const KernelProfile& k) {
           {"intensity", o.bytes > 0 ? o.flops / o.bytes : 0.0},
           {"time_ms", o.time_s * 1e3},
           {"step_time_ms", o.step_time_s * 1e3},
+          {"share", phase_share(r, o)},
           {"compute_ms", o.compute_s * 1e3},
           {"memory_ms", o.memory_s * 1e3},
           {"network_ms", o.network_s * 1e3},
@@ -100,7 +109,7 @@ nlohmann::json result_json(const Planned& p) {
       {"simulated", true}};
   j["ops"] = nlohmann::json::array();
   std::vector<KernelProfile> prof = profile_ops(r, p.lowered.prefill, p.lowered.decode, p.target);
-  for (size_t i = 0; i < r.ops.size(); ++i) j["ops"].push_back(op_json(r.ops[i], prof[i]));
+  for (size_t i = 0; i < r.ops.size(); ++i) j["ops"].push_back(op_json(r, r.ops[i], prof[i]));
   return j;
 }
 
@@ -125,7 +134,7 @@ Table op_table(const SimResult& r, const std::vector<KernelProfile>& prof) {
 
 Table op_csv(const SimResult& r, const std::vector<KernelProfile>& prof) {
   Table t({"phase", "name", "kernel", "class", "flops", "bytes", "intensity", "bound", "time_ms", "step_time_ms",
-           "compute_ms", "memory_ms", "launch_ms", "achieved_tflops", "achieved_gbs", "compute_utilization",
+           "share", "compute_ms", "memory_ms", "launch_ms", "achieved_tflops", "achieved_gbs", "compute_utilization",
            "bandwidth_utilization", "l2_hit_rate"});
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpRow& o = r.ops[i];
@@ -133,7 +142,7 @@ Table op_csv(const SimResult& r, const std::vector<KernelProfile>& prof) {
     t.add({std::string(phase_name(o.phase)), o.name, o.kernel, std::string(kernel_class_name(o.cls)),
            fmt_double(o.flops, 0), fmt_double(o.bytes, 0), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 4),
            std::string(bound_name(o.bound)), fmt_double(o.time_s * 1e3, 6), fmt_double(o.step_time_s * 1e3, 6),
-           fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6),
+           fmt_double(phase_share(r, o), 6), fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6),
            fmt_double(k.achieved_flops_per_s / 1e12, 6), fmt_double(k.achieved_bytes_per_s / 1e9, 3),
            fmt_double(k.compute_utilization, 6), fmt_double(k.bandwidth_utilization, 6),
            k.l2_hit_rate ? fmt_double(*k.l2_hit_rate, 6) : ""});
@@ -174,7 +183,10 @@ void print_summary(const Planned& p, bool ideal) {
            p.lowered.decode.attrs.has("arena_bytes") ? "peak of the memory plan's arenas" : "peak live (no plan)"});
   mem.add({"total", fmt_double(m.total / 1e9, 3),
            "of " + fmt_double(m.capacity / 1e9, 1) + " GB: " +
-               (m.fits ? "fits, up to batch " + std::to_string(m.max_batch) : "DOES NOT FIT")});
+               (m.fits ? "fits, up to batch " + std::to_string(m.max_batch)
+                       : "DOES NOT FIT: " + fmt_double((m.total - m.capacity) / 1e9, 3) + " GB too much; " +
+                             (m.max_batch > 0 ? "the largest batch that fits is " + std::to_string(m.max_batch)
+                                              : std::string("no batch fits at this context")))});
   std::cout << mem.text("  ");
   std::cout << "  KV layout: " << p.lowered.decode.attrs.s("kv_layout_reason", p.lowered.decode.attrs.s("kv_layout"))
             << "\n";
@@ -191,6 +203,12 @@ int run_simulate(const SimulateArgs& a) {
   req.workload = a.workload.resolve(spec.workload);
   req.options = spec.options;
   req.ideal = a.ideal;
+  // Both output files are checked before any work and written together at the end, so a
+  // failure leaves neither behind.
+  if (!a.plot.empty() && !a.trace.empty() && same_file_path(a.plot, a.trace))
+    throw Error("--plot and --trace name the same file (" + a.trace + "): give two paths");
+  if (!a.plot.empty()) check_output_file(a.plot);
+  if (!a.trace.empty()) check_output_file(a.trace);
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
   hooks.verify_each_pass = false;
@@ -199,8 +217,13 @@ int run_simulate(const SimulateArgs& a) {
   if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
   std::string title = p.model.name + " on " + p.target.name + ", batch " + std::to_string(p.workload.batch) +
                       ", prompt " + std::to_string(p.workload.prompt) + ", gen " + std::to_string(p.workload.gen);
-  if (!a.plot.empty()) write_file_atomic(a.plot, roofline_svg(p.sim, p.target, title));
-  if (!a.trace.empty()) write_file_atomic(a.trace, trace_json(p.sim, title));
+  {
+    std::optional<AtomicFile> plot, trace;
+    if (!a.plot.empty()) plot.emplace(a.plot), plot->write(roofline_svg(p.sim, p.target, title));
+    if (!a.trace.empty()) trace.emplace(a.trace), trace->write(trace_json(p.sim, title));
+    if (plot) plot->commit();
+    if (trace) trace->commit();
+  }
   if (a.format == "json") {
     std::cout << result_json(p).dump(2) << "\n";
     return 0;
@@ -320,6 +343,7 @@ int run_whatif(const WhatifArgs& a) {
     const char* name;
     double (*get)(const SimResult&);
     bool lower_is_better;
+    bool integral = false;
   };
   const Metric metrics[] = {
       {"prefill / TTFT ms", [](const SimResult& r) { return r.ttft_s * 1e3; }, true},
@@ -329,7 +353,7 @@ int run_whatif(const WhatifArgs& a) {
       {"generated tok/s", [](const SimResult& r) { return r.tokens_per_s; }, false},
       {"decode tok/s", [](const SimResult& r) { return r.decode_tokens_per_s; }, false},
       {"memory GB", [](const SimResult& r) { return r.mem.total / 1e9; }, true},
-      {"max batch", [](const SimResult& r) { return double(r.mem.max_batch); }, false},
+      {"max batch", [](const SimResult& r) { return double(r.mem.max_batch); }, false, true},
   };
   std::vector<std::string> headers = {"metric"};
   for (const Planned& p : cols) headers.push_back(label(p));
@@ -339,7 +363,7 @@ int run_whatif(const WhatifArgs& a) {
     double base = m.get(cols[0].sim);
     for (size_t i = 0; i < cols.size(); ++i) {
       double v = m.get(cols[i].sim);
-      std::string cell = fmt_double(v, v < 10 ? 3 : 1);
+      std::string cell = m.integral ? std::to_string(int64_t(v)) : fmt_double(v, v < 10 ? 3 : 1);
       if (i > 0 && base > 0) cell += " (x" + fmt_double(v / base, 2) + ")";
       row.push_back(cell);
     }

@@ -134,6 +134,17 @@ void check_output_file(const std::string& path) {
   AtomicFile::check(path);
 }
 
+bool same_file_path(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  auto normal = [](const std::string& p, std::error_code& ec) {
+    fs::path abs = fs::absolute(p, ec);
+    return ec ? fs::path(p) : fs::weakly_canonical(abs, ec);
+  };
+  std::error_code ea, eb;
+  const fs::path pa = normal(a, ea), pb = normal(b, eb);
+  return ea || eb ? a == b : pa == pb;
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   AtomicFile f(path);
   f.write(content);

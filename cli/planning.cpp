@@ -27,16 +27,7 @@ Workload WorkloadFlags::resolve(Workload base) const {
 }
 
 Target resolve_target(const std::string& spec, const std::vector<std::string>& sets) {
-  Target t = load_target_spec(spec);
-  std::string suffix;
-  for (const std::string& s : sets) {
-    std::string err = apply_override(t, s);
-    if (!err.empty()) throw Error("--set " + s + ": " + err);
-    suffix += "+" + s;
-  }
-  if (!suffix.empty()) t.name += suffix;
-  if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
-  return t;
+  return load_target_spec(spec, sets);
 }
 
 std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
@@ -120,12 +111,15 @@ std::string oom_message(const Planned& p) {
   const MemoryFootprint& m = p.sim.mem;
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "batch %lld does not fit on %s: needs %s of %s (weights %s, KV %s, activations %s); the largest "
-                "batch that fits at this context is %lld%s",
+                "batch %lld does not fit on %s: needs %s of %s, %s too much (weights %s, KV %s, activations %s); "
+                "the largest batch that fits at this context is %lld%s",
                 (long long)p.workload.batch, p.target.name.c_str(), human_bytes(m.total).c_str(),
-                human_bytes(m.capacity).c_str(), human_bytes(m.weights).c_str(), human_bytes(m.kv).c_str(),
+                human_bytes(m.capacity).c_str(), human_bytes(m.total - m.capacity).c_str(),
+                human_bytes(m.weights).c_str(), human_bytes(m.kv).c_str(),
                 human_bytes(m.activations).c_str(), (long long)m.max_batch,
-                m.max_batch == 0 ? " (even the weights do not fit: try int4 weights or --tp)" : "");
+                m.max_batch > 0         ? ""
+                : m.weights >= m.capacity ? " (even the weights do not fit: try int4 weights or --tp)"
+                                          : " (not even batch 1: try a shorter context, a smaller KV dtype or --tp)");
   return buf;
 }
 

@@ -143,11 +143,23 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
 
 // ---- hardware with overrides ----
 
-Target load_target_spec(std::string_view spec_sv) {
+Target load_target_spec(std::string_view spec_sv) { return load_target_spec(spec_sv, {}); }
+
+Target load_target_spec(std::string_view spec_sv, const std::vector<std::string>& sets) {
   std::string spec(spec_sv);
   size_t plus = spec.find('+');
   Target t = load_target(spec.substr(0, plus));
-  if (plus == std::string::npos) return t;
+  std::string set_suffix;
+  for (const std::string& s : sets) {
+    std::string err = apply_override(t, s);
+    if (!err.empty()) throw Error("--set " + s + ": " + err);
+    set_suffix += "+" + s;
+  }
+  if (plus == std::string::npos) {
+    t.name += set_suffix;
+    if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
+    return t;
+  }
   std::string rest = spec.substr(plus + 1), suffix;
   size_t start = 0;
   while (start <= rest.size()) {
@@ -160,8 +172,8 @@ Target load_target_spec(std::string_view spec_sv) {
     suffix += "+" + o;
     start = p + 1;
   }
-  t.name += suffix;
-  if (std::string why = target_problem(t); !why.empty()) throw Error(spec + ": " + why);
+  t.name += set_suffix + suffix;  // in the order applied
+  if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
   return t;
 }
 

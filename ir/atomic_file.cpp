@@ -55,7 +55,8 @@ Destination resolve(const std::string& path) {
   if (fs::is_directory(st)) throw Error(path + ": is a directory");
   if (fs::exists(st) && !fs::is_regular_file(st)) return {p.string(), true, -1};
   if (p.has_parent_path() && !fs::is_directory(p.parent_path(), ec))
-    throw Error(path + ": directory " + p.parent_path().string() + " does not exist");
+    throw Error(path + (fs::exists(p.parent_path(), ec) ? ": " + p.parent_path().string() + " is not a directory"
+                                                         : ": directory " + p.parent_path().string() + " does not exist"));
   return {p.string(), false, -1};
 }
 

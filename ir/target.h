@@ -146,5 +146,7 @@ std::string target_problem(const Target& t);
 std::string tp_problem(const Target& t, int64_t tp);
 // " (why)" when supports(d) is false for a reason the spec can change, else "".
 std::string unsupported_reason(const Target& t, DType d);
+// The same for a weight or KV format, on CPUs too (" (CPUs have no fp8 kernels)").
+std::string format_unsupported_note(const Target& t, DType d);
 
 }  // namespace lathe

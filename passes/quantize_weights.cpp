@@ -12,9 +12,8 @@ PassResult quantize_weights(Graph& g, const PassContext& ctx) {
   if (!ctx.options.weights) return {false, "no weight format requested: weights keep the model dtype"};
   Format f = *ctx.options.weights;
   if (!ctx.target.supports(f.dtype))
-    throw Error("weights " + format_name(f) + ": " + ctx.target.name + " (sm_" +
-                std::to_string(ctx.target.compute_capability) + ") has no " + std::string(dtype_name(f.dtype)) +
-                " support (fp8 needs sm_89 or newer)");
+    throw Error("weights " + format_name(f) + ": " + ctx.target.name + " has no " + std::string(dtype_name(f.dtype)) +
+                " support" + format_unsupported_note(ctx.target, f.dtype));
   // Users of every value in one scan (Graph::users walks all nodes for a value with no
   // producer, once per weight).
   std::vector<std::vector<NodeId>> users(g.value_capacity());

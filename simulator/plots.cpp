@@ -42,6 +42,18 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
+// A count (FLOPs, bytes) to the last bit.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+// Whole nanoseconds as microseconds with three decimals, exactly ("12.345").
+std::string micros(int64_t ns) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+  return buf;
+}
 
 }  // namespace
 
@@ -150,16 +162,19 @@ std::string roofline_svg(const SimResult& r, const Target& t, const std::string&
 
 std::string trace_json(const SimResult& r, const std::string& title, int full_steps) {
   std::string s = "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"title\": \"" + esc_json(title) +
-                  "\", \"note\": \"simulated timeline (lathe), not a measurement\"},\n\"traceEvents\": [\n";
+                  "\", \"note\": \"simulated timeline (lathe), not a measurement; every decode step is drawn at the mean step's kernel times\"},\n\"traceEvents\": [\n";
   s += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"" + esc_json(title) + "\"}},\n";
   s += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"prefill\"}},\n";
   s += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 2, \"args\": {\"name\": \"decode\"}}";
+  // Events start where the one before ended: each one's start and end are the running
+  // sum of the durations rounded to whole nanoseconds, so no two overlap or leave a gap.
   double ts = 0;  // microseconds
   auto event = [&](const std::string& name, const std::string& cat, int tid, double dur_us, double flops, double bytes,
                    const std::string& bound) {
+    const int64_t start = std::llround(ts * 1e3), end = std::llround((ts + dur_us) * 1e3);
     s += ",\n{\"name\": \"" + esc_json(name) + "\", \"cat\": \"" + cat + "\", \"ph\": \"X\", \"pid\": 1, \"tid\": " +
-         std::to_string(tid) + ", \"ts\": " + num(ts) + ", \"dur\": " + num(dur_us) + ", \"args\": {\"flops\": " +
-         num(flops) + ", \"bytes\": " + num(bytes) + ", \"bound\": \"" + bound + "\"}}";
+         std::to_string(tid) + ", \"ts\": " + micros(start) + ", \"dur\": " + micros(end - start) +
+         ", \"args\": {\"flops\": " + exact(flops) + ", \"bytes\": " + exact(bytes) + ", \"bound\": \"" + bound + "\"}}";
     ts += dur_us;
   };
   for (const OpRow& o : r.ops)

@@ -76,10 +76,40 @@ for o in d["ops"]:
         assert k in o, k
     assert o["phase"] in ("prefill", "decode") and o["bound"] in ("compute", "memory", "launch", "network")
 assert abs(sum(o["time_ms"] for o in d["ops"] if o["phase"] == "prefill") - d["prefill_ms"]) < 1e-6 * d["prefill_ms"]
+# Decode rows sum over every step (time_ms); step_time_ms is one step; shares add to 1.
+assert abs(sum(o["time_ms"] for o in d["ops"] if o["phase"] == "decode") - d["decode_ms"]) < 1e-6 * d["decode_ms"]
+assert abs(sum(o["step_time_ms"] for o in d["ops"] if o["phase"] == "decode") - d["tpot_ms"]) < 1e-3 * d["tpot_ms"]
+for ph in ("prefill", "decode"):
+    assert abs(sum(o["share"] for o in d["ops"] if o["phase"] == ph) - 1) < 1e-9, ph
 PY
 expect_rc 0 "$LATHE" simulate llama-3-8b jetson-agx-orin-64g --weights int4:g128 --per-op --plot "$tmp/r.svg" --trace "$tmp/t.json"
 python3 -c "import xml.etree.ElementTree as E; r=E.parse('$tmp/r.svg').getroot(); assert r.tag.endswith('svg'); assert len(r.findall('.//{http://www.w3.org/2000/svg}circle')) > 3" || bad "roofline svg does not parse"
 python3 -c "import json; d=json.load(open('$tmp/t.json')); ev=[e for e in d['traceEvents'] if e['ph']=='X']; assert len(ev) > 100 and all('flops' in e['args'] for e in ev)" || bad "trace json"
+# The trace's timeline: on each thread every kernel starts where the one before ended
+# (to the nanosecond), and the last one ends at the E2E time; args carry bytes and bound.
+expect_rc 0 "$LATHE" simulate llama-3-8b jetson-agx-orin-64g --weights int4:g128 --format json
+python3 - "$tmp/t.json" "$tmp/out" <<'PY' || bad "trace timeline"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+e2e_us = json.load(open(sys.argv[2]))["e2e_ms"] * 1e3
+end = 0.0
+for tid in (1, 2):
+    es = [e for e in ev if e["tid"] == tid]
+    assert es, tid
+    for a, b in zip(es, es[1:]):
+        assert abs(a["ts"] + a["dur"] - b["ts"]) < 1.5e-3, (a, b)
+    assert all(e["args"]["bound"] in ("compute", "memory", "launch", "network", "mixed") and e["args"]["bytes"] >= 0 for e in es)
+    end = max(end, es[-1]["ts"] + es[-1]["dur"])
+assert abs(end - e2e_us) < 1e-2, (end, e2e_us)
+PY
+# A run that fails leaves no output file: --trace into a path whose "directory" is a
+# file is refused before the chart is written; one path for both files is refused.
+rm -f "$tmp/keep.svg"; : >"$tmp/plainfile"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --plot "$tmp/keep.svg" --trace "$tmp/plainfile/t.json"
+grep -q "is not a directory" "$tmp/err" || bad "trace under a file: $(cat "$tmp/err")"
+[ ! -e "$tmp/keep.svg" ] || bad "a failed simulate left its --plot file behind"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --plot "$tmp/same.out" --trace "$tmp/./same.out"
+[ ! -e "$tmp/same.out" ] || bad "--plot and --trace on one path wrote it"
 expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --format csv
 head -1 "$tmp/out" | grep -q "^phase,name,kernel" || bad "csv header"
 printf '[hardware]\nname = "mygpu"\nkind = "gpu"\ncompute_capability = "9.0"\nsm_count = 100\nmemory_gb = 96\nhbm_bandwidth_gbs = 4000\n[hardware.peak_tflops]\nfp32 = 50\nbf16 = 800\n' >"$tmp/gpu.toml"
@@ -94,14 +124,39 @@ expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 0
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
 expect_rc 2 "$LATHE" simulate llama-3-70b a100-40g
 grep -q "largest batch" "$tmp/err" || bad "OOM message lacks the largest batch"
+# By how much, in the error and in the --allow-oom table.
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 256 --prompt 2048
+grep -q "needs 112.70 GB of 80.00 GB, 32.70 GB too much.*largest batch that fits at this context is 169" "$tmp/err" || bad "OOM error: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --batch 256 --prompt 2048 --allow-oom
+grep -q "DOES NOT FIT: 32.697 GB too much; the largest batch that fits is 169" "$tmp/out" || bad "--allow-oom table lacks the shortfall"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --weights fp8
 grep -q "sm_89" "$tmp/err" || bad "fp8 on A100 error"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --kv fp8
+grep -q "KV fp8: a100-80g has no fp8 support (sm_80; fp8 needs sm_89 or newer)" "$tmp/err" || bad "fp8 KV on A100 error: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate llama-3-8b h100-sxm --weights fp8 --set peak_tflops.fp8=0
+grep -q "(peak_tflops.fp8 is 0)" "$tmp/err" || bad "fp8 with a zero peak: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --weights int5
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --kv-layout XYZ
 expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm,h200,l4 --batch 1,16 --prompt 2048 --gen 128
 grep -q "(x" "$tmp/out" || bad "whatif has no ratios"
 expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g,a100-80g+hbm_bandwidth_gbs=x2" --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d[1]['tpot_ms'] < d[0]['tpot_ms']" || bad "whatif override"
+# An override on the name beats --set (applied after it): x2 of --set's 1000 GB/s is
+# simulate's 2000 GB/s, in the column and in the ratio to the first column.
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g,a100-80g+hbm_bandwidth_gbs=x2" --set hbm_bandwidth_gbs=1000 --format json
+cp "$tmp/out" "$tmp/whatif.json"
+expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --set hbm_bandwidth_gbs=2000 --format json
+python3 -c "import json; w=json.load(open('$tmp/whatif.json')); s=json.load(open('$tmp/out')); assert w[1]['tpot_ms'] == s['tpot_ms'], (w[1]['tpot_ms'], s['tpot_ms']); assert w[1]['label'] == 'a100-80g+hbm_bandwidth_gbs=1000+hbm_bandwidth_gbs=x2', w[1]['label']" || bad "whatif: --set beat the column's own override"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw "a100-80g,a100-80g+hbm_bandwidth_gbs=x2" --set hbm_bandwidth_gbs=1000
+python3 - "$tmp/whatif.json" "$tmp/out" <<'PY' || bad "whatif ratios"
+import json, re, sys
+w = json.load(open(sys.argv[1]))
+row = next(l for l in open(sys.argv[2]) if l.strip().startswith("TPOT ms"))
+ratio = float(re.search(r"\(x([0-9.]+)\)", row).group(1))
+assert abs(ratio - w[1]["tpot_ms"] / w[0]["tpot_ms"]) < 0.006, (ratio, row)
+mb = next(l for l in open(sys.argv[2]) if l.strip().startswith("max batch"))
+assert not re.search(r"\d\.\d", re.sub(r"\(x[0-9.]+\)", "", mb)), mb  # a count, not a decimal
+PY
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --batch 1,x
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g --prompt 99999999
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw "a100-80g+"
