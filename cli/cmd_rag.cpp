@@ -21,6 +21,7 @@ struct RagArgs {
   std::optional<int64_t> base_tokens, context_tokens, output_tokens, cpu_cores, runtime_threads,
       ref_threads, samples;
   std::optional<uint64_t> seed;
+  bool allow_oom = false;
 };
 
 void apply_flags(const RagArgs& a, RagOptions& o) {
@@ -88,6 +89,9 @@ int run_rag(const RagArgs& a) {
   RagOptions& o = s.rag;
   req.workload = Workload{1, o.base_tokens + o.context_tokens, o.output_tokens};
   Planned p = make_plan(req, {}, false);
+  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  // One request: base prompt + retrieved context + output tokens at batch 1.
+  if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
   RagResult r = simulate_rag(p.lowered.prefill, p.lowered.decode, p.target, o, a.common.ideal);
   const RagModeResult* seq = nullptr;
   for (const RagModeResult& m : r.modes)
@@ -105,6 +109,9 @@ int run_rag(const RagArgs& a) {
                         {"appended_prefill_ms", r.appended_prefill_s * 1e3},
                         {"full_prefill_ms", r.full_prefill_s * 1e3},
                         {"decode_ms", r.decode_s * 1e3},
+                        {"memory_bytes", p.sim.mem.total},
+                        {"capacity_bytes", p.sim.mem.capacity},
+                        {"fits", p.sim.mem.fits},
                         {"samples", o.samples}};
     for (const RagModeResult& m : r.modes)
       j["modes"].push_back({{"mode", std::string(rag_mode_name(m.mode))},
@@ -127,6 +134,8 @@ int run_rag(const RagArgs& a) {
   std::cout << "lathe rag-sim: " << p.model.name << " on " << describe_target(p.target)
             << (s.name.empty() ? "" : "; scenario " + s.name) << "\n";
   std::cout << "  plan       " << describe_options(p) << "\n";
+  std::cout << "  memory     " << fmt_double(p.sim.mem.total / 1e9, 2) << " of " << fmt_double(p.sim.mem.capacity / 1e9, 1)
+            << " GB for the request" << (p.sim.mem.fits ? "" : ": DOES NOT FIT") << "\n";
   std::cout << "  request    base prompt " << o.base_tokens << " + retrieved context "
             << o.context_tokens << " tokens, " << o.output_tokens << " output tokens; "
             << with_commas(o.samples) << " draws, seed " << o.seed << "\n";
@@ -215,6 +224,7 @@ void register_rag(CLI::App& app, Registry& r) {
   cmd->add_option("--samples", a->samples, "requests drawn (2000)")
       ->check(CLI::Range(int64_t(1), int64_t(10000000)));
   cmd->add_option("--seed", a->seed, "seed of the draws (1)")->check(non_negative_integer());
+  cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when the request does not fit in memory");
   cmd->callback([&r, a] { r.action = [a] { return run_rag(*a); }; });
 }
 

@@ -310,7 +310,13 @@ int run_serve(const ServeArgs& a) {
     return 0;
   }
   print_text(p, s, r, wall);
-  if (!a.trace.empty()) std::cout << "  trace (ui.perfetto.dev): " << a.trace << "\n";
+  if (!a.trace.empty())
+    std::cout << "  trace (ui.perfetto.dev): " << a.trace
+              << (int64_t(r.step_spans.size()) < r.steps
+                      ? " (its steps track holds the first " + with_commas(int64_t(r.step_spans.size())) + " of " +
+                            with_commas(r.steps) + " steps)"
+                      : std::string())
+              << "\n";
   return 0;
 }
 
@@ -356,12 +362,12 @@ void register_serve(CLI::App& app, Registry& r) {
   cmd->add_option("--seed", a->seed, "seed of the generated stream (1)")->check(non_negative_integer());
   cmd->add_option("--arrivals-csv", a->arrivals_csv,
                   "request trace CSV: arrival_s,prompt_tokens,output_tokens[,priority]");
-  cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput")
+  cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput (0 = none)")
       ->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--slo-tpot", a->slo_tpot_ms, "TPOT SLO in ms for goodput")
+  cmd->add_option("--slo-tpot", a->slo_tpot_ms, "TPOT SLO in ms for goodput (0 = none)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--trace", a->trace,
-                  "write a Perfetto timeline (JSON): one track per batch slot");
+                  "write a Perfetto timeline (JSON): one track per batch slot, the first 20,000 steps");
   cmd->callback([&r, a] { r.action = [a] { return run_serve(*a); }; });
 }
 

@@ -8,7 +8,9 @@
 //    at once: kernels are timed one by one, so keys do not disturb each other),
 //    runs prefill and decode steps `reps` times and keeps, per key, the fastest rep's
 //    time per call. Kernel caches (the CPU JIT's, NVRTC's) make a round compile only
-//    new variants.
+//    new variants. The defaults are timed again in a last round, and each key keeps
+//    the faster of its two default times (a first round slowed by a cold start or a
+//    busy machine would otherwise hand the candidates wins they did not earn).
 // 3. A candidate replaces the default only when it is faster by more than `margin`.
 // 4. When some key was tuned, the default and the tuned plan run alternately (at
 //    least 3 times, without per-kernel timing; one after the other when two sessions
@@ -39,7 +41,8 @@ struct TuneOptions {
   int decode_steps = 8;  // decode steps per repetition
   double margin = 0.03;  // a candidate must beat the default by this fraction
   // Called after each session's measurements with the sessions done and the total
-  // expected (the rounds plus the two of the end-to-end comparison).
+  // expected (the rounds, the defaults' second round, the two of the end-to-end
+  // comparison).
   std::function<void(int done, int total)> progress;
 };
 

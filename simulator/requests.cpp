@@ -14,6 +14,7 @@ namespace {
 // Token counts above this are refused (as in a CSV trace): a draw of 1e19 wrapped to a
 // negative count.
 constexpr int64_t kMaxRequestTokens = int64_t(1) << 24;
+constexpr double kMaxArrivalSeconds = 1e9;  // as --duration
 
 int64_t draw_tokens(Random& rng, const Distribution& d, const char* what) {
   double v = rng.sample(d, true);
@@ -135,6 +136,10 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
       return v;
     };
     r.arrival_s = number(0, 0);
+    // The bound --duration has: beyond it, steps of milliseconds vanish in the arrival
+    // times' rounding (1e300 gave 0 ms latencies and 1e12 requests/s).
+    if (r.arrival_s > kMaxArrivalSeconds)
+      fail("arrival_s: expected at most 1e9 seconds (about 32 years), got '" + std::string(f[0]) + "'");
     r.prompt = integer(1, 1);
     r.output = integer(2, 1);
     r.priority = f.size() == 4 ? int(integer(3, 0)) : 0;

@@ -33,7 +33,14 @@ std::string num(double v) {
 }  // namespace
 
 std::string serve_trace_json(const ServeResult& r, const std::string& title) {
+  // The steps track stops after run.max_step_spans steps (the requests' tracks go on):
+  // the trace says so rather than looking like a run that went idle.
+  const std::string steps_note = int64_t(r.step_spans.size()) < r.steps
+                                     ? "the steps track holds the first " + std::to_string(r.step_spans.size()) +
+                                           " of " + std::to_string(r.steps) + " steps"
+                                     : "the steps track holds every step";
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"" + esc(title) +
+                    "\",\"note\":\"simulated serving run (lathe), not a measurement; " + steps_note +
                     "\"},\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {

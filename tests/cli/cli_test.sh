@@ -419,6 +419,9 @@ grep -q "3 requests from" "$tmp/out" || bad "serve-sim did not read the CSV trac
 printf '0.1,10,5\n0.2,x,5\n' >"$tmp/badtrace.csv"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/badtrace.csv"
 grep -q "badtrace.csv:2: prompt_tokens" "$tmp/err" || bad "bad trace error lacks file:line: $(cat "$tmp/err")"
+printf '1e300,100,10\n' >"$tmp/fartrace.csv"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/fartrace.csv"
+grep -q "fartrace.csv:1: arrival_s: expected at most 1e9 seconds" "$tmp/err" || bad "arrival 1e300 accepted: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --batching weird
 grep -q "expected static, dynamic, continuous or chunked" "$tmp/err" || bad "bad --batching message"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --prompt gauss:3
@@ -447,6 +450,11 @@ assert any(t["advised"] for t in d["threads"])
 PY
 expect_rc 0 "$LATHE" rag-sim --scenario rag-pipeline
 grep -q "overlapped" "$tmp/out" || bad "rag-sim text"
+# A request that does not fit is refused as by simulate (--allow-oom runs it, flagged).
+expect_rc 2 "$LATHE" rag-sim llama-3-70b l4 --samples 10
+grep -q "does not fit on l4" "$tmp/err" || bad "rag-sim ran a plan that does not fit: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" rag-sim llama-3-70b l4 --samples 10 --allow-oom --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['fits'] is False and d['memory_bytes'] > d['capacity_bytes']" || bad "rag-sim --allow-oom json"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --cpu-cores 8 --runtime-threads 8
 grep -q "no thread" "$tmp/err" || bad "rag-sim thread message"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --modes sequential,bogus

@@ -234,6 +234,25 @@ TEST(Tuner, DiscardsWinnersThatMakeThePlanSlower) {
   EXPECT_TRUE(within.discarded.empty());
 }
 
+// A first round slowed down (a cold start, a busy machine: every kernel of the first
+// session 20x slower) hands no candidate a win: the defaults are timed again after the
+// last round and keep the faster time.
+TEST(Tuner, RetimesTheDefaultsAfterTheLastRound) {
+  Plan plan = bf16_plan({1, 16, 8});
+  int live = 0, opened = 0;
+  auto flat = [](const Node& n, Phase) { return n.attrs.i("tune_cuda_warps", 8) == 16 ? 10.1e-6 : 10e-6; };
+  TuneBackend b = fake_cuda(flat, &live);
+  TuneBackend slow = fake_cuda([flat](const Node& n, Phase ph) { return 20 * flat(n, ph); }, &live);
+  b.open = [&opened, ob = b.open, os = slow.open](const Plan& p, bool t) { return ++opened == 1 ? os(p, t) : ob(p, t); };
+  TuneOptions o;
+  o.reps = 1;
+  o.decode_steps = 2;
+  TuneResult r = tune_plan(plan, b, o);
+  EXPECT_EQ(live, 0);
+  EXPECT_TRUE(r.file.entries.empty());
+  for (const TuningEntry& e : r.all) EXPECT_NEAR(e.default_us, 10.0, 1e-9) << e.kind << " " << e.shape;
+}
+
 // lm_head runs its GEMV entry in prefill (over the sequences' last rows) and in decode:
 // one key, timed over both phases. At 4 warps its one prefill call is faster and each
 // of its decode calls slower; the decode calls decide, and the key appears once.
@@ -279,13 +298,14 @@ TEST(Tuner, ComparesOneAfterTheOtherWhenTwoSessionsDoNotFit) {
   EXPECT_LT(r.decode_tuned_s, r.decode_default_s);
   size_t rounds = 0;
   for (const TuningEntry& e : r.all) rounds = std::max(rounds, e.candidates.size());
-  EXPECT_EQ(r.sessions, int(rounds) + 3);  // the rounds, the default, the tuned plan twice
+  // the rounds, the defaults again, the default, the tuned plan twice
+  EXPECT_EQ(r.sessions, int(rounds) + 4);
   // Any other failure to open the tuned plan's session is the tuner's failure, with
   // its message, not a reason to time the plans one after the other.
   TuneBackend broken = fake_cuda(cost, &live);
   int opened = 0;
   auto open = broken.open;
-  const int tuned_open = int(rounds) + 2;  // after the rounds and the default plan
+  const int tuned_open = int(rounds) + 3;  // after the rounds, the defaults again and the default plan
   broken.open = [&opened, open, tuned_open](const Plan& p, bool t) -> std::unique_ptr<TuneSession> {
     if (++opened == tuned_open) throw Error("NVRTC: a kernel does not compile");
     return open(p, t);
