@@ -31,6 +31,7 @@ struct MergeArgs {
   std::string out, sweep, emit_best, format = "text";
   int64_t samples = 0, top = 15;
   uint64_t seed = 1;
+  bool allow_missing = false;
 };
 
 std::pair<int, int> parse_shard(const std::string& s) {
@@ -380,6 +381,18 @@ int run_merge(const MergeArgs& a) {
                  " points (points that cannot be planned have no row; many more missing means a "
                  "missing shard)";
   }
+  // Everything that can fail is checked before the merged file is written, so a failed
+  // merge leaves no file behind.
+  std::optional<SweepSummary> sum;
+  if (spec) {
+    if (all.empty()) throw Error("merge: the files hold no rows");
+    sum = summarize_rows(*spec, all);
+    if (sum->feasible == 0) throw Error(infeasible_message(*sum));
+    if (!a.emit_best.empty() && !coverage.empty() && !a.allow_missing)
+      throw Error("--emit-best: " + coverage +
+                  "; the best of these rows may not be the sweep's best. Merge every shard, or give "
+                  "--allow-missing when the missing points are ones that cannot be planned");
+  }
   RowFormat f = row_format_for(a.out);
   AtomicFile out(a.out);
   out.write(row_header(f));
@@ -411,22 +424,19 @@ int run_merge(const MergeArgs& a) {
                 << "\n";
     return 0;
   }
-  if (all.empty()) throw Error("merge: the files hold no rows");
-  SweepSummary sum = summarize_rows(*spec, all);
-  if (sum.feasible == 0) throw Error(infeasible_message(sum));
   std::string emitted;
-  if (!a.emit_best.empty()) emitted = emit_best(*space, sum, a.emit_best);
+  if (!a.emit_best.empty()) emitted = emit_best(*space, *sum, a.emit_best);
   if (json) {
-    nlohmann::json j = summary_json(*spec, sum);
+    nlohmann::json j = summary_json(*spec, *sum);
     j["rows"] = all.size();
     j["duplicates"] = duplicates;
     j["output"] = a.out;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "  feasible   " << with_commas(sum.feasible) << " of " << with_commas(sum.evaluated)
+  std::cout << "  feasible   " << with_commas(sum->feasible) << " of " << with_commas(sum->evaluated)
             << "\n";
-  print_summary(*spec, sum, a.top);
+  print_summary(*spec, *sum, a.top);
   if (!emitted.empty()) std::cout << "\n" << emitted << "\n";
   return 0;
 }
@@ -473,6 +483,8 @@ void register_sweep(CLI::App& app, Registry& r) {
   mc->add_option("--seed", m->seed, "the --seed the shards ran with")->check(non_negative_integer());
   mc->add_option("--emit-best", m->emit_best,
                  "with --sweep: compile the best plan into this plan directory");
+  mc->add_flag("--allow-missing", m->allow_missing,
+               "with --emit-best: emit the best of the rows even when the sweep has points without one");
   mc->add_option("--top", m->top, "Pareto-front rows to print (default 15)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   mc->add_option("--format", m->format, "text or json")->check(CLI::IsMember({"text", "json"}));

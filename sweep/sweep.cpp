@@ -84,6 +84,14 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   if (uses_cost && std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end())
     throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
                 "(its cost would read 0, the best); drop 0 from the gen axis");
+  bool uses_tpot = false;
+  for (const Objective& o : spec.objectives) uses_tpot |= o.metric == SweepMetric::tpot_ms;
+  for (const Constraint& c : spec.constraints) uses_tpot |= c.metric == SweepMetric::tpot_ms;
+  if (uses_tpot && std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end())
+    throw Error(spec.source + ": tpot_ms is the time per generated token, and gen = 0 generates none "
+                "(its TPOT is a convention, one step right after the prompt, and would win min tpot_ms, also the "
+                "default objective); "
+                "drop 0 from the gen axis");
   if (uses_cost)
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)

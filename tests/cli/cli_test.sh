@@ -546,6 +546,10 @@ cmp -s "$tmp/cs.jsonl" "$tmp/cpu.jsonl" || bad "merged JSONL shards differ from 
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host+price_per_hour=1"]\nprompt = [8]\ngen = [0, 4]\nobjectives = ["min cost_per_mtok"]\n' >"$tmp/g0.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0.toml" -o "$tmp/g0.csv"
 grep -q "gen = 0 generates none" "$tmp/err" || bad "cost sweep with gen 0: $(cat "$tmp/err")"
+# The same for TPOT (gen 0's TPOT, one step right after the prompt, won min tpot_ms).
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\n' >"$tmp/g0t.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/g0t.toml" -o "$tmp/g0t.csv"
+grep -q "tpot_ms is the time per generated token, and gen = 0 generates none" "$tmp/err" || bad "TPOT sweep with gen 0: $(cat "$tmp/err")"
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = { from = 0, to = 64, mul = 2 }\n' >"$tmp/mul0.toml"
 expect_rc 2 "$LATHE" check "$tmp/mul0.toml"
 grep -q "must start above 0" "$tmp/err" || bad "mul range from 0: $(cat "$tmp/err")"
@@ -562,6 +566,17 @@ expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/sw.csv" -o "$tmp/mix.csv"
 expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/eb.csv" --sweep hardware-mixtral --emit-best "$tmp/shard1.csv"
 [ -e "$tmp/eb.csv" ] && bad "merge with a bad --emit-best wrote its rows first"
 [ -e "$tmp/mix.csv" ] && bad "a failed merge left an output file"
+# A missing shard: --emit-best refuses (the best of two thirds of the rows need not be
+# the sweep's best) unless --allow-missing; a header-only input with --sweep fails
+# before writing anything.
+expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/part.csv" --sweep hardware-mixtral --emit-best "$tmp/eb-part"
+grep -q "allow-missing" "$tmp/err" || bad "--emit-best with a missing shard: $(cat "$tmp/err")"
+[ -e "$tmp/part.csv" ] || [ -e "$tmp/eb-part" ] && bad "a refused --emit-best merge wrote files"
+expect_rc 0 "$LATHE" merge "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/part.csv" --sweep hardware-mixtral --emit-best "$tmp/eb-part" --allow-missing
+[ -e "$tmp/eb-part/plan.json" ] || bad "--allow-missing emitted no plan"
+head -1 "$tmp/shard0.csv" >"$tmp/header-only.csv"
+expect_rc 2 "$LATHE" merge "$tmp/header-only.csv" -o "$tmp/hs.csv" --sweep hardware-mixtral
+[ -e "$tmp/hs.csv" ] && bad "a merge of no rows left its output file"
 expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 3/3
 expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 1
 expect_rc 2 "$LATHE" sweep hardware-mixtral --shard 0/2 --emit-best "$tmp/x"
