@@ -286,6 +286,15 @@ int run_calibrate(const CalibrateArgs& a) {
     worse = "the mean relative error on the fitted runs rose (" + pct(res.train_before) + " -> " +
             pct(res.train_after) + "): the runs disagree with each other (a noisy or changing host?); "
             "record them again before trusting this spec";
+  auto also = [&worse](const std::string& w) { worse += (worse.empty() ? "" : "; ") + w; };
+  if (!test.empty() && res.test_after > res.test_before)
+    also("the error on the held-out runs rose (" + pct(res.test_before) + " -> " + pct(res.test_after) +
+         "): the fitted factors do not carry over to runs they were not fitted to; record more runs (other "
+         "formats, batches, prompts) or keep the spec as given");
+  if (train.size() < 3)
+    also("only " + std::to_string(train.size()) + " fitted run" + (train.size() == 1 ? "" : "s") +
+         ": the factors that depend on a run's shape (the roofline exponent, the CPU size terms) are not pinned "
+         "down by so few shapes; record runs at several batches and prompts");
   if (!worse.empty()) comment += "\nWarning: " + worse + ".";
   if (fitted.description.find("calibrated") == std::string::npos)
     fitted.description += " (calibrated " + std::string(date) + ")";
