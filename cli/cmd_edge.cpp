@@ -101,11 +101,18 @@ int run_edge(const EdgeArgs& a) {
       a.common.resolve(ScenarioKind::edge, Workload{1, 512, 128}, base, "jetson-agx-orin-64g");
   apply_flags(a, s.edge);
   const EdgeOptions& o = s.edge;
-  if (o.cpu_bandwidth_share > 0) {
+  {
     Target probe = resolve_target(base.hardware, base.sets);
-    base.sets.push_back(
-        "hbm_bandwidth_gbs=" +
-        fmt_double(unified_bandwidth_target(probe, o.cpu_bandwidth_share).hbm_bandwidth_gbs, 6));
+    if (probe.unified_memory > 0 && o.cpu_bandwidth_share > 0)
+      base.sets.push_back(
+          "hbm_bandwidth_gbs=" +
+          fmt_double(unified_bandwidth_target(probe, o.cpu_bandwidth_share).hbm_bandwidth_gbs, 6));
+    // The OS reserve and the CPU's bandwidth share are the unified-memory model: a
+    // discrete GPU has its own memory, and given explicitly they would silently do nothing.
+    if (probe.unified_memory <= 0 && (a.os_reserve || (a.cpu_share && *a.cpu_share > 0)))
+      std::cerr << "lathe: warning: --os-reserve-gb and --cpu-bandwidth-share model a device whose memory the "
+                   "CPU shares (unified_memory = 1); "
+                << probe.name << " has its own memory, so they are not applied\n";
   }
   auto plan_with = [&](std::optional<Format> w, std::optional<DType> kv, Workload wl) {
     PlanRequest r = base;
@@ -148,7 +155,7 @@ int run_edge(const EdgeArgs& a) {
                             {"claim", claim_json(c)}});
   }
   // ---- KV compression at a long context ----
-  Table kt({"KV dtype", "KV GB", "memory saved", "ms/token", "time saved",
+  Table kt({"KV dtype", "KV GB", "memory saved", "ms/token", "time saved", "total GB", "fits",
             "article memory saved (diff)", "article time saved (diff)"});
   double kv0 = 0, ms0 = 0;
   for (const std::string& kname : o.kv_dtypes) {
@@ -157,8 +164,9 @@ int run_edge(const EdgeArgs& a) {
     if (kv0 == 0) kv0 = kv, ms0 = ms;
     double mem_saved = 100 * (1 - kv / kv0), time_saved = 100 * (1 - ms / ms0);
     const Claim* c = find_claim(o, "kv " + kname, labels);
+    EdgeMemory km = edge_memory(p.sim.mem, p.target, o.os_reserve_gb);
     kt.add({kname, fmt_double(kv / 1e9, 3), fmt_double(mem_saved, 1) + "%", fmt_double(ms, 2),
-            fmt_double(time_saved, 1) + "%",
+            fmt_double(time_saved, 1) + "%", fmt_double(km.total / 1e9, 2), km.fits ? "yes" : "NO",
             versus(c ? c->memory_saved_pct : std::nullopt, mem_saved, 1),
             versus(c ? c->time_saved_pct : std::nullopt, time_saved, 1)});
     j["kv"].push_back({{"kv", kname},
@@ -166,26 +174,33 @@ int run_edge(const EdgeArgs& a) {
                        {"memory_saved_pct", mem_saved},
                        {"ms_per_token", ms},
                        {"time_saved_pct", time_saved},
+                       {"total_gb", km.total / 1e9},
+                       {"fits", km.fits},
                        {"claim", claim_json(c)}});
   }
   // ---- beam width ----
   Planned bp = plan_with(std::nullopt, std::nullopt, {1, o.prompt, o.gen});
   StepCoster coster(bp.lowered.prefill, bp.lowered.decode, bp.target, CostOptions{a.common.ideal});
-  Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1",
+  Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1", "total GB", "fits",
             "article ms/token (diff)", "article GB (diff)"});
   const double beam1 = beam_cost(coster, o.prompt, o.gen, 1).ms_per_token;  // the column's reference
   for (int64_t w : o.beams) {
     BeamCost b = beam_cost(coster, o.prompt, o.gen, w);
     const Claim* c = find_claim(o, "beam " + std::to_string(w), labels);
+    MemoryFootprint with_beams = bp.sim.mem;  // each beam holding its own prompt's KV
+    with_beams.kv = b.kv_bytes;
+    EdgeMemory bm = edge_memory(with_beams, bp.target, o.os_reserve_gb);
     bt.add({std::to_string(w), fmt_double(b.kv_bytes / 1e9, 3),
             fmt_double(b.kv_bytes_shared / 1e9, 3), fmt_double(b.ms_per_token, 2),
-            "x" + fmt_double(b.ms_per_token / beam1, 2),
+            "x" + fmt_double(b.ms_per_token / beam1, 2), fmt_double(bm.total / 1e9, 2), bm.fits ? "yes" : "NO",
             versus(c ? c->ms_per_token : std::nullopt, b.ms_per_token, 2),
             versus(c ? c->memory_gb : std::nullopt, b.kv_bytes / 1e9, 3)});
     j["beams"].push_back({{"beams", w},
                           {"kv_gb", b.kv_bytes / 1e9},
                           {"kv_gb_shared_prompt", b.kv_bytes_shared / 1e9},
                           {"ms_per_token", b.ms_per_token},
+                          {"total_gb", bm.total / 1e9},
+                          {"fits", bm.fits},
                           {"claim", claim_json(c)}});
   }
   std::string rows;
@@ -194,10 +209,10 @@ int run_edge(const EdgeArgs& a) {
     if (std::find(labels.begin(), labels.end(), c.label) == labels.end())
       std::cerr << "lathe: warning: the article figure labelled '" << c.label
                 << "' matches no row of this run (rows: " << rows << ")\n";
-  bool any_claim = false;
+  bool any_claim = false;  // a figure printed beside a row (unmatched claims were warned about)
   for (const Claim& c : o.claims)
-    any_claim =
-        any_claim || c.ms_per_token || c.memory_gb || c.memory_saved_pct || c.time_saved_pct;
+    any_claim = any_claim || (std::find(labels.begin(), labels.end(), c.label) != labels.end() &&
+                              (c.ms_per_token || c.memory_gb || c.memory_saved_pct || c.time_saved_pct));
   if (a.common.format == "json") {
     j["model"] = bp.model.name;
     j["hardware"] = bp.target.name;

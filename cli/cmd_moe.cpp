@@ -20,6 +20,7 @@ struct MoeArgs {
   std::optional<double> skew;
   std::optional<int64_t> gpus, context, prompt, hot, samples;
   std::optional<uint64_t> seed;
+  bool allow_oom = false;
 };
 
 std::vector<double> number_list(const std::string& flag, const std::string& s) {
@@ -89,6 +90,21 @@ std::string experts_text(const std::vector<std::vector<int>>& on) {
   return s;
 }
 
+// Bytes on the fullest device of a placement at a batch: the non-expert weights (every
+// device holds them: attention is data-parallel), the experts placed on it (copies
+// included) in every MoE layer, and the KV cache and activations of its
+// ceil(batch / gpus) sequences (the plan's figures for its batch, scaled per sequence).
+double gpu_bytes(const Planned& p, const MoeResult& r, const PlacementResult& pl, int64_t batch) {
+  const MemoryFootprint& m = p.sim.mem;
+  const double experts_all = double(r.layers) * double(r.experts) * r.expert_bytes;
+  const double dense = std::max(0.0, m.weights - experts_all);
+  size_t most = 0;
+  for (const std::vector<int>& e : pl.experts_on_gpu) most = std::max(most, e.size());
+  const double local = std::ceil(double(batch) / double(r.gpus));
+  return dense + double(r.layers) * double(most) * r.expert_bytes +
+         (m.kv + m.activations) * local / double(std::max<int64_t>(1, p.workload.batch));
+}
+
 int run_moe(const MoeArgs& a) {
   PlanRequest req;
   ScenarioSpec s = a.common.resolve(ScenarioKind::moe, Workload{1, 512, 128}, req);
@@ -98,7 +114,23 @@ int run_moe(const MoeArgs& a) {
   req.workload =
       o.prompt > 0 ? Workload{max_batch, o.prompt, 2} : Workload{max_batch, o.context, 2};
   Planned p = make_plan(req, {}, false);
+  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   MoeResult r = simulate_moe(p.lowered.prefill, p.lowered.decode, p.target, o, a.common.ideal);
+  const double capacity = p.target.capacity_bytes();
+  {
+    // Nothing fits: even the smallest batch's leanest placement overflows a device.
+    double least = 0;
+    int64_t at = 0;
+    for (const MoeBatchResult& b : r.batches)
+      for (const PlacementResult& pl : b.placements) {
+        const double x = gpu_bytes(p, r, pl, b.batch);
+        if (at == 0 || x < least) least = x, at = b.batch;
+      }
+    if (at > 0 && least > capacity && !a.allow_oom)
+      throw Error("does not fit: at batch " + std::to_string(at) + " the fullest of the " + std::to_string(r.gpus) +
+                  " GPUs needs " + human_bytes(least) + " of " + human_bytes(capacity) + " (" + p.target.name +
+                  "); use more --gpus, int4 weights or a larger device (--allow-oom prints the figures anyway)");
+  }
   std::string load = std::string(expert_load_name(o.load)) +
                      (o.load == ExpertLoadKind::zipf ? " skew " + fmt_double(o.zipf_skew, 2) : "");
   if (a.common.format == "json") {
@@ -135,7 +167,9 @@ int run_moe(const MoeArgs& a) {
                                     {"other_ms", pl.other_s * 1e3},
                                     {"step_ms", pl.step_s * 1e3},
                                     {"speedup", pl.speedup},
-                                    {"extra_expert_bytes", pl.extra_expert_bytes}});
+                                    {"extra_expert_bytes", pl.extra_expert_bytes},
+                                    {"gpu_memory_bytes", gpu_bytes(p, r, pl, b.batch)},
+                                    {"fits", gpu_bytes(p, r, pl, b.batch) <= capacity}});
       j["batches"].push_back(jb);
     }
     std::cout << j.dump(2) << "\n";
@@ -160,7 +194,7 @@ int run_moe(const MoeArgs& a) {
               << r.layers << " layers + attention and the rest"
               << (o.prompt > 0 ? ", one prefill pass" : "") << ")\n";
     Table t({"placement", "step ms", "speed-up", "router", "dispatch", "experts", "combine",
-             "rest/step", "per-GPU load", "per-GPU expert ms", "experts per GPU"});
+             "rest/step", "GB/GPU", "per-GPU load", "per-GPU expert ms", "experts per GPU"});
     for (const PlacementResult& pl : b.placements) {
       std::string per_gpu;
       for (size_t g = 0; g < pl.gpu_expert_s.size(); ++g)
@@ -169,6 +203,7 @@ int run_moe(const MoeArgs& a) {
              "x" + fmt_double(pl.speedup, 2), fmt_double(pl.router_s * 1e3, 3),
              fmt_double(pl.dispatch_s * 1e3, 3), fmt_double(pl.experts_s * 1e3, 3),
              fmt_double(pl.combine_s * 1e3, 3), fmt_double(pl.other_s * 1e3, 2),
+             fmt_double(gpu_bytes(p, r, pl, b.batch) / 1e9, 1) + (gpu_bytes(p, r, pl, b.batch) > capacity ? " NO" : ""),
              shares_text(pl.gpu_load_share), per_gpu, experts_text(pl.experts_on_gpu)});
     }
     std::cout << t.text("  ");
@@ -206,6 +241,7 @@ void register_moe(CLI::App& app, Registry& r) {
   cmd->add_option("--samples", a->samples, "sampled routing steps per batch size (256)")
       ->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--seed", a->seed, "seed of the routing samples and the Zipf ranks (1)")->check(non_negative_integer());
+  cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when no placement fits in device memory");
   cmd->callback([&r, a] { r.action = [a] { return run_moe(*a); }; });
 }
 

@@ -466,7 +466,7 @@ expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --histogram 1,0,0,0,0,0,0,0 
 grep -q "top_k = 2" "$tmp/err" || bad "moe-sim one-expert histogram: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --histogram inf,1,1,1,1,1,1,1
 expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --load zipf --histogram 1,1,1,1,1,1,1,1
-expect_rc 0 timeout 60 "$LATHE" moe-sim --scenario moe-mixtral --prompt 1048576 --batch 1024 --samples 1
+expect_rc 0 timeout 60 "$LATHE" moe-sim --scenario moe-mixtral --prompt 1048576 --batch 1024 --samples 1 --allow-oom
 expect_rc 0 "$LATHE" moe-sim --scenario moe-mixtral --prompt 512 --batch 8 --hot-replicas 0
 grep -q "more expert weights" "$tmp/out" && bad "moe-sim --hot-replicas 0 still replicates"
 printf '[scenario]\nname = "h"\nkind = "moe"\nmodel = "mixtral-8x7b"\nhardware = "h100-sxm"\n[scenario.moe]\nhistogram = [100, 0, 0, 0, 0, 0, 0, 1]\n' >"$tmp/moeh.toml"
@@ -495,6 +495,25 @@ grep -q "round-robin" "$tmp/out" || bad "moe-sim text"
 expect_rc 2 "$LATHE" moe-sim llama-3-8b h100-sxm
 grep -q "not a mixture-of-experts" "$tmp/err" || bad "moe-sim dense model message"
 expect_rc 2 "$LATHE" moe-sim mixtral-8x7b h100-sxm --histogram 1,2
+# Memory per GPU: mixtral's 93 GB on one 24 GB L4 is refused; over 4 H100s each holds
+# the non-expert weights and 2 of the 8 experts per layer (about 26 GB).
+expect_rc 2 "$LATHE" moe-sim mixtral-8x7b l4 --gpus 1
+grep -q "does not fit: at batch 1 the fullest of the 1 GPUs needs 93" "$tmp/err" || bad "moe-sim on one L4: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" moe-sim mixtral-8x7b h100-sxm --gpus 4 --batch 1 --samples 8 --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+for p in d['batches'][0]['placements']:
+    assert p['fits'] and 24e9 < p['gpu_memory_bytes'] < 28e9, p['gpu_memory_bytes']
+" || bad "moe-sim per-GPU memory"
+# edge-sim: the KV and beam tables say whether each row fits; --os-reserve-gb on a
+# discrete GPU is reported as not applied.
+expect_rc 0 "$LATHE" edge-sim llama-3-70b --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert all(k['fits'] is False for k in d['kv']) and all(b['fits'] is False for b in d['beams'])
+" || bad "edge-sim 70B on Orin: KV/beam rows not flagged"
+expect_rc 0 "$LATHE" edge-sim llama-3-8b h100-sxm --os-reserve-gb 70
+grep -q "has its own memory, so they are not applied" "$tmp/err" || bad "edge-sim os reserve on a discrete GPU: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" edge-sim llama-3-8b --format json
 python3 - "$tmp/out" <<'PY' || bad "edge-sim json"
 import json, sys
