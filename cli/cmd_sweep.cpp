@@ -341,7 +341,8 @@ int run_merge(const MergeArgs& a) {
       if (r.sweep_id != id)
         throw Error(where + ": row of sweep " + r.sweep_id +
                     ", but the first rows came from sweep " + id +
-                    " (files of different sweeps, or of different --samples/--seed)");
+                    " (files of different sweeps, of different --samples/--seed, or of model or hardware files "
+                    "that changed between the runs)");
       auto it = rows.find(r.point);
       if (it != rows.end()) {
         if (format_row(it->second, RowFormat::csv) != format_row(r, RowFormat::csv))
@@ -366,9 +367,12 @@ int run_merge(const MergeArgs& a) {
     spec = load_sweep(a.sweep);
     space = expand_sweep(*spec, a.samples, a.seed);
     if (!id.empty() && space->id != id)
-      throw Error("the rows come from sweep " + id + ", but " + a.sweep + " (with --samples " +
-                  std::to_string(a.samples) + " --seed " + std::to_string(a.seed) + ") is sweep " +
-                  space->id);
+      throw Error("the rows come from sweep " + id + ", but " + a.sweep +
+                  (a.samples > 0 ? " (with --samples " + std::to_string(a.samples) + " --seed " +
+                                       std::to_string(a.seed) + ")"
+                                 : std::string(" (every point, no --samples)")) +
+                  " is sweep " + space->id +
+                  " (another sweep file, other --samples/--seed, or model or hardware files that changed)");
     for (const SweepRow& r : all)
       if (r.point >= space->size)
         throw Error(origin[r.point] + ": point " + std::to_string(r.point) + " is outside sweep " + space->id +

@@ -326,6 +326,9 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   auto hardware = either("hardware", "hw");
   if (!hardware) r.fail_missing("hardware", "a hardware name or path, or an array of them");
   s.hardware = *hardware;
+  // Paths are relative to the sweep file, as in plan and scenario files.
+  for (std::string& m : s.models) m = resolve_spec_reference(m, source);
+  for (std::string& h : s.hardware) h = resolve_spec_reference(h, source);
 
   if (auto v = ax.integers("batch", 1, 1 << 20)) s.batch = *v;
   if (auto v = ax.integers("prompt", 1, 1 << 24)) s.prompt = *v;

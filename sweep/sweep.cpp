@@ -54,6 +54,27 @@ enum Axis {
   kAxes
 };
 
+// Every field of a model spec that planning reads, as text.
+std::string model_fingerprint(const ModelSpec& m) {
+  std::string s = m.name + "|" + m.arch + "|" + std::string(dtype_name(m.dtype));
+  auto add = [&s](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "|%.17g", v);
+    s += buf;
+  };
+  for (int64_t v : {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.max_context})
+    add(double(v));
+  add(m.norm_eps), add(m.rope_theta), add(m.tie_embeddings ? 1 : 0);
+  if (m.moe) add(double(m.moe->experts)), add(double(m.moe->top_k)), add(double(m.moe->expert_ffn));
+  if (m.rope_scaling) {
+    s += "|" + m.rope_scaling->type;
+    add(m.rope_scaling->factor), add(m.rope_scaling->low_freq_factor), add(m.rope_scaling->high_freq_factor);
+    add(double(m.rope_scaling->original_max_context));
+    for (double f : m.rope_scaling->factors) add(f);
+  }
+  return s;
+}
+
 std::string weights_name(const std::optional<Format>& f, const ModelSpec& m) {
   return f ? format_name(*f) : std::string(dtype_name(m.dtype));
 }
@@ -78,6 +99,17 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
     if (s.targets.back().hbm_bandwidth_gbs <= 0)
       throw Error(t + ": memory bandwidth must be positive");
   }
+  // Rows name their model and hardware: two specs of one name would give rows that
+  // cannot be told apart (and messages naming the wrong one).
+  auto unique_names = [&](const char* axis, const std::vector<std::string>& refs, auto name_of, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = i + 1; j < n; ++j)
+        if (name_of(i) == name_of(j))
+          throw Error(spec.source + ": " + axis + " '" + refs[i] + "' and '" + refs[j] + "' are both named '" +
+                      name_of(i) + "', so their rows could not be told apart; give one another name");
+  };
+  unique_names("models", spec.models, [&](size_t i) { return s.models[i].name; }, s.models.size());
+  unique_names("hardware", s.target_specs, [&](size_t i) { return s.targets[i].name; }, s.targets.size());
   bool uses_cost = false;
   for (const Objective& o : spec.objectives) uses_cost |= o.metric == SweepMetric::cost_per_mtok;
   for (const Constraint& c : spec.constraints) uses_cost |= c.metric == SweepMetric::cost_per_mtok;
@@ -110,7 +142,12 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
       throw Error(spec.source + ": the sweep has more than 2^60 points; narrow the axes");
     s.size *= r;
   }
+  // The id names the rows' content: the sweep file's text and what its model and
+  // hardware references resolve to (a model file edited between two shards changes it,
+  // so merge refuses to join their rows).
   uint64_t h = fnv1a(spec.text);
+  for (const ModelSpec& m : s.models) h = fnv1a(model_fingerprint(m), h);
+  for (const Target& t : s.targets) h = fnv1a(target_to_toml(t), h);
   // A sample is another set of points; the whole space is the same whatever the seed.
   if (samples > 0 && uint64_t(samples) < s.size) h = fnv1a(std::to_string(samples) + "/" + std::to_string(seed), h);
   char buf[24];

@@ -565,6 +565,20 @@ cmp -s "$tmp/cs.jsonl" "$tmp/cpu.jsonl" || bad "merged JSONL shards differ from 
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host+price_per_hour=1"]\nprompt = [8]\ngen = [0, 4]\nobjectives = ["min cost_per_mtok"]\n' >"$tmp/g0.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0.toml" -o "$tmp/g0.csv"
 grep -q "gen = 0 generates none" "$tmp/err" || bad "cost sweep with gen 0: $(cat "$tmp/err")"
+# Paths in a sweep file are relative to it; rows of a model file edited between two
+# shards do not merge (the sweep id hashes the specs); two specs of one name are refused.
+mkdir -p "$tmp/swrel"
+cp "$SRC/specs/models/tiny.toml" "$tmp/swrel/m.toml"
+printf '[sweep]\nmodels = ["m.toml"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [4]\nbatch = [1, 2]\n' >"$tmp/swrel/s.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/swrel/s.toml" --shard 0/2 -o "$tmp/swrel0.csv"
+sed -i 's/^layers = .*/layers = 4/' "$tmp/swrel/m.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/swrel/s.toml" --shard 1/2 -o "$tmp/swrel1.csv"
+expect_rc 2 "$LATHE" merge "$tmp/swrel0.csv" "$tmp/swrel1.csv" -o "$tmp/swrelm.csv"
+grep -q "changed between the runs" "$tmp/err" || bad "merge joined rows of an edited model file: $(cat "$tmp/err")"
+sed 's/^name = .*/name = "cpu-host"/' "$SRC/specs/hardware/cpu-host.toml" >"$tmp/swrel/h.toml"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host", "h.toml"]\nprompt = [8]\ngen = [4]\n' >"$tmp/swrel/dup.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/swrel/dup.toml" -o "$tmp/dup.csv"
+grep -q "are both named 'cpu-host'" "$tmp/err" || bad "two hardware specs of one name: $(cat "$tmp/err")"
 # The same for TPOT (gen 0's TPOT, one step right after the prompt, won min tpot_ms).
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\n' >"$tmp/g0t.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0t.toml" -o "$tmp/g0t.csv"
