@@ -66,7 +66,11 @@ std::vector<std::pair<int, nlohmann::json>> read_objects(const std::string& path
     try {
       out.emplace_back(start_line, nlohmann::json::parse(text.substr(i, j - i + 1)));
     } catch (const nlohmann::json::exception& e) {
-      throw Error(path + ":" + std::to_string(start_line) + ": " + e.what());
+      // Without the library's "[json.exception.parse_error.101] " prefix.
+      std::string what = e.what();
+      if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+        what = what.substr(what.find("] ") + 2);
+      throw Error(path + ":" + std::to_string(start_line) + ": not valid JSON: " + what);
     }
     i = j + 1;
   }
@@ -144,6 +148,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       LowerHooks hooks;
       hooks.record = false;
       it = plans.emplace(key, std::make_shared<Planned>(make_plan(req, hooks, false))).first;
+      for (const std::string& w : check_workload(it->second->model, it->second->workload))
+        std::cerr << "lathe: warning: a run's plan: " << w << "\n";
     }
     d.plan = it->second;
     d.run.prefill = &d.plan->lowered.prefill;
@@ -171,8 +177,10 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     within(d.run.batch, 1, cap.batch, "batch");
     within(d.run.prompt, 1, cap.final_context(), "prompt_length");
     within(d.run.decode_steps, 0, cap.final_context() - d.run.prompt, "decode_steps");
+    // Non-negative and below 1e9 ms (11.6 days): a run's time, not an overflowed counter.
     auto time_ok = [](double v, const std::string& what) {
-      if (!std::isfinite(v) || v < 0) throw Error(what + " must be a non-negative number");
+      if (!std::isfinite(v) || v < 0 || v > 1e6)
+        throw Error(what + " must be a number of milliseconds in [0, 1e9], got " + fmt_double(v * 1e3, 6));
     };
     time_ok(d.run.prefill_s, "prefill_ms");
     time_ok(d.run.decode_s, "decode_ms");

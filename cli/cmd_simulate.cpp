@@ -174,7 +174,8 @@ void print_summary(const Planned& p, bool ideal) {
             << fmt_double(r.tokens_per_s, 1) << " generated tok/s (batch), decode " << fmt_double(r.decode_tokens_per_s, 1)
             << " tok/s, prefill " << fmt_double(r.prefill_tokens_per_s, 0) << " tok/s\n\n";
   const MemoryFootprint& m = r.mem;
-  Table mem({"memory", "GB", "note"});
+  Table mem({p.options.tp > 1 ? "memory (per device, tp " + std::to_string(p.options.tp) + ")" : std::string("memory"),
+             "GB", "note"});
   mem.add({"weights", fmt_double(m.weights / 1e9, 3), ""});
   mem.add({"KV cache", fmt_double(m.kv / 1e9, 3),
            std::to_string(w.batch) + " x " + std::to_string(w.final_context()) + " tokens in " +

@@ -59,6 +59,11 @@ int run_tune(const TuneArgs& a) {
   LowerHooks hooks;
   hooks.record = false;
   Planned p = make_plan(req, hooks, false);
+  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  if (const int64_t room = p.workload.gen - 1; a.steps > room)
+    std::cerr << "lathe tune: warning: --steps " << a.steps << " is more than the " << room << " decode step"
+              << (room == 1 ? "" : "s") << " of a " << p.workload.gen << "-token generation (--gen); timing " << room
+              << "\n";
   Plan plan = to_plan(p);
   check_fits_in_memory(plan);
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));

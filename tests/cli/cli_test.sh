@@ -685,7 +685,13 @@ open('$tmp/steps2.jsonl', 'w').write(json.dumps(r) + '\n')
 expect_rc 2 "$LATHE" calibrate "$tmp/steps2.jsonl" --hw cpu-host -o "$tmp/cal6.toml"
 grep -q "outside what lathe run accepts" "$tmp/err" || bad "calibrate with edited plan gen: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" calibrate "$tmp/negtime.jsonl" --hw cpu-host -o "$tmp/cal5.toml"
-grep -q "measured_ms must be a non-negative number" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
+grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
+sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": 1e300/' "$tmp/onerun.jsonl" >"$tmp/hugetime.jsonl"
+expect_rc 2 "$LATHE" calibrate "$tmp/hugetime.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
+grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" || bad "calibrate with a 1e300 ms kernel: $(cat "$tmp/err")"
+sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": NaN/' "$tmp/onerun.jsonl" >"$tmp/nantime.jsonl"
+expect_rc 2 "$LATHE" calibrate "$tmp/nantime.jsonl" --hw cpu-host -o "$tmp/cal8.toml"
+grep -q "nantime.jsonl:1: not valid JSON: parse error" "$tmp/err" && ! grep -q "json.exception" "$tmp/err" || bad "calibrate with NaN: $(cat "$tmp/err")"
 # Runs that used 8-bit dot products (cpu_int8_dot, as lathe run records it): a CPU spec
 # without an int8 peak is fitted with 4x its f32 peak (cpu-host: 4 x 0.768); runs that
 # disagree keep the spec's model; a field that is not a boolean is an error.
