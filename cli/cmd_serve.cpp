@@ -56,6 +56,20 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
   if (a.memory_fraction) o.memory_fraction = *a.memory_fraction;
   if (a.slo_ttft_ms) o.slo_ttft_s = *a.slo_ttft_ms * 1e-3;
   if (a.slo_tpot_ms) o.slo_tpot_s = *a.slo_tpot_ms * 1e-3;
+  if (a.duration && a.requests) throw Error("give --duration or --requests, not both");
+  if (a.arrivals_csv) {
+    // The trace is the whole stream: the generator's flags would be ignored.
+    std::string ignored;
+    auto note = [&](bool given, const char* flag) {
+      if (given) ignored += (ignored.empty() ? "" : ", ") + std::string(flag);
+    };
+    note(bool(a.rate), "--rate"), note(bool(a.duration), "--duration"), note(bool(a.requests), "--requests");
+    note(bool(a.prompt), "--prompt"), note(bool(a.output), "--output"), note(bool(a.priority_mix), "--priority-mix");
+    note(bool(a.seed), "--seed");
+    if (!ignored.empty())
+      throw Error("--arrivals-csv gives every request (arrival, prompt, output, priority); " + ignored +
+                  " would be ignored: drop " + (ignored.find(',') == std::string::npos ? "it" : "them"));
+  }
   if (a.rate) ar.rate_per_s = *a.rate;
   if (a.duration) ar.duration_s = *a.duration, ar.requests = a.requests.value_or(0);
   if (a.requests) ar.requests = *a.requests;
@@ -86,9 +100,11 @@ std::string stream_text(const ScenarioSpec& s, const std::vector<Request>& reqs)
   if (s.arrivals_csv) return std::to_string(reqs.size()) + " requests from " + *s.arrivals_csv;
   const ArrivalOptions& a = s.arrivals;
   std::string mix;
-  if (a.priority_mix.size() > 1)
+  double mix_sum = 0;
+  for (double v : a.priority_mix) mix_sum += v;
+  if (a.priority_mix.size() > 1)  // as shares of the stream
     for (size_t i = 0; i < a.priority_mix.size(); ++i)
-      mix += (i ? "/" : "; priority mix ") + fmt_double(a.priority_mix[i], 2);
+      mix += (i ? "/" : "; priority mix ") + fmt_double(a.priority_mix[i] / mix_sum, 2);
   return with_commas(int64_t(reqs.size())) + (reqs.size() == 1 ? " request" : " requests") +
          ", Poisson " + fmt_double(a.rate_per_s, 2) + "/s" +
          (a.requests > 0 ? "" : " over " + fmt_double(a.duration_s, 0) + " s") + "; prompt " +

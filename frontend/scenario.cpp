@@ -128,6 +128,9 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   a.rate_per_s = r.get_double("rate", 1e-6, 1e7).value_or(a.rate_per_s);
   a.duration_s = r.get_double("duration_s", 1e-6, 1e9).value_or(a.duration_s);
   a.requests = r.get_int("requests", 0, int64_t(1) << 26).value_or(a.requests);
+  // Alternatives: a stream of `requests` arrivals, or arrivals over `duration_s`.
+  if (t.get("duration_s") && t.get("requests") && a.requests > 0)
+    r.fail_at(*t.get("requests"), "requests", "give duration_s or requests, not both");
   x.distribution("prompt", a.prompt);
   x.distribution("output", a.output);
   if (auto m = x.numbers("priority_mix", 0, kHuge)) {
@@ -138,6 +141,11 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   }
   a.seed = uint64_t(r.get_int("seed", 0, INT64_MAX).value_or(int64_t(a.seed)));
   if (auto c = r.get_string("csv")) {
+    // The trace is the whole stream: the generator's keys would be ignored.
+    for (const char* k : {"rate", "duration_s", "requests", "prompt", "output", "priority_mix", "seed"})
+      if (t.get(k))
+        r.fail_at(*t.get(k), k, "the csv trace gives every request (arrival, prompt, output, priority); drop '" +
+                                    std::string(k) + "' or the csv");
     std::filesystem::path p(*c);
     std::filesystem::path dir = std::filesystem::path(source).parent_path();
     csv = p.is_absolute() || dir.empty() || source.starts_with("<built-in>") ? p.string()

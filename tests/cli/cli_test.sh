@@ -419,6 +419,15 @@ grep -q "3 requests from" "$tmp/out" || bad "serve-sim did not read the CSV trac
 printf '0.1,10,5\n0.2,x,5\n' >"$tmp/badtrace.csv"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/badtrace.csv"
 grep -q "badtrace.csv:2: prompt_tokens" "$tmp/err" || bad "bad trace error lacks file:line: $(cat "$tmp/err")"
+# Inputs that would be ignored are refused: --duration with --requests, generator flags
+# with a CSV trace, and the same in a scenario file.
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --requests 10
+grep -q "give --duration or --requests, not both" "$tmp/err" || bad "serve-sim --duration with --requests: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/trace.csv" --rate 3 --prompt 100
+grep -q -- "--rate, --prompt would be ignored" "$tmp/err" || bad "serve-sim CSV with --rate: $(cat "$tmp/err")"
+printf '[scenario]\nname = "b"\nkind = "serve"\nmodel = "tiny"\nhardware = "h100-sxm"\n[scenario.arrivals]\nduration_s = 5\nrequests = 10\n' >"$tmp/both.toml"
+expect_rc 2 "$LATHE" serve-sim --scenario "$tmp/both.toml"
+grep -q "give duration_s or requests, not both" "$tmp/err" || bad "scenario with duration_s and requests: $(cat "$tmp/err")"
 printf '1e300,100,10\n' >"$tmp/fartrace.csv"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/fartrace.csv"
 grep -q "fartrace.csv:1: arrival_s: expected at most 1e9 seconds" "$tmp/err" || bad "arrival 1e300 accepted: $(cat "$tmp/err")"
