@@ -210,7 +210,7 @@ void register_rag(CLI::App& app, Registry& r) {
   cmd->add_option("--prefetch-hit", a->prefetch_hit,
                   "prefetch: share of requests whose prefetch is usable (0.5)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--cpu-cores", a->cpu_cores, "host CPU cores (16; a CPU target's own cores)")
+  cmd->add_option("--cpu-cores", a->cpu_cores, "host CPU cores beside a GPU target (16); on a CPU target, its own cores")
       ->check(CLI::Range(int64_t(2), int64_t(4096)));
   cmd->add_option("--runtime-threads", a->runtime_threads,
                   "threads the inference runtime uses (60% of the cores)")

@@ -116,6 +116,13 @@ RagResult simulate_rag(const Graph& prefill, const Graph& decode, const Target& 
                        const RagOptions& given, bool ideal) {
   RagOptions o = given;
   if (o.cpu_cores == 0) o.cpu_cores = t.is_gpu() ? 16 : int64_t(t.sm_count);  // unset: the host's
+  // On a CPU target the runtime's cores are the target's: another count would split a
+  // machine the cost model does not describe (8 runtime threads of a "64-core" cpu-host
+  // got an eighth of its 8 cores' peak).
+  if (!t.is_gpu() && o.cpu_cores != int64_t(t.sm_count))
+    throw Error("rag: cpu_cores " + std::to_string(o.cpu_cores) + " differs from " + t.name + "'s " +
+                std::to_string(int64_t(t.sm_count)) + " cores; on a CPU target they are its cores (change them with "
+                "--set sm_count=N)");
   if (o.modes.empty()) throw Error("rag: no modes to simulate");
   if (o.cpu_cores < 2)
     throw Error("rag: need at least 2 CPU cores (one for the runtime, one for retrieval)");

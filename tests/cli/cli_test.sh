@@ -489,6 +489,8 @@ c1=$(python3 -c "import json; print(json.load(open('$tmp/out'))['cores'])")
 expect_rc 0 "$LATHE" rag-sim small cpu-host --format json --samples 100
 c2=$(python3 -c "import json; print(json.load(open('$tmp/out'))['cores'])")
 [ "$c1" = "$c2" ] && [ "$c1" = 8 ] || bad "rag-sim cores with a scenario ($c1) and without ($c2), cpu-host has 8"
+expect_rc 2 "$LATHE" rag-sim small cpu-host --cpu-cores 64 --runtime-threads 8
+grep -q "differs from cpu-host's 8 cores" "$tmp/err" || bad "rag-sim --cpu-cores against a CPU target: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" moe-sim mixtral-8x7b h100-sxm --batch 1,64 --samples 32 --format json
 python3 - "$tmp/out" <<'PY' || bad "moe-sim json"
 import json, sys
