@@ -175,6 +175,11 @@ ModelSpec model_spec(const File& f) {
   m.description = "GGUF file " + path;
   m.hidden = req("embedding_length");
   m.layers = req("block_count");
+  // The bound model TOML files and config.json have (a count of 2^32 built layer tables
+  // until the machine ran out of memory, before any tensor was looked for).
+  if (m.layers > kMaxLayers)
+    throw Error(path + ": key 'llama.block_count': " + std::to_string(m.layers) + " layers, more than lathe plans (" +
+                std::to_string(kMaxLayers) + ")");
   m.heads = req("attention.head_count");
   m.kv_heads = opt("attention.head_count_kv").value_or(m.heads);
   m.head_dim = opt("attention.key_length")
@@ -190,10 +195,9 @@ ModelSpec model_spec(const File& f) {
   m.max_context = req("context_length");
   m.norm_eps = f.get_float_opt("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
   m.rope_theta = f.get_float_opt("llama.rope.freq_base").value_or(10000.0);
-  if (m.norm_eps <= 0 || m.rope_theta <= 0)
-    throw Error(path +
-                ": keys 'llama.attention.layer_norm_rms_epsilon' and 'llama.rope.freq_base' must "
-                "be positive");
+  if (m.norm_eps <= 0)
+    throw Error(path + ": key 'llama.attention.layer_norm_rms_epsilon' must be positive");
+  if (m.rope_theta <= 0) throw Error(path + ": key 'llama.rope.freq_base' must be positive");
   // RoPE scaling: linear by metadata, or per-dimension divisors in rope_freqs.weight
   // (what llama.cpp's converter writes for Llama 3.1's llama3 rule).
   if (f.get_string_opt("llama.rope.scaling.type").value_or("none") == "linear") {

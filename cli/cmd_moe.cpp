@@ -69,7 +69,7 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
     o.batches.clear();
     for (double b : number_list("--batch", *a.batches)) {
       if (b < 1 || b != std::floor(b) || b > (1 << 20))
-        throw Error("--batch: batch sizes must be integers >= 1");
+        throw Error("--batch: batch sizes must be whole numbers in [1, 1048576], got " + fmt_double(b, 6));
       o.batches.push_back(int64_t(b));
     }
   }
@@ -127,8 +127,9 @@ int run_moe(const MoeArgs& a) {
         if (at == 0 || x < least) least = x, at = b.batch;
       }
     if (at > 0 && least > capacity && !a.allow_oom)
-      throw Error("does not fit: at batch " + std::to_string(at) + " the fullest of the " + std::to_string(r.gpus) +
-                  " GPUs needs " + human_bytes(least) + " of " + human_bytes(capacity) + " (" + p.target.name +
+      throw Error("does not fit: at batch " + std::to_string(at) +
+                  (r.gpus == 1 ? std::string(" the GPU") : " the fullest of the " + std::to_string(r.gpus) + " GPUs") +
+                  " needs " + human_bytes(least) + " of " + human_bytes(capacity) + " (" + p.target.name +
                   "); use more --gpus, int4 weights or a larger device (--allow-oom prints the figures anyway)");
   }
   std::string load = std::string(expert_load_name(o.load)) +
@@ -178,8 +179,8 @@ int run_moe(const MoeArgs& a) {
   std::cout << "lathe moe-sim: " << p.model.name << " on " << r.gpus << " x "
             << describe_target(p.target) << (s.name.empty() ? "" : "; scenario " + s.name) << "\n";
   std::cout << "  plan      " << describe_options(p) << "\n";
-  std::cout << "  parallel  experts over " << r.gpus
-            << " GPUs, attention data-parallel; all-to-all over "
+  std::cout << "  parallel  experts over " << r.gpus << (r.gpus == 1 ? " GPU" : " GPUs")
+            << ", attention data-parallel; all-to-all over "
             << fmt_double(p.target.link_bytes_per_s() / 1e9, 0) << " GB/s per GPU, "
             << fmt_double(p.target.interconnect_latency_us, 1) << " us per step\n";
   std::cout << "  routing   top-" << r.top_k << " of " << r.experts << " experts, " << load

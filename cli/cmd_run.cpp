@@ -1,6 +1,7 @@
 // lathe run: execute a plan for real (prefill + decode) and set the measured time of
 // every kernel beside its prediction. lathe probe: measure this machine.
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +33,9 @@ namespace {
 struct RunArgs {
   std::string model, backend = "cpu", hw = "cpu-host", tokens, prompt_text, logits_out, format = "table", cache_dir, tuning;
   int64_t prompt_tokens = 16, batch = 1, gen = 16;
+  // Which of --prompt-tokens, --gen, --batch and --prompt were given (a compiled plan's
+  // own workload fills the others).
+  bool prompt_tokens_given = false, gen_given = false, batch_given = false, prompt_text_given = false;
   int repeat = 1;
   PlanFlags plan;
   std::vector<std::string> sets;
@@ -183,6 +187,10 @@ int run_run(const RunArgs& a) {
     for (const std::string& n : gguf::model_notes(*gguf_file)) std::cerr << "lathe: warning: " << n << "\n";
     if (gguf::has_vocab(*gguf_file)) tokenizer.emplace(gguf::read_vocab(*gguf_file));
   }
+  if (!std::isfinite(a.temperature) || !std::isfinite(a.top_p))
+    throw Error("--temperature and --top-p must be numbers (got " + fmt_double(a.temperature, 6) + " and " +
+                fmt_double(a.top_p, 6) + ")");
+  if (a.prompt_text_given && a.prompt_text.empty()) throw Error("--prompt: the text is empty");
   if (!a.prompt_text.empty()) {
     if (!tokenizer)
       throw Error("--prompt: needs a .gguf model with a vocabulary (tokenizer.ggml.*); give token ids with --tokens");
@@ -192,9 +200,21 @@ int run_run(const RunArgs& a) {
 
   Plan plan;
   std::string model_name;
+  // A compiled plan's workload sets the defaults of --prompt-tokens, --gen and --batch
+  // (run's own defaults, 16 and 16, did not fit a plan compiled for 8 tokens).
+  RunArgs eff = a;
   if (from_plan) {
+    // Its options are fixed at compile time: flags that would change them are refused
+    // rather than ignored.
+    if (std::string f = a.plan.given(); !f.empty())
+      throw Error(f + ": " + a.model + " is a compiled plan, whose options were fixed by `lathe compile`; "
+                  "compile again with them (or run the model itself)");
+    if (!a.sets.empty()) throw Error("--set: " + a.model + " is a compiled plan; its target was fixed by `lathe compile`");
     plan = load_plan_dir(a.model);
     model_name = plan.model;
+    if (!a.prompt_tokens_given) eff.prompt_tokens = plan.workload.prompt;
+    if (!a.gen_given) eff.gen = std::max<int64_t>(1, plan.workload.gen);
+    if (!a.batch_given) eff.batch = plan.workload.batch;
   } else {
     PlanSpec spec = a.plan.plan_spec();
     PlanRequest req;
@@ -226,17 +246,23 @@ int run_run(const RunArgs& a) {
     if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
   }
   int64_t vocab = plan.decode.attrs.i("vocab");
+  // Before a prompt id or a byte of weights is allocated (a batch of 4096 x 1M-token
+  // prompts filled 6 GB before this check refused it; a bf16 plan built 2.7 GB of
+  // weights before the CPU kernels refused its activations).
+  if (!cuda && plan.act_dtype != "f32")
+    throw Error(a.model + ": the CPU backend computes in f32 activations (the plan has " + plan.act_dtype +
+                "; compile with --act f32)");
+  check_fits_in_memory(plan);
   if (prompts.empty())
-    for (int64_t s = 0; s < a.batch; ++s) {
+    for (int64_t s = 0; s < eff.batch; ++s) {
       std::vector<int32_t> t;
-      for (int64_t i = 0; i < a.prompt_tokens; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
+      for (int64_t i = 0; i < eff.prompt_tokens; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
       prompts.push_back(t);
     }
   for (const auto& p : prompts)
     for (int32_t t : p)
       if (t >= vocab) throw Error("--tokens: id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
 
-  check_fits_in_memory(plan);  // before a byte of weights is allocated
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::string weights_from;
@@ -283,7 +309,7 @@ int run_run(const RunArgs& a) {
     ps.prefill_s = r.seconds;
     ps.prefill_pred = r.predicted_s;
     for (size_t s = 0; s < prompts.size(); ++s) ps.generated[s].push_back(next[s]);
-    for (int64_t i = 1; i < a.gen; ++i) {
+    for (int64_t i = 1; i < eff.gen; ++i) {
       r = session.decode(next);
       keep_logits(r);
       ps.decode_s += r.seconds;
@@ -582,7 +608,8 @@ void register_run(CLI::App& app, Registry& r) {
   // The prompts come from one place: ids, text, or synthetic (length x batch).
   ids->excludes(text)->excludes(synth_len)->excludes(synth_batch);
   text->excludes(synth_len)->excludes(synth_batch);
-  cmd->add_option("--gen", a->gen, "tokens to generate per sequence")->check(CLI::Range(int64_t(0), kMaxRunTokens));
+  cmd->add_option("--gen", a->gen, "tokens to generate per sequence, the prefill's included (default 16; a compiled plan's own)")
+      ->check(CLI::Range(int64_t(1), kMaxRunTokens));
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
@@ -603,7 +630,13 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--format", a->format, "table (or text) or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, in its cpu/ or cuda/ folder; a given DIR holds CPU kernels itself and CUDA kernels in DIR/cuda)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");
-  cmd->callback([&r, a] { r.action = [a] { return run_run(*a); }; });
+  cmd->callback([&r, a, synth_len, text, cmd] {
+    a->prompt_tokens_given = synth_len->count() > 0;
+    a->prompt_text_given = text->count() > 0;
+    a->gen_given = cmd->get_option("--gen")->count() > 0;
+    a->batch_given = cmd->get_option("--batch")->count() > 0;
+    r.action = [a] { return run_run(*a); };
+  });
 
   auto p = std::make_shared<ProbeArgs>();
   CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm and integer GEMM rates) and write a hardware spec");

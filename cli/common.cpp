@@ -186,7 +186,9 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
   fs::path target = output_dir_path(dir);
   if (fs::exists(target, ec) && !fs::is_directory(target, ec)) throw Error(dir + ": exists and is not a directory");
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) throw Error(dir + ": parent directory " + parent.string() + " does not exist");
+  if (!fs::is_directory(parent, ec))
+    throw Error(dir + (fs::exists(parent, ec) ? ": " + parent.string() + " is not a directory"
+                                              : ": parent directory " + parent.string() + " does not exist"));
   // The directory is built as a temporary sibling, so the parent must be writable.
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
     int err = errno;
@@ -272,6 +274,18 @@ void PlanFlags::add_to(CLI::App* cmd, bool with_passes) {
                   "pass pipeline, comma separated (default: all; 'none' or '' runs no optimization pass)");
   cmd->add_option("--no-pass", disable, "switch one pass off (repeatable)");
   cmd->add_flag("--no-fusion", no_fusion, "switch every fusion pass off");
+}
+
+std::string PlanFlags::given() const {
+  std::string out;
+  auto add = [&out](bool on, const char* flag) {
+    if (on) out += (out.empty() ? "" : ", ") + std::string(flag);
+  };
+  add(!weights.empty(), "--weights"), add(!kv.empty(), "--kv"), add(!kv_layout.empty(), "--kv-layout");
+  add(!act.empty(), "--act"), add(!passes.empty() || (passes_opt && passes_opt->count() > 0), "--passes");
+  add(tp != 1, "--tp"), add(!disable.empty(), "--no-pass"), add(no_fusion, "--no-fusion");
+  add(!plan_file.empty(), "--plan");
+  return out;
 }
 
 PlanOptions PlanFlags::resolve(PlanOptions o) const {

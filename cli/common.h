@@ -118,6 +118,8 @@ struct PlanFlags {
   PlanOptions resolve(PlanOptions base = {}) const;
   // The plan file (when given) with the flags applied to its options.
   PlanSpec plan_spec() const;
+  // The flags given, as they were spelled ("--weights, --tp"), or "" when none.
+  std::string given() const;
 };
 
 }  // namespace lathe::cli

@@ -1,5 +1,6 @@
 // lathe: compile, simulate and run LLM inference plans.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <new>
@@ -10,6 +11,34 @@
 #include "cli/common.h"
 #include "frontend/toml_doc.h"
 #include "ir/assert.h"
+
+namespace {
+// CLI11's range check says "--batch: Value abc not in range 1 to 1048576" also for a
+// value that is not a number, or not a whole one: say which.
+std::string parse_error_text(const std::string& what) {
+  const std::string key = ": Value ", mid = " not in range ", to = " to ";
+  const size_t v = what.find(key), r = what.rfind(mid);
+  if (v == std::string::npos || r == std::string::npos || r < v) return what;
+  const std::string flag = what.substr(0, v), value = what.substr(v + key.size(), r - v - key.size());
+  const std::string range = what.substr(r + mid.size());
+  const size_t t = range.find(to);
+  if (t == std::string::npos) return what;
+  const std::string lo = range.substr(0, t), hi = range.substr(t + to.size());
+  auto shown = [](const std::string& n) {  // "10000000.000000" -> "1e+07"
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", std::strtod(n.c_str(), nullptr));
+    return std::string(buf);
+  };
+  const std::string want = "[" + shown(lo) + ", " + shown(hi) + "]";
+  char* end = nullptr;
+  const double x = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size())
+    return flag + ": '" + value + "' is not a number (expected one in " + want + ")";
+  const double a = std::strtod(lo.c_str(), nullptr), b = std::strtod(hi.c_str(), nullptr);
+  if (x >= a && x <= b) return flag + ": '" + value + "' is not a whole number (expected one in " + want + ")";
+  return flag + ": " + value + " is outside " + want;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -73,7 +102,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "lathe: error: %s\n", e.what());
+    std::fprintf(stderr, "lathe: error: %s\n", parse_error_text(e.what()).c_str());
     std::fprintf(stderr, "Run with --help for usage.\n");
     return 2;
   }

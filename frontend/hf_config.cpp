@@ -86,9 +86,11 @@ struct Reader {
     if (!v) return std::nullopt;
     if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
     double x = v->get<double>();
-    if (!(x >= min && x <= max))
-      fail(key, "expected a number in [" + std::to_string(min) + ", " + std::to_string(max) +
-                    "], got " + v->dump());
+    if (!(x >= min && x <= max)) {
+      char range[64];
+      std::snprintf(range, sizeof range, "[%g, %g]", min, max);  // %g: 1e-12, not 0.000000
+      fail(key, "expected a number in " + std::string(range) + ", got " + v->dump());
+    }
     return x;
   }
   std::optional<bool> get_bool(std::string_view key) const {

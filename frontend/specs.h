@@ -54,9 +54,7 @@ std::vector<std::string> builtin_names(std::string_view folder);
 // larger than max_bytes (spec-sized inputs by default: 256 MiB) or too large for memory.
 std::string read_file(const std::string& path, uint64_t max_bytes = uint64_t(256) << 20);
 bool looks_like_path(std::string_view arg);
-// The deepest model lathe plans (50x the deepest published one; planning time is
-// linear in it): model TOML, config.json and GGUF alike.
-constexpr int64_t kMaxLayers = 10000;
+// kMaxLayers (ir/model.h) bounds model TOML, config.json and GGUF alike.
 // A model or hardware reference written inside a spec file (`model = "my-model.toml"`):
 // a relative path is taken relative to that file when it exists there, else as given
 // (relative to the working directory). Names, absolute paths, references in built-in

@@ -12,6 +12,10 @@
 
 namespace lathe {
 
+// The deepest model lathe plans (50x the deepest published one; planning time is
+// linear in it): model TOML, config.json and GGUF alike.
+constexpr int64_t kMaxLayers = 10000;
+
 struct MoeSpec {
   int64_t experts = 0;     // experts per layer
   int64_t top_k = 0;       // experts each token is routed to

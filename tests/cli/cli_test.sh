@@ -121,6 +121,11 @@ grep -q "a100-80g" "$tmp/err" || bad "unknown hardware does not list built-ins"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set bandwidth=3
 grep -q "valid keys" "$tmp/err" || bad "bad --set key does not list valid keys"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 0
+grep -q -- "--batch: 0 is outside \[1, 1048576\]" "$tmp/err" || bad "--batch 0 message: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch abc
+grep -q -- "--batch: 'abc' is not a number" "$tmp/err" || bad "--batch abc message: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 1.5
+grep -q -- "--batch: '1.5' is not a whole number" "$tmp/err" || bad "--batch 1.5 message: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
 expect_rc 2 "$LATHE" simulate llama-3-70b a100-40g
 grep -q "largest batch" "$tmp/err" || bad "OOM message lacks the largest batch"
@@ -291,6 +296,20 @@ grep -q "extern \"C\" void k_" "$tmp/tplan/kernels/cpu/"k_*.cpp || bad "emitted 
 expect_rc 0 "$LATHE" run "$tmp/tplan" --tokens "1,2;3,4,5" --gen 3
 expect_rc 2 "$LATHE" run "$tmp/tplan" --tokens "1,2,3,4,5,6,7,8,9,10" --gen 2
 grep -q "plan allows" "$tmp/err" || bad "over-long prompt error"
+# A compiled plan's workload is run's default (batch 2, prompt 8, gen 4 here: run's own
+# 16 / 16 did not fit); options it fixed are refused rather than ignored.
+expect_rc 0 "$LATHE" run "$tmp/tplan" --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); g=d['generated']; assert len(g) == 2 and all(len(x) == 4 for x in g), g" || bad "run PLAN_DIR did not take the plan's workload"
+expect_rc 2 "$LATHE" run "$tmp/tplan" --weights int4:g32 --kv int8
+grep -q -- "--weights, --kv: .* is a compiled plan" "$tmp/err" || bad "run PLAN_DIR ignored --weights: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --tokens 5,6 --gen 2 --temperature nan
+grep -q "must be numbers" "$tmp/err" || bad "--temperature nan accepted: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --gen 0
+expect_rc 2 timeout 60 "$LATHE" run tiny --batch 4096 --prompt-tokens 1048576 --gen 1
+grep -q "this plan needs .* MB of host memory" "$tmp/err" || bad "a huge run was not refused up front: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny h100-sxm --act bf16 -o "$tmp/gpuplan"
+expect_rc 2 "$LATHE" run "$tmp/gpuplan" --gen 2
+grep -q "the CPU backend computes in f32 activations (the plan has" "$tmp/err" || bad "bf16 plan on the CPU: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --backend tpu --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,x --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,,2 --gen 2
@@ -509,7 +528,7 @@ expect_rc 2 "$LATHE" moe-sim mixtral-8x7b h100-sxm --histogram 1,2
 # Memory per GPU: mixtral's 93 GB on one 24 GB L4 is refused; over 4 H100s each holds
 # the non-expert weights and 2 of the 8 experts per layer (about 26 GB).
 expect_rc 2 "$LATHE" moe-sim mixtral-8x7b l4 --gpus 1
-grep -q "does not fit: at batch 1 the fullest of the 1 GPUs needs 93" "$tmp/err" || bad "moe-sim on one L4: $(cat "$tmp/err")"
+grep -q "does not fit: at batch 1 the GPU needs 93" "$tmp/err" || bad "moe-sim on one L4: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" moe-sim mixtral-8x7b h100-sxm --gpus 4 --batch 1 --samples 8 --format json
 python3 -c "
 import json; d = json.load(open('$tmp/out'))

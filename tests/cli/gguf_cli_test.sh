@@ -53,6 +53,19 @@ expect_rc 2 "$LATHE" weights init tiny --weights int4:g128 -o "$tmp/x.gguf"
 expect_rc 2 "$LATHE" weights init tiny -o "$tmp/no/such/dir/x.gguf"
 [ ! -e "$tmp/x.gguf" ] || bad "a failed init left a file"
 ls "$tmp" | grep -q '\.tmp\.' && bad "a temporary file was left behind"
+# A block count past kMaxLayers is refused at once (2^32 - 1 built layer tables until
+# the machine ran out of memory). The key's u32 value is patched in place.
+python3 - "$tmp/tiny-f32.gguf" "$tmp/deep.gguf" <<'PY' || bad "could not patch block_count"
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b"llama.block_count"
+i = b.index(k) + len(k)
+assert struct.unpack_from("<I", b, i)[0] == 4  # GGUF type u32
+struct.pack_into("<I", b, i + 4, 0xFFFFFFFF)
+open(sys.argv[2], "wb").write(b)
+PY
+expect_rc 2 timeout 60 "$LATHE" check "$tmp/deep.gguf"
+grep -q "key 'llama.block_count': 4294967295 layers, more than lathe plans (10000)" "$tmp/err" || bad "deep GGUF: $(cat "$tmp/err")"
 
 # A Hugging Face checkpoint converted to GGUF gives the same logits as the checkpoint
 # itself, bit for bit: the GGUF writer and reader carry every weight of the Hugging Face
