@@ -191,6 +191,9 @@ int run_run(const RunArgs& a) {
     throw Error("--temperature and --top-p must be numbers (got " + fmt_double(a.temperature, 6) + " and " +
                 fmt_double(a.top_p, 6) + ")");
   if (a.prompt_text_given && a.prompt_text.empty()) throw Error("--prompt: the text is empty");
+  if (a.temperature == 0 && (a.top_k > 0 || a.top_p < 1))
+    std::cerr << "lathe: warning: --top-k and --top-p shape sampling, and decoding is greedy without "
+                 "--temperature: they are not applied\n";
   if (!a.prompt_text.empty()) {
     if (!tokenizer)
       throw Error("--prompt: needs a .gguf model with a vocabulary (tokenizer.ggml.*); give token ids with --tokens");

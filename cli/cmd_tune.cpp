@@ -175,7 +175,8 @@ std::string apply_tuning_file(Graph& prefill, Graph& decode, const std::string& 
   if (t.backend == "cpu") {
     std::string host = cpu_model_name();
     if (!host.empty() && t.machine.rfind(host, 0) != 0)
-      note += " (tuned on " + t.machine + ", this machine is " + host + ")";
+      note += " (tuned on " + (t.machine.empty() ? std::string("a machine the file does not name") : t.machine) +
+              ", this machine is " + host + ")";
   } else if (!t.machine.empty()) {
     note += " (tuned on " + t.machine + ")";
   }

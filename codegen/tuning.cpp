@@ -302,8 +302,15 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       x.best_us = e.value("best_us", 0.0);
       t.entries.push_back(std::move(x));
     }
+  } catch (const nlohmann::json::parse_error&) {
+    // Not the parser's message: it quotes the bytes it read, which for a binary file
+    // are control characters.
+    throw Error(source + ": not a JSON file (a tuning file is the JSON `lathe tune -o FILE` writes)");
   } catch (const nlohmann::json::exception& e) {
-    throw Error(source + ": malformed tuning file: " + e.what());
+    std::string what = e.what();  // without the "[json.exception.type_error.302] " prefix
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    throw Error(source + ": malformed tuning file: " + what);
   }
   return t;
 }

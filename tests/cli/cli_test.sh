@@ -798,6 +798,11 @@ grep -q "tune_cuda_split = 3" "$tmp/cudatuned/decode.ir" || bad "CUDA tuning par
 expect_rc 0 "$LATHE" run "$tmp/cudatuned" --gen 3
 expect_rc 2 "$LATHE" run tiny --tuning "$tmp/cudatune.json" --gen 3
 grep -q "tuning for the cuda backend" "$tmp/err" || bad "run --tuning with a cuda file on the CPU: $(cat "$tmp/err")"
+printf '\001\002\377binary' >"$tmp/bintune.json"
+expect_rc 2 "$LATHE" run tiny --tuning "$tmp/bintune.json" --gen 2
+grep -q "bintune.json: not a JSON file" "$tmp/err" || bad "binary tuning file: $(cat -v "$tmp/err")"
+expect_rc 0 "$LATHE" run tiny --gen 2 --top-k 5
+grep -q "they are not applied" "$tmp/err" || bad "--top-k without --temperature: no warning"
 sed 's/"tune_cuda_split": 3/"tune_cuda_split": 0/' "$tmp/cudatune.json" >"$tmp/badcudatune.json"
 expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/cudatuned2" --tuning "$tmp/badcudatune.json"
 grep -q "tune_cuda_split = 0 (expected 1 to 128)" "$tmp/err" || bad "bad CUDA tuning value: $(cat "$tmp/err")"
