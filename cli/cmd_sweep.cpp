@@ -278,7 +278,12 @@ int run_sweep_cmd(const SweepArgs& a) {
     }
     return 0;
   }
-  if (sum.feasible == 0) throw Error(infeasible_message(sum));
+  if (sum.feasible == 0) {
+    // Scripts get the counts (evaluated, skipped, violations per constraint) on stdout as
+    // well; the exit code is still 2.
+    if (json) std::cout << summary_json(spec, sum).dump(2) << "\n";
+    throw Error(infeasible_message(sum));
+  }
   std::string emitted;
   if (!a.emit_best.empty()) emitted = emit_best(space, sum, a.emit_best);
   if (json) {

@@ -609,6 +609,10 @@ sed 's/^name = .*/name = "cpu-host"/' "$SRC/specs/hardware/cpu-host.toml" >"$tmp
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host", "h.toml"]\nprompt = [8]\ngen = [4]\n' >"$tmp/swrel/dup.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/swrel/dup.toml" -o "$tmp/dup.csv"
 grep -q "are both named 'cpu-host'" "$tmp/err" || bad "two hardware specs of one name: $(cat "$tmp/err")"
+# No feasible plan: exit 2, and with --format json the counts still reach stdout.
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [4]\n[sweep.constraints]\ntpot_ms = 0.000001\n' >"$tmp/nofeas.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/nofeas.toml" --format json -o "$tmp/nofeas.csv"
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['feasible'] == 0 and any(v['plans'] == 1 for v in d['violations'])" || bad "infeasible sweep --format json: $(head -c 300 "$tmp/out")"
 # The same for TPOT (gen 0's TPOT, one step right after the prompt, won min tpot_ms).
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\n' >"$tmp/g0t.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0t.toml" -o "$tmp/g0t.csv"
