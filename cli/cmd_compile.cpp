@@ -167,7 +167,7 @@ int run_compile(const CompileArgs& a) {
   if (a.report) std::cout << report << "\n";
   int kernels = 0;
   for (const auto& [name, text] : files) kernels += name.starts_with("kernels/") && !name.ends_with(".log");
-  std::cout << "wrote " << a.out << "/: plan.json, prefill.ir, decode.ir, report.md";
+  std::cout << "wrote " << a.out << (a.out.ends_with('/') ? "" : "/") << ": plan.json, prefill.ir, decode.ir, report.md";
   if (kernels) std::cout << ", " << kernels << " kernel sources in kernels/";
   if (!tuned.empty()) std::cout << "\n  " << tuned;
   std::cout << "\n  " << p.sim.prefill.kernels << " prefill kernels, " << p.sim.decode.kernels

@@ -112,7 +112,10 @@ struct Emitter {
   }
   std::string fmt_args(const Value& w, int64_t K) const {
     auto [f, gsz] = fmt(w.format);
-    if (K % 32 != 0) fail("reduction length " + std::to_string(K) + " is not a multiple of 32");
+    if (K % 32 != 0)
+      fail("weight " + w.name + " has rows of " + std::to_string(K) +
+           " values, not a multiple of 32: the CPU kernels read weight rows in blocks of 32 (the model's hidden "
+           "and FFN sizes must be multiples of 32)");
     return std::to_string(f) + ", " + std::to_string(K) + ", " + std::to_string(gsz);
   }
 

@@ -130,7 +130,10 @@ struct Emitter {
   std::string fmt_args(const Value& w, int64_t K) {
     int f = format_code(w.format.dtype);
     if (f == 5) k.fp8 = true;
-    if (K % 32 != 0) fail("reduction length " + std::to_string(K) + " is not a multiple of 32");
+    if (K % 32 != 0)
+      fail("weight " + w.name + " has rows of " + std::to_string(K) +
+           " values, not a multiple of 32: the CUDA kernels read weight rows in blocks of 32 (the model's hidden "
+           "and FFN sizes must be multiples of 32)");
     return std::to_string(f) + ", " + num(K) + ", " + std::to_string(w.format.group);
   }
   std::string kv_args() {

@@ -94,6 +94,12 @@ struct CpuJit::Impl {
 
 CpuJit::CpuJit(JitOptions o) : impl_(std::make_unique<Impl>()) {
   impl_->dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
+  // A cache directory the user named that is a file would silently mean no cache (every
+  // kernel compiled on every run).
+  std::error_code ec;
+  if (!o.cache_dir.empty() && o.disk_cache && std::filesystem::exists(o.cache_dir, ec) &&
+      !std::filesystem::is_directory(o.cache_dir, ec))
+    throw Error(o.cache_dir + ": the kernel cache directory is not a directory");
 #if LATHE_HAVE_JIT
   lathe_jit_create_fn create = load_module();
   std::string error;

@@ -310,6 +310,16 @@ grep -q "this plan needs .* MB of host memory" "$tmp/err" || bad "a huge run was
 expect_rc 0 "$LATHE" compile tiny h100-sxm --act bf16 -o "$tmp/gpuplan"
 expect_rc 2 "$LATHE" run "$tmp/gpuplan" --gen 2
 grep -q "the CPU backend computes in f32 activations (the plan has" "$tmp/err" || bad "bf16 plan on the CPU: $(cat "$tmp/err")"
+# A hidden size the CPU kernels cannot block is named with the weight and the rule; a
+# --cache-dir that is a file is refused (it meant no cache at all).
+sed -e 's/^hidden = 128/hidden = 48/' -e 's/^heads = 4/heads = 3/' -e 's/^kv_heads = 2/kv_heads = 1/' \
+  -e 's/^head_dim = 32/head_dim = 16/' -e 's/^ffn = 384/ffn = 96/' -e 's/^name = "tiny"/name = "odd48"/' \
+  "$SRC/specs/models/tiny.toml" >"$tmp/odd48.toml"
+expect_rc 2 "$LATHE" run "$tmp/odd48.toml" --gen 2
+grep -q "weight tok_embeddings has rows of 48 values, not a multiple of 32" "$tmp/err" || bad "hidden 48 on the CPU: $(cat "$tmp/err")"
+: >"$tmp/cachefile"
+expect_rc 2 "$LATHE" run tiny --gen 2 --cache-dir "$tmp/cachefile"
+grep -q "the kernel cache directory is not a directory" "$tmp/err" || bad "--cache-dir FILE: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --backend tpu --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,x --gen 2
 expect_rc 2 "$LATHE" run tiny --tokens 1,,2 --gen 2
