@@ -10,6 +10,7 @@
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/calibrate.h"
 
@@ -66,11 +67,7 @@ std::vector<std::pair<int, nlohmann::json>> read_objects(const std::string& path
     try {
       out.emplace_back(start_line, nlohmann::json::parse(text.substr(i, j - i + 1)));
     } catch (const nlohmann::json::exception& e) {
-      // Without the library's "[json.exception.parse_error.101] " prefix.
-      std::string what = e.what();
-      if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
-        what = what.substr(what.find("] ") + 2);
-      throw Error(path + ":" + std::to_string(start_line) + ": not valid JSON: " + what);
+      throw Error(path + ":" + std::to_string(start_line) + ": not valid JSON: " + json_error_text(e.what()));
     }
     i = j + 1;
   }
@@ -217,7 +214,7 @@ std::string pct(double v) {
 int run_calibrate(const CalibrateArgs& a) {
   if (a.out.empty()) throw Error("-o FILE is required (the calibrated hardware spec)");
   if (a.holdout == 1) throw Error("--holdout 1 would hold out every run (give 0 for none, or N >= 2)");
-  Target start = resolve_target(a.hw);
+  Target start = load_target_spec(a.hw);
   auto objects = read_objects(a.runs);
   std::map<std::string, std::shared_ptr<Planned>> plans;
   std::vector<RunData> runs;

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "cli/scenario_args.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/edge.h"
 
@@ -102,7 +103,7 @@ int run_edge(const EdgeArgs& a) {
   apply_flags(a, s.edge);
   const EdgeOptions& o = s.edge;
   {
-    Target probe = resolve_target(base.hardware, base.sets);
+    Target probe = load_target_spec(base.hardware, base.sets);
     if (probe.unified_memory > 0 && o.cpu_bandwidth_share > 0)
       base.sets.push_back(
           "hbm_bandwidth_gbs=" +

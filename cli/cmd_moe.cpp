@@ -151,7 +151,8 @@ int run_moe(const MoeArgs& a) {
                         {"samples", o.samples}};
     for (const MoeBatchResult& b : r.batches) {
       nlohmann::json jb = {{"batch", b.batch}};
-      for (const PlacementResult& pl : b.placements)
+      for (const PlacementResult& pl : b.placements) {
+        const double mem = gpu_bytes(p, r, pl, b.batch);
         jb["placements"].push_back({{"placement", std::string(placement_name(pl.kind))},
                                     {"experts_on_gpu", pl.experts_on_gpu},
                                     {"gpu_load_share", pl.gpu_load_share},
@@ -169,8 +170,9 @@ int run_moe(const MoeArgs& a) {
                                     {"step_ms", pl.step_s * 1e3},
                                     {"speedup", pl.speedup},
                                     {"extra_expert_bytes", pl.extra_expert_bytes},
-                                    {"gpu_memory_bytes", gpu_bytes(p, r, pl, b.batch)},
-                                    {"fits", gpu_bytes(p, r, pl, b.batch) <= capacity}});
+                                    {"gpu_memory_bytes", mem},
+                                    {"fits", mem <= capacity}});
+      }
       j["batches"].push_back(jb);
     }
     std::cout << j.dump(2) << "\n";
@@ -197,6 +199,7 @@ int run_moe(const MoeArgs& a) {
     Table t({"placement", "step ms", "speed-up", "router", "dispatch", "experts", "combine",
              "rest/step", "GB/GPU", "per-GPU load", "per-GPU expert ms", "experts per GPU"});
     for (const PlacementResult& pl : b.placements) {
+      const double mem = gpu_bytes(p, r, pl, b.batch);
       std::string per_gpu;
       for (size_t g = 0; g < pl.gpu_expert_s.size(); ++g)
         per_gpu += (g ? " " : "") + fmt_double(pl.gpu_expert_s[g] * 1e3, 3);
@@ -204,7 +207,7 @@ int run_moe(const MoeArgs& a) {
              "x" + fmt_double(pl.speedup, 2), fmt_double(pl.router_s * 1e3, 3),
              fmt_double(pl.dispatch_s * 1e3, 3), fmt_double(pl.experts_s * 1e3, 3),
              fmt_double(pl.combine_s * 1e3, 3), fmt_double(pl.other_s * 1e3, 2),
-             fmt_double(gpu_bytes(p, r, pl, b.batch) / 1e9, 1) + (gpu_bytes(p, r, pl, b.batch) > capacity ? " NO" : ""),
+             fmt_double(mem / 1e9, 1) + (mem > capacity ? " NO" : ""),
              shares_text(pl.gpu_load_share), per_gpu, experts_text(pl.experts_on_gpu)});
     }
     std::cout << t.text("  ");

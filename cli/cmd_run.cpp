@@ -205,7 +205,7 @@ int run_run(const RunArgs& a) {
   std::string model_name;
   // A compiled plan's workload sets the defaults of --prompt-tokens, --gen and --batch
   // (run's own defaults, 16 and 16, did not fit a plan compiled for 8 tokens).
-  RunArgs eff = a;
+  int64_t run_batch = a.batch, run_prompt = a.prompt_tokens, run_gen = a.gen;
   if (from_plan) {
     // Its options are fixed at compile time: flags that would change them are refused
     // rather than ignored.
@@ -215,9 +215,9 @@ int run_run(const RunArgs& a) {
     if (!a.sets.empty()) throw Error("--set: " + a.model + " is a compiled plan; its target was fixed by `lathe compile`");
     plan = load_plan_dir(a.model);
     model_name = plan.model;
-    if (!a.prompt_tokens_given) eff.prompt_tokens = plan.workload.prompt;
-    if (!a.gen_given) eff.gen = std::max<int64_t>(1, plan.workload.gen);
-    if (!a.batch_given) eff.batch = plan.workload.batch;
+    if (!a.prompt_tokens_given) run_prompt = plan.workload.prompt;
+    if (!a.gen_given) run_gen = std::max<int64_t>(1, plan.workload.gen);
+    if (!a.batch_given) run_batch = plan.workload.batch;
   } else {
     PlanSpec spec = a.plan.plan_spec();
     PlanRequest req;
@@ -226,13 +226,13 @@ int run_run(const RunArgs& a) {
     req.sets = a.sets;
     req.options = spec.options;
     if (!req.options.act_dtype) req.options.act_dtype = cuda ? DType::bf16 : DType::f32;
-    int64_t batch = prompts.empty() ? a.batch : int64_t(prompts.size());
+    int64_t sequences = prompts.empty() ? a.batch : int64_t(prompts.size());
     int64_t longest = a.prompt_tokens;
     if (!prompts.empty()) {
       longest = 0;
       for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
     }
-    req.workload = {batch, longest, std::max<int64_t>(a.gen, 1)};
+    req.workload = {sequences, longest, a.gen};
     LowerHooks hooks;
     hooks.record = false;
     Planned p = make_plan(req, hooks, false);
@@ -257,9 +257,9 @@ int run_run(const RunArgs& a) {
                 "; compile with --act f32)");
   check_fits_in_memory(plan);
   if (prompts.empty())
-    for (int64_t s = 0; s < eff.batch; ++s) {
+    for (int64_t s = 0; s < run_batch; ++s) {
       std::vector<int32_t> t;
-      for (int64_t i = 0; i < eff.prompt_tokens; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
+      for (int64_t i = 0; i < run_prompt; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
       prompts.push_back(t);
     }
   for (const auto& p : prompts)
@@ -312,7 +312,7 @@ int run_run(const RunArgs& a) {
     ps.prefill_s = r.seconds;
     ps.prefill_pred = r.predicted_s;
     for (size_t s = 0; s < prompts.size(); ++s) ps.generated[s].push_back(next[s]);
-    for (int64_t i = 1; i < eff.gen; ++i) {
+    for (int64_t i = 1; i < run_gen; ++i) {
       r = session.decode(next);
       keep_logits(r);
       ps.decode_s += r.seconds;

@@ -26,10 +26,6 @@ Workload WorkloadFlags::resolve(Workload base) const {
   return base;
 }
 
-Target resolve_target(const std::string& spec, const std::vector<std::string>& sets) {
-  return load_target_spec(spec, sets);
-}
-
 std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
   std::vector<std::string> warn;
   if (w.final_context() > m.max_context)
@@ -41,7 +37,7 @@ std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) {
   Planned p;
   p.model = load_model(req.model);
-  p.target = resolve_target(req.hardware, req.sets);
+  p.target = load_target_spec(req.hardware, req.sets);
   p.workload = req.workload;
   p.options = req.options;
   // A GGUF file runs in the format its matrices are stored in unless --weights says

@@ -27,9 +27,6 @@ struct WorkloadFlags {
   Workload resolve(Workload base) const;
 };
 
-// "a100-80g" or "a100-80g+hbm_bandwidth_gbs=x1.5+efficiency.gemm=0.7", then `sets`.
-Target resolve_target(const std::string& spec, const std::vector<std::string>& sets = {});
-
 struct PlanRequest {
   std::string model, hardware;
   std::vector<std::string> sets;

@@ -307,10 +307,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     // are control characters.
     throw Error(source + ": not a JSON file (a tuning file is the JSON `lathe tune -o FILE` writes)");
   } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();  // without the "[json.exception.type_error.302] " prefix
-    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
-      what = what.substr(what.find("] ") + 2);
-    throw Error(source + ": malformed tuning file: " + what);
+    throw Error(source + ": malformed tuning file: " + json_error_text(e.what()));
   }
   return t;
 }

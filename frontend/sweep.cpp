@@ -143,36 +143,31 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
 
 // ---- hardware with overrides ----
 
-Target load_target_spec(std::string_view spec_sv) { return load_target_spec(spec_sv, {}); }
-
 Target load_target_spec(std::string_view spec_sv, const std::vector<std::string>& sets) {
   std::string spec(spec_sv);
   size_t plus = spec.find('+');
   Target t = load_target(spec.substr(0, plus));
-  std::string set_suffix;
+  std::string suffix;  // the overrides, in the order applied
   for (const std::string& s : sets) {
     std::string err = apply_override(t, s);
     if (!err.empty()) throw Error("--set " + s + ": " + err);
-    set_suffix += "+" + s;
+    suffix += "+" + s;
   }
-  if (plus == std::string::npos) {
-    t.name += set_suffix;
-    if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
-    return t;
+  if (plus != std::string::npos) {
+    std::string rest = spec.substr(plus + 1);
+    size_t start = 0;
+    while (start <= rest.size()) {
+      size_t p = rest.find('+', start);
+      if (p == std::string::npos) p = rest.size();
+      if (p == start) throw Error(spec + ": empty override after '+' (expected name+key=value, e.g. a100-80g+hbm_bandwidth_gbs=x1.5)");
+      std::string o = rest.substr(start, p - start);
+      std::string err = apply_override(t, o);
+      if (!err.empty()) throw Error(spec + ": " + err);
+      suffix += "+" + o;
+      start = p + 1;
+    }
   }
-  std::string rest = spec.substr(plus + 1), suffix;
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t p = rest.find('+', start);
-    if (p == std::string::npos) p = rest.size();
-    if (p == start) throw Error(spec + ": empty override after '+' (expected name+key=value, e.g. a100-80g+hbm_bandwidth_gbs=x1.5)");
-    std::string o = rest.substr(start, p - start);
-    std::string err = apply_override(t, o);
-    if (!err.empty()) throw Error(spec + ": " + err);
-    suffix += "+" + o;
-    start = p + 1;
-  }
-  t.name += set_suffix + suffix;  // in the order applied
+  t.name += suffix;
   if (std::string why = target_problem(t); !why.empty()) throw Error(t.name + ": " + why);
   return t;
 }

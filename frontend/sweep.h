@@ -120,12 +120,10 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source);
 // A built-in sweep name (specs/sweeps/NAME.toml) or a path to a TOML file.
 SweepSpec load_sweep(std::string_view name_or_path);
 
-// Parses "name[+key=value...]" and applies the overrides (the target's name gains the
-// suffix). Throws lathe::Error naming `spec` on an unknown target or field.
-Target load_target_spec(std::string_view spec);
-// The same with `sets` (--set key=value, for every target of a command) applied first:
-// the overrides attached to the name are the more specific and win over them. The name
-// gains both suffixes in the order applied (the sets', then the name's).
-Target load_target_spec(std::string_view spec, const std::vector<std::string>& sets);
+// Parses "name[+key=value...]" and applies the overrides, after `sets` (--set key=value,
+// for every target of a command): the overrides attached to the name are the more
+// specific and win. The target's name gains both suffixes in the order applied. Throws
+// lathe::Error naming `spec` on an unknown target or field.
+Target load_target_spec(std::string_view spec, const std::vector<std::string>& sets = {});
 
 }  // namespace lathe

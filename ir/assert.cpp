@@ -5,6 +5,11 @@
 
 namespace lathe {
 
+std::string json_error_text(const std::string& what) {
+  const size_t end = what.find("] ");
+  return what.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? what.substr(end + 2) : what;
+}
+
 void assert_fail(const char* cond, const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "lathe: internal error at %s:%d: %s (%s)\n", file, line, msg.c_str(), cond);
   std::fflush(stderr);

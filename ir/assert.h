@@ -17,6 +17,9 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// A JSON library message without its "[json.exception.parse_error.101] " prefix.
+std::string json_error_text(const std::string& what);
+
 // A plan that does not fit the memory left on the device (a lathe::Error like any
 // other for the CLI; the tuner catches it to time two plans one after the other).
 class OutOfDeviceMemory : public Error {

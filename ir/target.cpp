@@ -31,19 +31,14 @@ bool Target::supports(DType t) const {
 }
 
 std::string unsupported_reason(const Target& t, DType d) {
-  if (!t.is_gpu() || t.supports(d)) return "";
+  if (t.supports(d)) return "";
+  if (!t.is_gpu()) return " (CPUs have no " + std::string(dtype_name(d)) + " kernels)";
   if (d == DType::bf16 && t.compute_capability >= 80) return " (peak_tflops.bf16 is 0)";
   if (d == DType::f16) return " (peak_tflops.fp16 is 0)";
   if (d == DType::fp8_e4m3 && t.compute_capability >= 89) return " (peak_tflops.fp8 is 0)";
   if (d == DType::fp8_e4m3)
     return " (sm_" + std::to_string(t.compute_capability) + "; fp8 needs sm_89 or newer)";
   return " (sm_" + std::to_string(t.compute_capability) + ")";
-}
-
-std::string format_unsupported_note(const Target& t, DType d) {
-  if (t.supports(d)) return "";
-  if (!t.is_gpu()) return " (CPUs have no " + std::string(dtype_name(d)) + " kernels)";
-  return unsupported_reason(t, d);
 }
 
 std::string target_problem(const Target& t) {

@@ -144,9 +144,8 @@ std::string target_problem(const Target& t);
 // Why a plan cannot split over tp devices of this target, or "": tp > 1 needs a link
 // (nvlink_gbs or pcie_gbs above zero).
 std::string tp_problem(const Target& t, int64_t tp);
-// " (why)" when supports(d) is false for a reason the spec can change, else "".
+// " (why)" when supports(d) is false ("sm_80; fp8 needs sm_89 or newer", "peak_tflops.fp8
+// is 0", "CPUs have no fp8 kernels"), else "".
 std::string unsupported_reason(const Target& t, DType d);
-// The same for a weight or KV format, on CPUs too (" (CPUs have no fp8 kernels)").
-std::string format_unsupported_note(const Target& t, DType d);
 
 }  // namespace lathe

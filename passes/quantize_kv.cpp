@@ -9,7 +9,7 @@ PassResult quantize_kv(Graph& g, const PassContext& ctx) {
   DType t = *ctx.options.kv_dtype;
   if (!ctx.target.supports(t))
     throw Error(std::string("KV ") + std::string(dtype_name(t)) + ": " + ctx.target.name + " has no " +
-                std::string(dtype_name(t)) + " support" + format_unsupported_note(ctx.target, t));
+                std::string(dtype_name(t)) + " support" + unsupported_reason(ctx.target, t));
   int64_t head_dim = g.attrs.i("head_dim");
   Format f{t, 0, DType::f16};
   if (is_integer_quant(t) || t == DType::fp8_e4m3) {

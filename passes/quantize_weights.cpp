@@ -13,7 +13,7 @@ PassResult quantize_weights(Graph& g, const PassContext& ctx) {
   Format f = *ctx.options.weights;
   if (!ctx.target.supports(f.dtype))
     throw Error("weights " + format_name(f) + ": " + ctx.target.name + " has no " + std::string(dtype_name(f.dtype)) +
-                " support" + format_unsupported_note(ctx.target, f.dtype));
+                " support" + unsupported_reason(ctx.target, f.dtype));
   // Users of every value in one scan (Graph::users walks all nodes for a value with no
   // producer, once per weight).
   std::vector<std::vector<NodeId>> users(g.value_capacity());

@@ -101,29 +101,37 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   }
   // Rows name their model and hardware: two specs of one name would give rows that
   // cannot be told apart (and messages naming the wrong one).
-  auto unique_names = [&](const char* axis, const std::vector<std::string>& refs, auto name_of, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = i + 1; j < n; ++j)
-        if (name_of(i) == name_of(j))
+  auto unique_names = [&](const char* axis, const std::vector<std::string>& refs,
+                          const std::vector<std::string>& names) {
+    for (size_t i = 0; i < names.size(); ++i)
+      for (size_t j = i + 1; j < names.size(); ++j)
+        if (names[i] == names[j])
           throw Error(spec.source + ": " + axis + " '" + refs[i] + "' and '" + refs[j] + "' are both named '" +
-                      name_of(i) + "', so their rows could not be told apart; give one another name");
+                      names[i] + "', so their rows could not be told apart; give one another name");
   };
-  unique_names("models", spec.models, [&](size_t i) { return s.models[i].name; }, s.models.size());
-  unique_names("hardware", s.target_specs, [&](size_t i) { return s.targets[i].name; }, s.targets.size());
-  bool uses_cost = false;
-  for (const Objective& o : spec.objectives) uses_cost |= o.metric == SweepMetric::cost_per_mtok;
-  for (const Constraint& c : spec.constraints) uses_cost |= c.metric == SweepMetric::cost_per_mtok;
-  if (uses_cost && std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end())
+  std::vector<std::string> model_names, target_names;
+  for (const ModelSpec& m : s.models) model_names.push_back(m.name);
+  for (const Target& t : s.targets) target_names.push_back(t.name);
+  unique_names("models", spec.models, model_names);
+  unique_names("hardware", s.target_specs, target_names);
+  // Metrics of generated tokens have no value at gen = 0, only a convention that would
+  // win: cost 0, and a TPOT of one step right after the prompt.
+  auto uses = [&](SweepMetric m) {
+    for (const Objective& o : spec.objectives)
+      if (o.metric == m) return true;
+    for (const Constraint& c : spec.constraints)
+      if (c.metric == m) return true;
+    return false;
+  };
+  const bool uses_cost = uses(SweepMetric::cost_per_mtok);
+  const bool gen0 = std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end();
+  if (gen0 && uses_cost)
     throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
                 "(its cost would read 0, the best); drop 0 from the gen axis");
-  bool uses_tpot = false;
-  for (const Objective& o : spec.objectives) uses_tpot |= o.metric == SweepMetric::tpot_ms;
-  for (const Constraint& c : spec.constraints) uses_tpot |= c.metric == SweepMetric::tpot_ms;
-  if (uses_tpot && std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end())
+  if (gen0 && uses(SweepMetric::tpot_ms))
     throw Error(spec.source + ": tpot_ms is the time per generated token, and gen = 0 generates none "
                 "(its TPOT is a convention, one step right after the prompt, and would win min tpot_ms, also the "
-                "default objective); "
-                "drop 0 from the gen axis");
+                "default objective); drop 0 from the gen axis");
   if (uses_cost)
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)
