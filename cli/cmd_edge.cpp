@@ -28,19 +28,27 @@ struct EdgeArgs {
 void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
   if (a.formats) {
     o.weights = split_commas(*a.formats, "--formats");
+    std::vector<std::string> keys;
     for (const std::string& w : o.weights) {
       std::string why;
-      if (!parse_weight_format(w, &why)) throw Error("--formats: " + why);
+      auto f = parse_weight_format(w, &why);
+      if (!f) throw Error("--formats: " + why);
+      keys.push_back(format_name(*f));
     }
     if (o.weights.empty()) throw Error("--formats: empty list");
+    refuse_repeats(o.weights, keys, "--formats");
   }
   if (a.kv_dtypes) {
     o.kv_dtypes = split_commas(*a.kv_dtypes, "--kv-dtypes");
+    std::vector<std::string> keys;
     for (const std::string& k : o.kv_dtypes) {
       std::string why;
-      if (!parse_kv_dtype(k, &why)) throw Error("--kv-dtypes: " + why);
+      auto d = parse_kv_dtype(k, &why);
+      if (!d) throw Error("--kv-dtypes: " + why);
+      keys.emplace_back(dtype_name(*d));
     }
     if (o.kv_dtypes.empty()) throw Error("--kv-dtypes: empty list");
+    refuse_repeats(o.kv_dtypes, keys, "--kv-dtypes");
   }
   if (a.beams) {
     o.beams.clear();
@@ -55,6 +63,10 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
       }
     }
     if (o.beams.empty()) throw Error("--beams: empty list");
+    std::vector<std::string> items, keys;
+    for (int b : o.beams) keys.push_back(std::to_string(b));
+    items = split_commas(*a.beams, "--beams");
+    refuse_repeats(items, keys, "--beams");
   }
   if (a.prompt) o.prompt = *a.prompt;
   if (a.gen) o.gen = *a.gen;

@@ -27,7 +27,8 @@ struct RagArgs {
 void apply_flags(const RagArgs& a, RagOptions& o) {
   if (a.modes) {
     o.modes.clear();
-    for (const std::string& m : split_commas(*a.modes, "--modes")) {
+    std::vector<std::string> items = split_commas(*a.modes, "--modes");
+    for (const std::string& m : items) {
       auto k = parse_rag_mode(m);
       if (!k)
         throw Error("--modes: unknown mode '" + m +
@@ -35,6 +36,7 @@ void apply_flags(const RagArgs& a, RagOptions& o) {
       o.modes.push_back(*k);
     }
     if (o.modes.empty()) throw Error("--modes: empty list");
+    refuse_repeats(items, items, "--modes");
   }
   if (a.retrieval_ms) {
     std::string why;

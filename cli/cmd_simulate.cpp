@@ -269,6 +269,9 @@ std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t mi
     }
   }
   if (out.empty()) throw Error(std::string(flag) + ": empty list");
+  std::vector<std::string> keys;
+  for (int64_t v : out) keys.push_back(std::to_string(v));
+  refuse_repeats(split_commas(s, flag), keys, flag);
   return out;
 }
 
@@ -278,6 +281,7 @@ int run_whatif(const WhatifArgs& a) {
   if (model.empty()) throw Error("no MODEL given");
   std::vector<std::string> hws = split_commas(a.hw, "--hw");
   if (hws.empty()) throw Error("--hw: empty list");
+  refuse_repeats(hws, hws, "--hw");
   std::vector<int64_t> batches = int_list(a.batches, "--batch", 1, int64_t(1) << 20);
   std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt}
                                                    : int_list(a.prompts, "--prompt", 1, int64_t(1) << 24);

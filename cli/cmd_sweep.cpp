@@ -308,8 +308,6 @@ int run_sweep_cmd(const SweepArgs& a) {
 int run_merge(const MergeArgs& a) {
   if (a.files.empty()) throw Error("merge: no input files");
   if (a.out.empty()) throw Error("merge: -o FILE is required");
-  if (!a.emit_best.empty() && a.sweep.empty())
-    throw Error("--emit-best needs --sweep FILE (the sweep the rows came from)");
   check_output_file(a.out);
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   std::map<uint64_t, SweepRow> rows;
@@ -426,7 +424,8 @@ int run_merge(const MergeArgs& a) {
   }
   if (!spec) {
     if (json)
-      std::cout << nlohmann::json{{"rows", all.size()},
+      std::cout << nlohmann::json{{"id", id.empty() ? nlohmann::json() : nlohmann::json(id)},
+                                  {"rows", all.size()},
                                   {"duplicates", duplicates},
                                   {"output", a.out}}
                        .dump(2)
@@ -437,9 +436,12 @@ int run_merge(const MergeArgs& a) {
   if (!a.emit_best.empty()) emitted = emit_best(*space, *sum, a.emit_best);
   if (json) {
     nlohmann::json j = summary_json(*spec, *sum);
+    j["id"] = space->id;
     j["rows"] = all.size();
     j["duplicates"] = duplicates;
+    if (!coverage.empty()) j["coverage"] = coverage;
     j["output"] = a.out;
+    if (!a.emit_best.empty()) j["emitted"] = a.emit_best;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -462,10 +464,12 @@ void register_sweep(CLI::App& app, Registry& r) {
   cmd->add_option("-o,--out", a->out, "write one row per plan: .csv (default) or .jsonl");
   cmd->add_option("--threads", a->threads, "worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--samples", a->samples,
-                  "cost N distinct points drawn at random instead of the whole space")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")->check(non_negative_integer());
+  CLI::Option* samples = cmd->add_option("--samples", a->samples,
+                                         "cost N distinct points drawn at random instead of the whole space")
+                             ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")
+      ->check(non_negative_integer())
+      ->needs(samples);
   cmd->add_option("--shard", a->shard,
                   "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`");
   cmd->add_option("--emit-best", a->emit_best,
@@ -484,18 +488,26 @@ void register_sweep(CLI::App& app, Registry& r) {
                  "row files written by `lathe sweep --shard I/N -o FILE` (.csv or .jsonl)")
       ->required();
   mc->add_option("-o,--out", m->out, "merged row file (.csv or .jsonl)")->required();
-  mc->add_option(
+  // Options that only mean something with another are refused without it (CLI11's
+  // "requires"), rather than ignored.
+  CLI::Option* sweep = mc->add_option(
       "--sweep", m->sweep,
       "the sweep file: check the rows belong to it, print the Pareto front and best plans");
-  mc->add_option("--samples", m->samples, "the --samples the shards ran with")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  mc->add_option("--seed", m->seed, "the --seed the shards ran with")->check(non_negative_integer());
-  mc->add_option("--emit-best", m->emit_best,
-                 "with --sweep: compile the best plan into this plan directory");
+  CLI::Option* m_samples = mc->add_option("--samples", m->samples, "with --sweep: the --samples the shards ran with")
+                             ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+                             ->needs(sweep);
+  mc->add_option("--seed", m->seed, "with --samples: the --seed the shards ran with")
+      ->check(non_negative_integer())
+      ->needs(m_samples);
+  CLI::Option* emit = mc->add_option("--emit-best", m->emit_best,
+                                     "with --sweep: compile the best plan into this plan directory")
+                          ->needs(sweep);
   mc->add_flag("--allow-missing", m->allow_missing,
-               "with --emit-best: emit the best of the rows even when the sweep has points without one");
-  mc->add_option("--top", m->top, "Pareto-front rows to print (default 15)")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+               "with --emit-best: emit the best of the rows even when the sweep has points without one")
+      ->needs(emit);
+  mc->add_option("--top", m->top, "with --sweep: Pareto-front rows to print (default 15)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+      ->needs(sweep);
   mc->add_option("--format", m->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   mc->callback([&r, m] { r.action = [m] { return run_merge(*m); }; });
 }

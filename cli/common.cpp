@@ -151,6 +151,16 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   f.commit();
 }
 
+void refuse_repeats(const std::vector<std::string>& items, const std::vector<std::string>& keys,
+                    const std::string& flag) {
+  LATHE_ASSERT(items.size() == keys.size(), "refuse_repeats: one key per item");
+  for (size_t i = 0; i < keys.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (keys[i] == keys[j])
+        throw Error(flag + ": '" + items[i] + "' " +
+                    (items[i] == items[j] ? "is given twice" : "is the same as '" + items[j] + "'"));
+}
+
 std::vector<std::string> split_commas(const std::string& s, const std::string& flag) {
   std::vector<std::string> out;
   auto blank = [](char c) { return c == ' ' || c == '\t'; };

@@ -93,6 +93,12 @@ using lathe::AtomicFile;  // ir/atomic_file.h
 // value gives an empty list, which each caller reports in its own words.
 std::vector<std::string> split_commas(const std::string& s, const std::string& flag);
 
+// Refuses a list that names one value twice: items[i] as the user wrote it, keys[i] its
+// canonical spelling ("int8:g0" and "int8" are one format), so a duplicate row or
+// column is an error naming both spellings rather than a table that repeats itself.
+void refuse_repeats(const std::vector<std::string>& items, const std::vector<std::string>& keys,
+                    const std::string& flag);
+
 // Writes a directory of files atomically: everything goes into a temporary sibling
 // directory that then replaces `dir` when `dir` is missing, empty or holds a lathe plan
 // (plan.json). Into any other existing directory the entries are renamed one by one,

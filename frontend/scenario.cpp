@@ -67,6 +67,14 @@ struct Extra {
     }
     return out;
   }
+  // A list naming one value twice (keys[i]: item i's canonical spelling) would give a
+  // table with a repeated row; the second one is named where it is written.
+  void no_repeats(std::string_view key, const std::vector<std::string>& keys) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (keys[i] == keys[j])
+          r.fail_at(t.get(key)->array[i], key, "\"" + keys[i] + "\" appears twice in the list");
+  }
   std::optional<std::vector<std::string>> strings(std::string_view key) {
     const TomlValue* v = array(key);
     if (!v) return std::nullopt;
@@ -166,6 +174,7 @@ void read_rag(const TomlValue& t, const std::string& source, RagOptions& o) {
                   "expected sequential, overlapped, prefetch or timeout");
       o.modes.push_back(*m);
     }
+    x.no_repeats("modes", *modes);
   }
   x.distribution("retrieval_ms", o.retrieval_ms);
   o.preprocess_ms = r.get_double("preprocess_ms", 0, 1e7).value_or(o.preprocess_ms);
@@ -225,11 +234,14 @@ void read_edge(const TomlValue& t, const std::string& source, EdgeOptions& o) {
   TableReader r(t, "scenario.edge", source);
   Extra x{r, t};
   if (auto w = x.strings("weights")) {
+    std::vector<std::string> keys;
     for (size_t i = 0; i < w->size(); ++i) {
       std::string why;
-      if (!parse_weight_format((*w)[i], &why))
-        r.fail_at(t.get("weights")->array[i], "weights", why);
+      auto f = parse_weight_format((*w)[i], &why);
+      if (!f) r.fail_at(t.get("weights")->array[i], "weights", why);
+      keys.push_back(format_name(*f));
     }
+    x.no_repeats("weights", keys);
     o.weights = *w;
   }
   o.prompt = r.get_int("prompt", 1, 1 << 24).value_or(o.prompt);
@@ -238,14 +250,23 @@ void read_edge(const TomlValue& t, const std::string& source, EdgeOptions& o) {
   o.cpu_bandwidth_share =
       r.get_double("cpu_bandwidth_share", 0, 0.95).value_or(o.cpu_bandwidth_share);
   if (auto k = x.strings("kv_dtypes")) {
+    std::vector<std::string> keys;
     for (size_t i = 0; i < k->size(); ++i) {
       std::string why;
-      if (!parse_kv_dtype((*k)[i], &why)) r.fail_at(t.get("kv_dtypes")->array[i], "kv_dtypes", why);
+      auto d = parse_kv_dtype((*k)[i], &why);
+      if (!d) r.fail_at(t.get("kv_dtypes")->array[i], "kv_dtypes", why);
+      keys.emplace_back(dtype_name(*d));
     }
+    x.no_repeats("kv_dtypes", keys);
     o.kv_dtypes = *k;
   }
   o.kv_context = r.get_int("kv_context", 1, 1 << 24).value_or(o.kv_context);
-  if (auto b = x.integers("beams", 1, 64)) o.beams = *b;
+  if (auto b = x.integers("beams", 1, 64)) {
+    std::vector<std::string> keys;
+    for (int64_t v : *b) keys.push_back(std::to_string(v));
+    x.no_repeats("beams", keys);
+    o.beams = *b;
+  }
   r.allow("claims");
   if (const TomlValue* c = t.get("claims")) {
     if (c->kind != TomlValue::Kind::array)

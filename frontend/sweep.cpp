@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -474,8 +475,16 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
         if (!err.empty())
           throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +
                       ": sweep.whatif." + key + ": " + err);
-        if (std::find(a.values.begin(), a.values.end(), value) != a.values.end())
-          throw Error(at + ": \"" + value + "\" appears twice in the axis");
+        // Compared as numbers: "x1" and "x1.0" (or 3350 and 3350.0) are one point.
+        auto same = [&value](const std::string& other) {
+          bool fa = value[0] == 'x' || value[0] == '*', fb = other[0] == 'x' || other[0] == '*';
+          return fa == fb && std::strtod(value.c_str() + fa, nullptr) == std::strtod(other.c_str() + fb, nullptr);
+        };
+        for (const std::string& other : a.values)
+          if (same(other))
+            throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +
+                        ": sweep.whatif." + key + ": \"" + value + "\" is the same point as \"" + other +
+                        "\", already in the axis");
         a.values.push_back(value);
         a.where.push_back(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column));
       }

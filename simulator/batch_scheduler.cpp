@@ -28,7 +28,10 @@ class BatchReplica : public Replica {
     *wake_s = kNever;
     if (waiting_.empty()) return -1;
     bool full = int64_t(waiting_.size()) >= st_.o.max_batch;
-    if (!full && more_arrivals) {
+    // A static batcher still waiting when the stream has ended takes what is left (or
+    // it would wait forever); a dynamic one cannot know that no more will come, so it
+    // waits for its timeout like any other time.
+    if (!full && (more_arrivals || dynamic_)) {
       if (!dynamic_) return -1;
       // The oldest waiting request (ids are in arrival order; nothing is requeued).
       int32_t oldest = waiting_.begin()->second;

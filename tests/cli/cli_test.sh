@@ -570,6 +570,18 @@ printf '[scenario]\nname = "mine"\nkind = "edge"\nmodel = "llama-3-8b"\nhardware
 expect_rc 0 "$LATHE" edge-sim --scenario "$tmp/edge.toml"
 grep -q "40.00 (lathe" "$tmp/out" || bad "edge-sim does not print a supplied claim beside lathe's"
 expect_rc 2 "$LATHE" edge-sim llama-3-8b --formats int5
+# a value named twice (in any spelling) is refused, not printed as a second row
+expect_rc 2 "$LATHE" edge-sim llama-3-8b --formats int8:g32,f16,q8_0
+grep -q "'q8_0' is the same as 'int8:g32'" "$tmp/err" || bad "edge-sim --formats duplicate: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" edge-sim llama-3-8b --beams 1,2,2
+grep -q "'2' is given twice" "$tmp/err" || bad "edge-sim --beams duplicate: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" rag-sim llama-3-8b h100-sxm --modes prefetch,sequential,prefetch
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw h100-sxm,h200,h100-sxm
+expect_rc 2 "$LATHE" whatif llama-3-8b --batch 1,16,01
+grep -q "'01' is the same as '1'" "$tmp/err" || bad "whatif --batch duplicate: $(cat "$tmp/err")"
+printf '[scenario]\nname = "d"\nkind = "edge"\nmodel = "llama-3-8b"\nhardware = "jetson-agx-orin-64g"\n[scenario.edge]\nkv_dtypes = ["f16", "int8", "f16"]\n' >"$tmp/dupe.toml"
+expect_rc 2 "$LATHE" edge-sim --scenario "$tmp/dupe.toml"
+grep -q 'dupe.toml:7:.*"f16" appears twice' "$tmp/err" || bad "scenario duplicate kv_dtypes: $(cat "$tmp/err")"
 printf '[scenario]\nname = "x"\nkind = "serve"\n[scenario.serve]\nmax_bacth = 3\n' >"$tmp/badscen.toml"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --scenario "$tmp/badscen.toml"
 grep -q "badscen.toml:5:" "$tmp/err" || bad "bad scenario error lacks file:line: $(cat "$tmp/err")"
@@ -643,6 +655,14 @@ expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/sw.csv" -o "$tmp/mix.csv"
 expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/eb.csv" --sweep hardware-mixtral --emit-best "$tmp/shard1.csv"
 [ -e "$tmp/eb.csv" ] && bad "merge with a bad --emit-best wrote its rows first"
 [ -e "$tmp/mix.csv" ] && bad "a failed merge left an output file"
+# options that mean nothing without another are refused, not ignored
+for extra in "--top 3" "--emit-best $tmp/eb-x" "--samples 4" "--sweep hardware-mixtral --seed 2" "--sweep hardware-mixtral --allow-missing"; do
+  # shellcheck disable=SC2086
+  expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/x.csv" $extra
+  grep -q "requires" "$tmp/err" || bad "merge $extra: $(cat "$tmp/err")"
+done
+expect_rc 2 "$LATHE" sweep kv-long-context --seed 3
+grep -q -- "--seed requires --samples" "$tmp/err" || bad "sweep --seed without --samples: $(cat "$tmp/err")"
 # A missing shard: --emit-best refuses (the best of two thirds of the rows need not be
 # the sweep's best) unless --allow-missing; a header-only input with --sweep fails
 # before writing anything.
@@ -651,6 +671,14 @@ grep -q "allow-missing" "$tmp/err" || bad "--emit-best with a missing shard: $(c
 [ -e "$tmp/part.csv" ] || [ -e "$tmp/eb-part" ] && bad "a refused --emit-best merge wrote files"
 expect_rc 0 "$LATHE" merge "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/part.csv" --sweep hardware-mixtral --emit-best "$tmp/eb-part" --allow-missing
 [ -e "$tmp/eb-part/plan.json" ] || bad "--allow-missing emitted no plan"
+expect_rc 0 "$LATHE" merge "$tmp/shard0.csv" "$tmp/shard1.csv" -o "$tmp/partj.csv" --sweep hardware-mixtral --emit-best "$tmp/eb-partj" --allow-missing --format json
+python3 - "$tmp/out" "$tmp/eb-partj" <<'PY' || bad "merge --format json lacks id, coverage or emitted"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["id"]) == 16 and d["emitted"] == sys.argv[2] and "of the sweep's" in d["coverage"], d
+PY
+expect_rc 0 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/partk.csv" --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['id']) == 16 and d['rows'] > 0, d" "$tmp/out" || bad "merge json without --sweep lacks the id"
 head -1 "$tmp/shard0.csv" >"$tmp/header-only.csv"
 expect_rc 2 "$LATHE" merge "$tmp/header-only.csv" -o "$tmp/hs.csv" --sweep hardware-mixtral
 [ -e "$tmp/hs.csv" ] && bad "a merge of no rows left its output file"

@@ -77,6 +77,9 @@ TEST(SweepSpec, BadInputIsALocatedError) {
       {"weight = [\"int8\"]\n", "did you mean 'weights'"},
       {"[sweep.whatif]\nbandwith = [\"x2\"]\n", "sweep.whatif.bandwith: unknown hardware field"},
       {"[sweep.whatif]\nhbm_bandwidth_gbs = [true]\n", "expected numbers"},
+      {"[sweep.whatif]\nhbm_bandwidth_gbs = [\"x1\", \"x1.0\"]\n",
+       "s.toml:5:28: sweep.whatif.hbm_bandwidth_gbs: \"x1.0\" is the same point as \"x1\""},
+      {"[sweep.whatif]\nhbm_bandwidth_gbs = [3000, 3000.0]\n", "\"3000\", already in the axis"},
       // a value that leaves a hardware entry unusable is named where it is written
       {"[sweep.whatif]\nmemory_gb = [\"x1\", \"x1e-5\"]\n",
        "s.toml:5:20: sweep.whatif.memory_gb: cpu-host+memory_gb=x1e-5:"},

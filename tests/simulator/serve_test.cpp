@@ -183,6 +183,23 @@ TEST(Serve, TimeSeriesStayBoundedForABurst) {
   EXPECT_NEAR(r.little_L, r.little_lambda_W, 1e-9 * r.little_L);
 }
 
+// A dynamic batcher cannot know that the stream has ended: the last requests wait for
+// the timeout as any others would. A static batcher takes what is left at the end (or
+// it would wait forever).
+TEST(Serve, DynamicBatcherWaitsForItsTimeoutAtTheEndOfTheStream) {
+  std::vector<Request> reqs(3);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].arrival_s = 0.01 * double(i), reqs[i].prompt = 64, reqs[i].output = 4;
+  ServeOptions o;
+  o.max_batch = 8;
+  o.batch_timeout_s = 0.05;
+  o.batching = BatchingKind::dynamic_batch;
+  ServeResult d = serve(reqs, o);
+  for (const RequestRecord& rec : d.records) EXPECT_DOUBLE_EQ(rec.dispatch_s, 0.05);  // the oldest's timeout
+  o.batching = BatchingKind::static_batch;
+  ServeResult s = serve(reqs, o);
+  for (const RequestRecord& rec : s.records) EXPECT_DOUBLE_EQ(rec.dispatch_s, 0.02);  // the last arrival
+}
+
 TEST(Serve, UrgentRequestsNeverWaitBehindLessUrgentOnes) {
   for (BatchingKind k : {BatchingKind::dynamic_batch, BatchingKind::continuous}) {
     ServeOptions o;
