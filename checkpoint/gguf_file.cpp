@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -356,6 +357,19 @@ void File::parse_all() {
                   ") runs past the end of the file (" + std::to_string(size_) +
                   " bytes; truncated?)");
     t.data = bytes_ + data_start + t.offset;
+  }
+  // Two tensors sharing bytes would alias each other's weights (writers pack them one
+  // after another, each aligned).
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo &a = *by_offset[i - 1], &b = *by_offset[i];
+    if (a.offset + a.bytes > b.offset)
+      throw Error(path_ + ": tensor '" + b.name + "': its data (at offset " + std::to_string(b.offset) +
+                  ") overlaps tensor '" + a.name + "' (" + std::to_string(a.bytes) + " bytes at offset " +
+                  std::to_string(a.offset) + ")");
   }
 }
 

@@ -18,14 +18,10 @@ std::string shape_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-float scale_at(const gguf::File& f, const gguf::TensorInfo& t, const uint8_t* block, int64_t b) {
+float scale_at(const uint8_t* block) {
   uint16_t d;
   std::memcpy(&d, block, 2);
-  float s = lk::h2f(d);
-  if (!std::isfinite(s))
-    throw Error(f.path() + ": tensor '" + t.name + "': block " + std::to_string(b) +
-                " has a non-finite scale (" + std::to_string(s) + ")");
-  return s;
+  return lk::h2f(d);
 }
 
 // The GGUF tensor behind a lathe weight, checked against the shape the plan needs.
@@ -45,7 +41,49 @@ const gguf::TensorInfo& tensor_for(const gguf::File& f, const std::string& name,
 
 }  // namespace
 
+void gguf_check_values(const gguf::File& f, const gguf::TensorInfo& t) {
+  const int64_t n = t.elements();
+  auto bits16 = [&t](int64_t at) {
+    uint16_t h;
+    std::memcpy(&h, t.data + at, 2);
+    return h;
+  };
+  auto fail = [&](const std::string& what) {
+    throw Error(f.path() + ": tensor '" + t.name + "': " + what);
+  };
+  auto scales = [&](int64_t block_bytes) {
+    for (int64_t b = 0; b < n / 32; ++b)
+      if ((bits16(b * block_bytes) & 0x7c00) == 0x7c00)
+        fail("block " + std::to_string(b) + " has a non-finite scale (" +
+             std::to_string(lk::h2f(bits16(b * block_bytes))) + ")");
+  };
+  auto value = [&](int64_t i, float v) {
+    fail("element " + std::to_string(i) + " is " + (std::isnan(v) ? "NaN" : "infinite"));
+  };
+  switch (t.type) {
+    case 0:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, t.data + 4 * i, 4);
+        if ((u & 0x7f800000u) == 0x7f800000u) value(i, lk::bits_to_float(u));
+      }
+      return;
+    case 1:
+      for (int64_t i = 0; i < n; ++i)
+        if ((bits16(2 * i) & 0x7c00) == 0x7c00) value(i, lk::h2f(bits16(2 * i)));
+      return;
+    case 30:
+      for (int64_t i = 0; i < n; ++i)
+        if ((bits16(2 * i) & 0x7f80) == 0x7f80) value(i, lk::bf2f(bits16(2 * i)));
+      return;
+    case 8: return scales(34);
+    case 2: return scales(18);
+    default: return;  // a type lathe cannot load is named when it is loaded
+  }
+}
+
 void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out) {
+  gguf_check_values(f, t);
   const int64_t n = t.elements();
   const uint8_t* p = t.data;
   switch (t.type) {
@@ -69,14 +107,14 @@ void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out)
     case 8:
       for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* blk = p + b * 34;
-        float d = scale_at(f, t, blk, b);
+        float d = scale_at(blk);
         for (int j = 0; j < 32; ++j) out[b * 32 + j] = float(int8_t(blk[2 + j])) * d;
       }
       return;
     case 2:
       for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* blk = p + b * 18;
-        float d = scale_at(f, t, blk, b);
+        float d = scale_at(blk);
         for (int j = 0; j < 16; ++j) {
           out[b * 32 + j] = float(int(blk[2 + j] & 15) - 8) * d;
           out[b * 32 + j + 16] = float(int(blk[2 + j] >> 4) - 8) * d;
@@ -97,6 +135,7 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
   DirectFill direct = [&f](WeightTensor& w) {
     const gguf::TensorInfo& t = tensor_for(f, w.name, w.shape);
     if (gguf::format_of(t.type) != w.format) return false;
+    gguf_check_values(f, t);
     const int64_t n = t.elements();
     uint8_t* payload = static_cast<uint8_t*>(w.payload.data());
     uint16_t* scales = static_cast<uint16_t*>(w.scales.data());
@@ -109,7 +148,6 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
       case 8:
         for (int64_t b = 0; b < n / 32; ++b) {
           const uint8_t* blk = t.data + b * 34;
-          scale_at(f, t, blk, b);
           std::memcpy(&scales[b], blk, 2);
           std::memcpy(payload + b * 32, blk + 2, 32);
         }
@@ -117,7 +155,6 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
       case 2:
         for (int64_t b = 0; b < n / 32; ++b) {
           const uint8_t* blk = t.data + b * 18;
-          scale_at(f, t, blk, b);
           std::memcpy(&scales[b], blk, 2);
           std::memcpy(payload + b * 16, blk + 2, 16);
         }

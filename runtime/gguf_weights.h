@@ -19,8 +19,13 @@
 
 namespace lathe {
 
+// Throws lathe::Error naming the file, tensor and element when a float tensor (F32,
+// F16, BF16) holds a NaN or an infinity, or a Q8_0/Q4_0 block has a non-finite scale:
+// such a weight turns every logit into NaN. Loading checks each tensor it reads.
+void gguf_check_values(const gguf::File& f, const gguf::TensorInfo& t);
+
 // The f32 values of a GGUF tensor (F32, F16, BF16, Q8_0, Q4_0). Throws lathe::Error
-// naming the file and tensor for other types and for non-finite scales.
+// naming the file and tensor for other types and for non-finite values or scales.
 void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out);
 
 // The weights of `graphs` from `file` (shapes must match: a --tp split is refused).

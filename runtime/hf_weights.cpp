@@ -1,6 +1,7 @@
 #include "runtime/hf_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -192,6 +193,10 @@ void HfWeights::fill(const std::string& name, const std::vector<int64_t>& shape,
       throw Error(f.path() + ": tensor '" + p.hf_name + "': shape " + shape_text(t.shape) +
                   ", expected " + shape_text(p.shape));
     f.read_f32(p.hf_name, 0, t.elements(), out + at);
+    for (int64_t i = 0; i < t.elements(); ++i)  // a NaN or infinite weight makes every logit NaN
+      if (!std::isfinite(out[at + i]))
+        throw Error(f.path() + ": tensor '" + p.hf_name + "': element " + std::to_string(i) + " is " +
+                    (std::isnan(out[at + i]) ? "NaN" : "infinite"));
     at += t.elements();
   }
   bool rope = name.ends_with(".wq") || name.ends_with(".wk");

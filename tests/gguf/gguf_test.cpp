@@ -367,6 +367,33 @@ TEST(GgufErrors, DataPastEndShapeMismatchTypesAndScales) {
     EXPECT_NE(e.find("non-finite scale"), std::string::npos) << e;
   }
   {
+    // Non-finite values in float tensors: named on load, before they turn logits into NaN.
+    gguf::Writer w;
+    base(w, 32);
+    w.add_tensor("blk.0.attn_norm.weight", {32}, 0, [](uint8_t* out) {
+      float nan = std::nanf("");
+      std::memcpy(out + 4 * 7, &nan, 4);
+    });
+    w.add_tensor("blk.0.ffn_norm.weight", {32}, 1, [](uint8_t* out) {
+      uint16_t inf = 0x7c00;  // f16 infinity
+      std::memcpy(out + 2 * 3, &inf, 2);
+    });
+    w.add_tensor("output_norm.weight", {32}, 30, [](uint8_t* out) {
+      uint16_t one = 0x3f80;  // bf16 1.0: finite
+      std::memcpy(out, &one, 2);
+    });
+    std::string path = temp_path("nonfinite.gguf");
+    w.write(path);
+    auto f = gguf::File::open(path);
+    e = error_of([&] { gguf_check_values(*f, *f->find("blk.0.attn_norm.weight")); });
+    EXPECT_NE(e.find("nonfinite.gguf: tensor 'blk.0.attn_norm.weight': element 7 is NaN"), std::string::npos) << e;
+    std::vector<float> out(32);
+    e = error_of([&] { gguf_dequantize(*f, *f->find("blk.0.ffn_norm.weight"), out.data()); });
+    EXPECT_NE(e.find("tensor 'blk.0.ffn_norm.weight': element 3 is infinite"), std::string::npos) << e;
+    EXPECT_NO_THROW(gguf_dequantize(*f, *f->find("output_norm.weight"), out.data()));
+    EXPECT_EQ(out[0], 1.0f);
+  }
+  {
     gguf::Writer w;
     base(w, 48);
     tensors(w, 0);
@@ -403,6 +430,39 @@ TEST(GgufErrors, DataPastEndShapeMismatchTypesAndScales) {
     e = error_of([&] { load_model(path); });
     EXPECT_NE(e.find("general.architecture"), std::string::npos) << e;
   }
+}
+
+// Tensor infos are written by hand here: lathe's writer cannot place two tensors on
+// the same bytes.
+TEST(GgufErrors, OverlappingTensorDataIsRefused) {
+  auto file = [](uint64_t second_offset) {
+    std::vector<uint8_t> b;
+    auto put = [&b](const void* p, size_t n) { b.insert(b.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
+    auto u32 = [&](uint32_t v) { put(&v, 4); };
+    auto u64 = [&](uint64_t v) { put(&v, 8); };
+    put("GGUF", 4);
+    u32(3);
+    u64(2);  // tensors
+    u64(0);  // metadata keys
+    uint64_t offsets[2] = {0, second_offset};
+    for (int i = 0; i < 2; ++i) {
+      std::string name = i == 0 ? "a.weight" : "b.weight";
+      u64(name.size());
+      put(name.data(), name.size());
+      u32(1);   // dimensions
+      u64(32);  // 32 f32 values: 128 bytes
+      u32(0);   // F32
+      u64(offsets[i]);
+    }
+    b.resize((b.size() + 31) / 32 * 32 + 256, 0);
+    return b;
+  };
+  std::vector<uint8_t> ok = file(128), bad = file(96);
+  EXPECT_NO_THROW(gguf::File::parse(ok.data(), ok.size(), "ok.gguf"));
+  std::string e = error_of([&] { gguf::File::parse(bad.data(), bad.size(), "bad.gguf"); });
+  EXPECT_NE(e.find("bad.gguf: tensor 'b.weight': its data (at offset 96) overlaps tensor 'a.weight' (128 bytes at offset 0)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(GgufErrors, KQuantTypeIsNamed) {

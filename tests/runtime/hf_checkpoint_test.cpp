@@ -512,6 +512,21 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
   rewrite(v);
   EXPECT_NE(check(dir).find(file + ": tensor 'model.norm.weight': dtype I32 is not supported"),
             std::string::npos);
+  // A NaN weight is named when the values are read (it would make every logit NaN).
+  v = t;
+  for (auto& e : v)
+    if (e.name == "model.norm.weight") {
+      float nan = std::nanf("");
+      std::memcpy(e.data.data() + 4 * 5, &nan, 4);
+    }
+  rewrite(v);
+  {
+    auto g = b(dir);
+    auto hf = HfWeights::open(dir);
+    std::vector<float> out(size_t(g.model.hidden));
+    std::string e = error_of([&] { hf->source(g.decode)("norm", {g.model.hidden}, out.data()); });
+    EXPECT_NE(e.find(file + ": tensor 'model.norm.weight': element 5 is NaN"), std::string::npos) << e;
+  }
   // Attention biases (Qwen2).
   v = t;
   v.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {4}, f32_bytes({1, 2, 3, 4})});
