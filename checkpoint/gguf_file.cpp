@@ -256,7 +256,7 @@ File::~File() {
 }
 
 std::shared_ptr<const File> File::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO must not block
   if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

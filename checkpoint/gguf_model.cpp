@@ -1,5 +1,9 @@
 #include "checkpoint/gguf_model.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -79,10 +83,21 @@ std::vector<WeightInfo> model_weights(const ModelSpec& m) {
 }
 
 bool is_gguf_path(std::string_view path) {
-  if (path.size() < 5) return false;
-  std::string ext(path.substr(path.size() - 5));
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".gguf";
+  if (path.size() >= 5) {
+    std::string ext(path.substr(path.size() - 5));
+    for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".gguf") return true;
+  }
+  // Any other name: a regular file that starts with the magic (a FIFO is not opened
+  // for long: O_NONBLOCK, and it is not regular).
+  int fd = ::open(std::string(path).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  char magic[4] = {};
+  bool gguf = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::read(fd, magic, 4) == 4 &&
+              std::memcmp(magic, "GGUF", 4) == 0;
+  ::close(fd);
+  return gguf;
 }
 
 std::string gguf_name(const std::string& n) {
@@ -171,7 +186,9 @@ ModelSpec model_spec(const File& f) {
   };
   ModelSpec m;
   m.arch = "llama";
-  m.name = f.get_string_opt("general.name").value_or(std::filesystem::path(path).stem().string());
+  // general.name is free text ("Meta Llama 3 8B Instruct"); lathe names are not.
+  m.name = safe_name(f.get_string_opt("general.name").value_or(std::filesystem::path(path).stem().string()));
+  if (m.name.empty()) m.name = "gguf-model";
   m.description = "GGUF file " + path;
   m.hidden = req("embedding_length");
   m.layers = req("block_count");

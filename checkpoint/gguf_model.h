@@ -32,7 +32,8 @@
 
 namespace lathe::gguf {
 
-// True for a path that names a GGUF file (by its .gguf extension).
+// True for a path that names a GGUF file: a .gguf extension, or a regular file that
+// starts with the GGUF magic.
 bool is_gguf_path(std::string_view path);
 
 // The model described by the llama.<key> metadata (llama and mixtral-style MoE),

@@ -30,6 +30,11 @@ int run_advise(const AdviseArgs& a) {
   if (a.slo_tpot > 0) r.slo_tpot_ms = a.slo_tpot;
   r.threads = a.threads;
   Advice adv = advise(r);
+  const SweepRow& best = adv.plan;
+  const std::string reproduce = "lathe simulate " + a.model + " " + a.hardware + " --batch " +
+                                std::to_string(best.batch) + " --prompt " + std::to_string(a.prompt) + " --gen " +
+                                std::to_string(a.gen) + " --weights " + best.weights + " --kv " + best.kv +
+                                " --kv-layout " + best.kv_layout + " --tp " + std::to_string(best.tp);
   if (a.format == "json") {
     nlohmann::json j;
     j["model"] = adv.plan.model;
@@ -46,6 +51,8 @@ int run_advise(const AdviseArgs& a) {
                                       {"reason", x.reason}});
     j["plan"] = nlohmann::json::parse(format_row(adv.plan, RowFormat::jsonl));
     j["plans_costed"] = adv.plans;
+    j["plan_shapes"] = adv.shapes;
+    j["reproduce"] = reproduce;
     j["seconds"] = adv.seconds;
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -70,10 +77,7 @@ int run_advise(const AdviseArgs& a) {
             << fmt_double(p.ttft_ms, 1) << " ms, TPOT " << fmt_double(p.tpot_ms, 2) << " ms, "
             << fmt_double(p.tokens_per_s, 0) << " generated tok/s, " << fmt_double(p.memory_gb, 1)
             << " of " << fmt_double(p.capacity_gb, 0) << " GB\n";
-  std::cout << "  reproduce: lathe simulate " << a.model << " " << a.hardware << " --batch "
-            << p.batch << " --prompt " << a.prompt << " --gen " << a.gen << " --weights "
-            << p.weights << " --kv " << p.kv << " --kv-layout " << p.kv_layout << " --tp " << p.tp
-            << "\n";
+  std::cout << "  reproduce: " << reproduce << "\n";
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/planning.h"
 #include "frontend/hf_config.h"
 #include "frontend/scenario.h"
 #include "frontend/specs.h"
@@ -19,34 +20,55 @@ struct CheckArgs {
   std::string format = "text";
 };
 
+nlohmann::json model_json(const ModelSpec& m, const std::string& src) {
+  double wbytes = double(m.param_count()) * dtype_bits(m.dtype) / 8.0;
+  double kv = m.kv_bytes_per_token(dtype_bits(m.dtype));
+  double f1 = m.flops_per_token(1), fmax = m.flops_per_token(m.max_context);
+  nlohmann::json j = {{"kind", "model"},
+                      {"name", m.name},
+                      {"source", src},
+                      {"params", m.param_count()},
+                      {"active_params", m.active_param_count()},
+                      {"weight_bytes", wbytes},
+                      {"kv_bytes_per_token", kv},
+                      {"flops_per_token", f1},
+                      {"flops_per_token_at_max_context", fmax},
+                      {"description", m.description},
+                      {"arch", m.arch},
+                      {"dtype", std::string(dtype_name(m.dtype))},
+                      {"layers", m.layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"head_dim", m.head_dim},
+                      {"ffn", m.ffn},
+                      {"vocab", m.vocab},
+                      {"max_context", m.max_context},
+                      {"tie_embeddings", m.tie_embeddings},
+                      {"rope_theta", m.rope_theta}};
+  if (m.is_moe())
+    j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->top_k}, {"expert_ffn", m.moe->expert_ffn}};
+  if (m.rope_scaling) {
+    const RopeScaling& sc = *m.rope_scaling;
+    nlohmann::json r = {{"type", sc.type},
+                        {"divisors", rope_divisors(sc, m.rope_theta, m.head_dim)}};
+    if (sc.type != "factors") r["factor"] = sc.factor;
+    if (sc.type == "llama3") {
+      r["low_freq_factor"] = sc.low_freq_factor;
+      r["high_freq_factor"] = sc.high_freq_factor;
+      r["original_max_context"] = sc.original_max_context;
+    }
+    j["rope_scaling"] = r;
+  }
+  return j;
+}
+
 int summarize_model(const ModelSpec& m, const std::string& src, const std::string& format) {
   double wbytes = double(m.param_count()) * dtype_bits(m.dtype) / 8.0;
   double kv = m.kv_bytes_per_token(dtype_bits(m.dtype));
   double f1 = m.flops_per_token(1), fmax = m.flops_per_token(m.max_context);
   if (format == "json") {
-    nlohmann::json j = {{"kind", "model"},
-                        {"name", m.name},
-                        {"source", src},
-                        {"params", m.param_count()},
-                        {"active_params", m.active_param_count()},
-                        {"weight_bytes", wbytes},
-                        {"kv_bytes_per_token", kv},
-                        {"flops_per_token", f1},
-                        {"flops_per_token_at_max_context", fmax},
-                        {"rope_theta", m.rope_theta}};
-    if (m.rope_scaling) {
-      const RopeScaling& sc = *m.rope_scaling;
-      nlohmann::json r = {{"type", sc.type},
-                          {"divisors", rope_divisors(sc, m.rope_theta, m.head_dim)}};
-      if (sc.type != "factors") r["factor"] = sc.factor;
-      if (sc.type == "llama3") {
-        r["low_freq_factor"] = sc.low_freq_factor;
-        r["high_freq_factor"] = sc.high_freq_factor;
-        r["original_max_context"] = sc.original_max_context;
-      }
-      j["rope_scaling"] = r;
-    }
-    std::cout << j.dump(2) << "\n";
+    std::cout << model_json(m, src).dump(2) << "\n";
     return 0;
   }
   std::cout << "model " << m.name << " (" << src << "): OK\n";
@@ -86,7 +108,13 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
   DType mat = t.peak_bf16 > 0 ? DType::bf16 : (t.peak_fp16 > 0 ? DType::f16 : DType::f32);
   double ridge = t.matrix_peak_flops(mat) / t.bandwidth_bytes_per_s();
   if (format == "json") {
-    nlohmann::json j = {{"kind", "hardware"}, {"name", t.name}, {"source", src}, {"ridge_flops_per_byte", ridge}};
+    nlohmann::json j = {{"kind", "hardware"},
+                        {"name", t.name},
+                        {"source", src},
+                        {"description", t.description},
+                        {"target_kind", t.is_gpu() ? "gpu" : "cpu"},
+                        {"ridge_flops_per_byte", ridge}};
+    if (t.is_gpu()) j["compute_capability"] = t.compute_capability;
     for (const TargetField& f : target_fields()) j["fields"][std::string(f.key)] = get_field(t, f);
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -117,8 +145,27 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
 }
 
 int summarize_plan(const PlanSpec& p, const std::string& src, const std::string& format) {
-  if (p.model) load_model(*p.model);  // throws when unknown
-  if (p.hardware) load_target(*p.hardware);
+  try {
+    if (p.model) load_model(*p.model);  // throws when unknown
+    if (p.hardware) load_target_spec(*p.hardware);  // "h100-sxm+memory_gb=40" as the commands take it
+    if (p.model && p.hardware) {
+      // Lowered as `simulate --plan` would: what the commands refuse (tp that does not
+      // divide the heads, a format the target lacks) is refused here too.
+      PlanRequest req;
+      req.model = *p.model;
+      req.hardware = *p.hardware;
+      req.workload = p.workload;
+      req.options = p.options;
+      LowerHooks hooks;
+      hooks.record = false;
+      hooks.verify_each_pass = false;
+      Planned planned = make_plan(req, hooks, false);
+      for (const std::string& w : check_workload(planned.model, planned.workload))
+        std::cerr << "lathe: warning: " << w << "\n";
+    }
+  } catch (const Error& e) {
+    throw Error(src + ": " + e.what());
+  }
   const PlanOptions& o = p.options;
   std::string weights = o.weights ? format_name(*o.weights) : "model dtype";
   std::string kv = o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "activation dtype";
@@ -134,7 +181,10 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
                         {"weights", weights},
                         {"kv", kv},
                         {"kv_layout", layout},
+                        {"act", o.act_dtype ? std::string(dtype_name(*o.act_dtype)) : std::string("default")},
                         {"tp", o.tp}};
+    if (o.passes) j["pipeline"] = *o.passes;
+    for (const auto& [k, v] : o.pass_enabled) j["passes"][k] = v;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -149,13 +199,18 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
 }
 
 int summarize_scenario(const ScenarioSpec& s, const std::string& src, const std::string& format) {
-  if (s.model) load_model(*s.model);  // throws when unknown
-  if (s.hardware) load_target(*s.hardware);
+  try {
+    if (s.model) load_model(*s.model);  // throws when unknown
+    if (s.hardware) load_target_spec(*s.hardware);
+  } catch (const Error& e) {
+    throw Error(src + ": " + e.what());
+  }
   std::string command = "lathe " + std::string(scenario_kind_name(s.kind)) + "-sim --scenario " + src;
   if (format == "json") {
     nlohmann::json j = {{"kind", "scenario"},
                         {"name", s.name},
                         {"scenario_kind", std::string(scenario_kind_name(s.kind))},
+                        {"description", s.description},
                         {"source", src},
                         {"model", s.model.value_or("")},
                         {"hardware", s.hardware.value_or("")},
@@ -183,7 +238,11 @@ int summarize_sweep(const SweepSpec& s, const std::string& src, const std::strin
   if (format == "json") {
     nlohmann::json j = {{"kind", "sweep"}, {"name", s.name},       {"source", src},          {"points", points},
                         {"objectives", objs}, {"constraints", cons}, {"models", s.models}, {"hardware", s.hardware},
-                        {"command", command}};
+                        {"command", command}, {"description", s.description}};
+    j["axes"] = {{"batch", s.batch.size()},   {"prompt", s.prompt.size()}, {"gen", s.gen.size()},
+                 {"weights", s.weights.size()}, {"kv", s.kv.size()},       {"kv_layout", s.kv_layout.size()},
+                 {"fusion", s.fusion.size()},   {"tp", s.tp.size()},       {"act", s.act.size()}};
+    for (const WhatifAxis& w : s.whatif) j["whatif"][w.field] = w.values;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -222,6 +281,12 @@ int run_check(const CheckArgs& a) {
   if (is_hf_model_path(a.file)) return summarize_model(load_model(a.file), a.file, a.format);  // config.json or its dir
   std::error_code ec;
   if (gguf::is_gguf_path(a.file)) {
+    if (a.format == "json") {  // the stored matrix format joins the model's fields
+      nlohmann::json j = model_json(load_model(a.file), a.file);
+      j["stored_matrices"] = format_name(*gguf::stored_weight_format(a.file));
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
     int rc = summarize_model(load_model(a.file), a.file, a.format);
     if (a.format != "json")
       std::cout << "  stored matrices   " << format_name(*gguf::stored_weight_format(a.file))
@@ -229,7 +294,7 @@ int run_check(const CheckArgs& a) {
     return rc;
   }
   if (!std::filesystem::exists(a.file, ec))
-    throw Error(a.file + ": no such file, and not a built-in model or hardware name (see `lathe specs`)");
+    throw Error(a.file + ": no such file, and not a built-in model, hardware, scenario or sweep name (see `lathe specs`)");
   std::string text = read_file(a.file);
   switch (detect_spec_kind(text, a.file)) {
     case SpecKind::model: return summarize_model(parse_model_toml(text, a.file), a.file, a.format);

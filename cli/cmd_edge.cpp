@@ -278,10 +278,10 @@ void register_edge(CLI::App& app, Registry& r) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--os-reserve-gb", a->os_reserve,
                   "unified memory kept for the OS and CPU side (8)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0.0, 1e6));
   cmd->add_option("--cpu-bandwidth-share", a->cpu_share,
                   "share of memory bandwidth the CPU side uses (0)")
-      ->check(CLI::Range(0.0, 0.95));
+      ->check(number_in(0.0, 0.95));
   cmd->callback([&r, a] { r.action = [a] { return run_edge(*a); }; });
 }
 

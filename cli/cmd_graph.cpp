@@ -25,11 +25,17 @@ int run_graph(const GraphArgs& a) {
   Workload w;
   w.batch = a.batch;
   w.prompt = a.prompt;
+  const bool prefill = a.phase == "prefill";
+  if (prefill && a.context >= 0) throw Error("--context is the decode phase's context length; prefill has none");
   int64_t ctx = a.context < 0 ? a.prompt + 1 : a.context;
   if (ctx < a.prompt) throw Error("--context (" + std::to_string(ctx) + ") must be >= --prompt (" + std::to_string(a.prompt) + ")");
   w.gen = ctx - a.prompt;
+  const int64_t used = prefill ? a.prompt : ctx;
+  if (used > m.max_context)
+    std::cerr << "lathe: warning: " << (prefill ? "--prompt " : "context ") << used << " exceeds " << m.name
+              << "'s max_context (" << m.max_context << ")\n";
   BuildOptions o;
-  o.phase = a.phase == "prefill" ? Phase::prefill : Phase::decode;
+  o.phase = prefill ? Phase::prefill : Phase::decode;
   o.tp = a.tp;
   o.act = *parse_dtype(a.act);
   o.workload = w;

@@ -228,7 +228,7 @@ void register_moe(CLI::App& app, Registry& r) {
   a->common.add_to(cmd, {"text", "json"});
   cmd->add_option("--load", a->load, "expert load: uniform, zipf (default) or histogram");
   cmd->add_option("--zipf-skew", a->skew, "Zipf skew s: expert of rank r gets 1/r^s (1.0)")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(number_in(0.0, 10.0));
   cmd->add_option("--histogram", a->histogram,
                   "measured tokens per expert, comma separated (implies --load histogram)");
   cmd->add_option("--gpus", a->gpus, "expert-parallel GPUs (4)")

@@ -195,9 +195,9 @@ void register_rag(CLI::App& app, Registry& r) {
                   "retrieval latency distribution in ms (uniform:50,200)");
   cmd->add_option("--preprocess-ms", a->preprocess_ms,
                   "CPU preprocessing of the retrieved chunks (5)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--assembly-ms", a->assembly_ms, "prompt assembly and tokenization (1)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--base-tokens", a->base_tokens, "the user's prompt tokens (256)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--context-tokens", a->context_tokens, "retrieved context tokens (1024)")
@@ -205,13 +205,13 @@ void register_rag(CLI::App& app, Registry& r) {
   cmd->add_option("--output-tokens", a->output_tokens, "generated tokens (128)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--timeout-ms", a->timeout_ms, "timeout mode: retrieval deadline (150)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--prefetch-lead-ms", a->prefetch_lead_ms,
                   "prefetch: retrieval starts this early (100)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--prefetch-hit", a->prefetch_hit,
                   "prefetch: share of requests whose prefetch is usable (0.5)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--cpu-cores", a->cpu_cores, "host CPU cores beside a GPU target (16); on a CPU target, its own cores")
       ->check(CLI::Range(int64_t(2), int64_t(4096)));
   cmd->add_option("--runtime-threads", a->runtime_threads,
@@ -222,7 +222,7 @@ void register_rag(CLI::App& app, Registry& r) {
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd->add_option("--parallel-fraction", a->parallel_fraction,
                   "Amdahl fraction of retrieval that scales with threads (0.9)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--samples", a->samples, "requests drawn (2000)")
       ->check(CLI::Range(int64_t(1), int64_t(10000000)));
   cmd->add_option("--seed", a->seed, "seed of the draws (1)")->check(non_negative_integer());

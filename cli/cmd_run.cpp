@@ -187,9 +187,6 @@ int run_run(const RunArgs& a) {
     for (const std::string& n : gguf::model_notes(*gguf_file)) std::cerr << "lathe: warning: " << n << "\n";
     if (gguf::has_vocab(*gguf_file)) tokenizer.emplace(gguf::read_vocab(*gguf_file));
   }
-  if (!std::isfinite(a.temperature) || !std::isfinite(a.top_p))
-    throw Error("--temperature and --top-p must be numbers (got " + fmt_double(a.temperature, 6) + " and " +
-                fmt_double(a.top_p, 6) + ")");
   if (a.prompt_text_given && a.prompt_text.empty()) throw Error("--prompt: the text is empty");
   if (a.temperature == 0 && (a.top_k > 0 || a.top_p < 1))
     std::cerr << "lathe: warning: --top-k and --top-p shape sampling, and decoding is greedy without "
@@ -536,6 +533,10 @@ int run_probe_cuda(const ProbeArgs& a) {
 }
 
 int run_probe(const ProbeArgs& a) {
+  // What the measurement is written under is checked before measuring.
+  if (!a.name.empty())
+    if (std::string why = name_problem(a.name); !why.empty()) throw Error("--name: " + why);
+  if (!a.out.empty()) check_output_file(a.out);
   if (a.backend == "cuda") return run_probe_cuda(a);
   CpuJit jit;
   int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -543,7 +544,7 @@ int run_probe(const ProbeArgs& a) {
   ProbeResult p = probe_machine(jit, threads, a.buffer_mb > 0 ? a.buffer_mb : 512);
   char host[256] = "host";
   ::gethostname(host, sizeof host - 1);
-  std::string name = a.name.empty() ? "probe-" + std::string(host) : a.name;
+  std::string name = a.name.empty() ? safe_name("probe-" + std::string(host)) : a.name;
   std::string toml = probe_to_toml(p, name);
   if (a.format == "json") {
     nlohmann::json j = {{"cpu", p.cpu_model},           {"isa", p.isa},
@@ -563,6 +564,7 @@ int run_probe(const ProbeArgs& a) {
                         {"attention_efficiency", p.attention_efficiency}, {"attention_half_dim", p.attention_half_dim},
                         {"attention_half_group", p.attention_half_group},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
+                        {"clock_mhz", p.clock_mhz}, {"l3_mb", p.l3_mb}, {"name", name},
                         {"int8_gops", p.int8_gops_all}};
     std::cout << j.dump(2) << "\n";
     if (!a.out.empty()) write_file_atomic(a.out, toml);
@@ -614,12 +616,15 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--gen", a->gen, "tokens to generate per sequence, the prefill's included (default 16; a compiled plan's own)")
       ->check(CLI::Range(int64_t(1), kMaxRunTokens));
   a->plan.add_to(cmd);
+  // Runs pick the activation dtype by backend (the kernels' own), not by target.
+  cmd->get_option("--act")->description(
+      "activation dtype: f32, f16, bf16 (default: f32 with --backend cpu, bf16 with --backend cuda)");
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)")->check(non_negative_integer());
-  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(number_in(0.0, 100.0));
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(CLI::Range(1e-6, 1.0));
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling mass")->check(number_in(1e-6, 1.0));
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
   cmd->add_option("--logits", a->logits_out,
                   "write the logits of every step (prefill's last position, then each decode step; all sequences) "
@@ -647,7 +652,7 @@ void register_run(CLI::App& app, Registry& r) {
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
   pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));
   pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size (default 512 on CPUs, 2048 on GPUs)")
-      ->check(CLI::Range(64.0, 65536.0));
+      ->check(number_in(64.0, 65536.0));
   pr->add_option("--backend", p->backend, "cpu (this machine) or cuda (the GPU: copy bandwidth, cuBLAS GEMM rate)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   pr->add_option("--device", p->device, "CUDA device ordinal")->check(CLI::Range(0, 63));

@@ -349,7 +349,7 @@ void register_serve(CLI::App& app, Registry& r) {
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
   cmd->add_option("--batch-timeout-ms", a->timeout_ms,
                   "dynamic batching: dispatch when the oldest waited this long (20)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--token-budget", a->token_budget, "chunked prefill: tokens per step (512)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--max-prefill-tokens", a->max_prefill_tokens,
@@ -357,16 +357,16 @@ void register_serve(CLI::App& app, Registry& r) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--memory-fraction", a->memory_fraction,
                   "share of device memory for weights + KV + activations (0.9)")
-      ->check(CLI::Range(0.01, 1.0));
+      ->check(number_in(0.01, 1.0));
   cmd->add_option("--kv-block", a->kv_block, "KV allocation block in tokens (16)")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd->add_option("--replicas", a->replicas, "replicas of the plan behind the router (1)")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd->add_option("--router", a->router, "round-robin (default) or least-loaded");
   cmd->add_option("--rate", a->rate, "Poisson arrival rate, requests/s (1)")
-      ->check(CLI::Range(1e-6, 1e7));
+      ->check(number_in(1e-6, 1e7));
   cmd->add_option("--duration", a->duration, "seconds of arrivals (60)")
-      ->check(CLI::Range(1e-6, 1e9));
+      ->check(number_in(1e-6, 1e9));
   cmd->add_option("--requests", a->requests, "exactly N requests instead of a duration")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 26));
   cmd->add_option("--prompt", a->prompt,
@@ -379,9 +379,9 @@ void register_serve(CLI::App& app, Registry& r) {
   cmd->add_option("--arrivals-csv", a->arrivals_csv,
                   "request trace CSV: arrival_s,prompt_tokens,output_tokens[,priority]");
   cmd->add_option("--slo-ttft", a->slo_ttft_ms, "TTFT SLO in ms for goodput (0 = none)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(number_in(0.0, 1e9));
   cmd->add_option("--slo-tpot", a->slo_tpot_ms, "TPOT SLO in ms for goodput (0 = none)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(number_in(0.0, 1e9));
   cmd->add_option("--trace", a->trace,
                   "write a Perfetto timeline (JSON): one track per batch slot, the first 20,000 steps");
   cmd->callback([&r, a] { r.action = [a] { return run_serve(*a); }; });

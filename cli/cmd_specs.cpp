@@ -57,6 +57,7 @@ int run_specs(const SpecsArgs& a) {
                              {"hbm_bandwidth_gbs", t.hbm_bandwidth_gbs},
                              {"peak_tflops", {{"fp32", t.peak_fp32}, {"tf32", t.peak_tf32}, {"fp16", t.peak_fp16},
                                               {"bf16", t.peak_bf16}, {"fp8", t.peak_fp8}, {"int8", t.peak_int8}}},
+                             {"sm_count", t.sm_count},
                              {"description", t.description}});
   }
   Table sc({"scenario", "kind", "model", "hardware", "description"});
@@ -79,7 +80,10 @@ int run_specs(const SpecsArgs& a) {
     std::string objs;
     for (const Objective& o : s.objectives) objs += (objs.empty() ? "" : ", ") + o.text();
     sw.add({s.name, with_commas(int64_t(points)), objs, s.description});
-    j["sweeps"].push_back({{"name", s.name}, {"points", points}, {"description", s.description}});
+    std::vector<std::string> obj_list;
+    for (const Objective& o : s.objectives) obj_list.push_back(o.text());
+    j["sweeps"].push_back(
+        {{"name", s.name}, {"points", points}, {"objectives", obj_list}, {"description", s.description}});
   }
   if (a.format == "json") {
     std::cout << j.dump(2) << "\n";

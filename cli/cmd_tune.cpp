@@ -210,6 +210,9 @@ void register_tune(CLI::App& app, Registry& r) {
   cmd->add_option("--gen", a->gen, "plan capacity in generated tokens (default 16)")
       ->check(CLI::Range(int64_t(2), int64_t(1) << 16));
   a->plan.add_to(cmd);
+  // Runs pick the activation dtype by backend (the kernels' own), not by target.
+  cmd->get_option("--act")->description(
+      "activation dtype: f32, f16, bf16 (default: f32 with --backend cpu, bf16 with --backend cuda)");
   cmd->add_option("--threads", a->threads, "worker threads (default: all)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--reps", a->reps, "repetitions per measurement (default 3)")

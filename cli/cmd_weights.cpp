@@ -1,7 +1,9 @@
 // lathe weights init: write a synthetic model as a GGUF file. lathe weights info:
 // what a GGUF file holds (model, vocabulary, tensors and their types).
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/gguf_file.h"
@@ -10,6 +12,7 @@
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "cli/run_weights.h"
+#include "frontend/hf_config.h"
 #include "ir/assert.h"
 #include "runtime/gguf_weights.h"
 
@@ -26,6 +29,7 @@ int run_init(const InitArgs& a) {
   std::string why;
   auto fmt = parse_weight_format(a.weights, &why);
   if (!fmt) throw Error("--weights: " + why);
+  refuse_input_as_output(a.out, a.model);
   ModelSpec m = load_model(a.model);
   write_synthetic_gguf(m, a.seed, *fmt, a.out);
   auto f = gguf::File::open(a.out);
@@ -33,8 +37,11 @@ int run_init(const InitArgs& a) {
   for (const gguf::TensorInfo& t : f->tensors()) bytes += t.bytes;
   std::cout << "wrote " << a.out << ": " << m.name << " (" << human_count(double(m.param_count()))
             << " parameters, seed " << a.seed << "), matrices " << format_name(*fmt) << ", "
-            << f->tensors().size() << " tensors, " << human_bytes(double(bytes)) << ", vocabulary "
-            << m.vocab << " tokens\n";
+            << f->tensors().size() << " tensors, " << human_bytes(double(bytes))
+            << (m.vocab >= kMinSyntheticVocab ? ", synthetic vocabulary of " + std::to_string(m.vocab) + " tokens"
+                                               : ", no vocabulary (\"no_vocab\": a synthetic one needs " +
+                                                     std::to_string(kMinSyntheticVocab) + " tokens)")
+            << "\n";
   return 0;
 }
 
@@ -48,9 +55,19 @@ int run_convert(const ConvertArgs& a) {
   std::string why;
   auto fmt = parse_weight_format(a.weights, &why);
   if (!fmt) throw Error("--weights: " + why);
-  if (!model_has_weights(a.source))
+  if (!model_has_weights(a.source)) {
+    std::error_code ec;
+    if (is_hf_dir(a.source))  // a directory named like a built-in model: the name wins
+      throw Error(a.source + ": is a built-in model name; write ./" + a.source + " for the directory");
+    if (!std::filesystem::exists(a.source, ec)) throw Error(a.source + ": no such directory");
     throw Error(a.source +
                 ": not a Hugging Face checkpoint directory (config.json + *.safetensors)");
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(a.source, ec)) {
+    std::string ext = e.path().extension().string();
+    if (ext == ".json" || ext == ".safetensors") refuse_input_as_output(a.out, e.path().string());
+  }
   PlanRequest req;
   req.model = a.source;
   req.hardware = "cpu-host";
@@ -65,7 +82,7 @@ int run_convert(const ConvertArgs& a) {
   WeightSource source = run_weight_source(a.source, plan, 0, &from);
   // The checkpoint's tokenizer is not converted; a synthetic SentencePiece vocabulary
   // stands in where the model's vocabulary has room for its 262 fixed entries.
-  const bool vocabulary = p.model.vocab >= 262;
+  const bool vocabulary = p.model.vocab >= kMinSyntheticVocab;
   write_gguf(p.model, source, *fmt, a.out, vocabulary);
   std::cout << "wrote " << a.out << ": " << p.model.name << " from " << from << ", matrices "
             << format_name(*fmt)
@@ -81,19 +98,34 @@ struct InfoArgs {
 
 int run_info(const InfoArgs& a) {
   auto f = gguf::File::open(a.file);
-  ModelSpec m = load_model(a.file);
+  ModelSpec m = gguf::model_spec(*f);
   std::map<std::string, int> types;
   for (const gguf::TensorInfo& t : f->tensors()) ++types[gguf::type_name(t.type)];
   Format stored = gguf::stored_weight_format(*f);
   std::string tok = f->get_string_opt("tokenizer.ggml.model").value_or("");
+  // The vocabulary is read (and checked) before anything is printed, in both formats.
+  std::optional<gguf::Vocab> vocab;
+  if (!tok.empty() && gguf::has_vocab(*f)) vocab = gguf::read_vocab(*f);
   if (a.format == "json") {
     nlohmann::json j = {{"file", a.file},
                         {"version", f->version()},
+                        {"metadata_keys", f->metadata().size()},
                         {"model", m.name},
+                        {"layers", m.layers},
+                        {"hidden", m.hidden},
+                        {"heads", m.heads},
+                        {"kv_heads", m.kv_heads},
+                        {"head_dim", m.head_dim},
+                        {"vocab", m.vocab},
                         {"params", m.param_count()},
                         {"weights", format_name(stored)},
                         {"tokenizer", tok},
                         {"tensor_types", types}};
+    if (vocab)
+      j["vocabulary"] = {{"tokens", vocab->tokens.size()},
+                         {"bos", vocab->bos},
+                         {"eos", vocab->eos},
+                         {"merges", vocab->merges.size()}};
     j["tensors"] = nlohmann::json::array();
     for (const gguf::TensorInfo& t : f->tensors())
       j["tensors"].push_back(
@@ -112,14 +144,13 @@ int run_info(const InfoArgs& a) {
   for (const auto& [n, c] : types)
     types_text += (types_text.empty() ? "" : ", ") + std::to_string(c) + " " + n;
   std::cout << "  tensor types " << types_text << "\n";
-  if (!tok.empty() && !gguf::has_vocab(*f)) {
-    std::cout << "  tokenizer    none (" << tok << ")\n";
-  } else if (!tok.empty()) {
-    gguf::Vocab v = gguf::read_vocab(*f);
-    std::cout << "  tokenizer    " << tok << ", " << v.tokens.size() << " tokens, bos " << v.bos
-              << ", eos " << v.eos
-              << (v.merges.empty() ? "" : ", " + std::to_string(v.merges.size()) + " merges")
+  if (vocab) {
+    std::cout << "  tokenizer    " << tok << ", " << vocab->tokens.size() << " tokens, bos " << vocab->bos
+              << ", eos " << vocab->eos
+              << (vocab->merges.empty() ? "" : ", " + std::to_string(vocab->merges.size()) + " merges")
               << "\n";
+  } else if (!tok.empty()) {
+    std::cout << "  tokenizer    none (" << tok << ")\n";
   }
   return 0;
 }

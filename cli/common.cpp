@@ -1,6 +1,7 @@
 #include "cli/common.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -121,11 +122,34 @@ CLI::Validator positive_number() {
       "POSITIVE");
 }
 
+CLI::Validator number_in(double lo, double hi) {
+  auto shown = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", v);
+    return std::string(buf);
+  };
+  const std::string want = "[" + shown(lo) + ", " + shown(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, want](std::string& s) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0') return "'" + s + "' is not a number (expected one in " + want + ")";
+        if (!std::isfinite(v)) return s + " is not a finite number (expected one in " + want + ")";
+        return v >= lo && v <= hi ? "" : s + " is outside " + want;
+      },
+      "FLOAT in " + want);
+}
+
 CLI::Validator non_negative_integer() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-        return digits ? "" : "must be a whole number >= 0, got '" + s + "'";
+        if (!digits) return "must be a whole number >= 0, got '" + s + "'";
+        uint64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        return ec == std::errc() && p == s.data() + s.size()
+                   ? ""
+                   : "must be at most 18446744073709551615 (2^64 - 1), got " + s;
       },
       "UINT");
 }
@@ -143,6 +167,12 @@ bool same_file_path(const std::string& a, const std::string& b) {
   std::error_code ea, eb;
   const fs::path pa = normal(a, ea), pb = normal(b, eb);
   return ea || eb ? a == b : pa == pb;
+}
+
+void refuse_input_as_output(const std::string& out, const std::string& input) {
+  if (!out.empty() && same_file_path(out, input))
+    throw Error("-o " + out + ": that is an input of this command (" + input +
+                "); writing there would replace it. Choose another output path");
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

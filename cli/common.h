@@ -28,6 +28,9 @@ constexpr int64_t kMaxRunTokens = int64_t(1) << 20;
 // Flag checks with short messages (CLI11's PositiveNumber and NonNegativeNumber print
 // their range as 300-digit numbers): a number above zero; a whole number of at least
 // zero (seeds).
+// A finite number in [lo, hi]: CLI::Range lets NaN through (every comparison with it
+// is false), so floating-point flags use this.
+CLI::Validator number_in(double lo, double hi);
 CLI::Validator positive_number();
 CLI::Validator non_negative_integer();
 
@@ -85,6 +88,9 @@ void check_output_file(const std::string& path);
 // Whether two output paths name the same file ("out.json" and "./out.json", or through a
 // symbolic link), so that a command writing both would overwrite one with the other.
 bool same_file_path(const std::string& a, const std::string& b);
+// Refuses an output path that names one of the command's inputs: the input would be
+// replaced (atomically, but replaced) by the output.
+void refuse_input_as_output(const std::string& out, const std::string& input);
 
 using lathe::AtomicFile;  // ir/atomic_file.h
 

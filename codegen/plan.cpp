@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "ir/assert.h"
+#include "ir/atomic_file.h"
 #include "ir/buffers.h"
 #include "ir/text.h"
 #include "ir/verifier.h"
@@ -311,11 +312,7 @@ Plan load_plan_dir(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "plan.json" : fs::path(path);
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw Error(file.string() + ": cannot open plan file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return plan_from_json(ss.str(), file.string());
+  return plan_from_json(read_file(file.string()), file.string());
 }
 
 }  // namespace lathe

@@ -128,9 +128,7 @@ constexpr Family kFamilies[] = {
 std::string model_name_from(std::string s) {
   while (!s.empty() && s.back() == '/') s.pop_back();
   if (size_t slash = s.rfind('/'); slash != std::string::npos) s = s.substr(slash + 1);
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '-';
-  return s;
+  return safe_name(s);
 }
 
 // Shortest text that reads back to `v`, always a TOML float ("10000.0", "1e-05").

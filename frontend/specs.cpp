@@ -86,7 +86,7 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
   TableReader r(t, "model", source);
   ModelSpec m;
   m.name = r.require_string("name");
-  if (m.name.empty()) r.fail_table("name must not be empty");
+  if (std::string why = name_problem(m.name); !why.empty()) r.fail_at(*t.get("name"), "name", why);
   m.description = r.get_string("description").value_or("");
   m.arch = r.get_string("arch").value_or("llama");
   if (m.arch != "llama" && m.arch != "mistral" && m.arch != "mixtral" && m.arch != "qwen2")
@@ -172,7 +172,7 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   TableReader r(t, "hardware", source);
   Target tg;
   tg.name = r.require_string("name");
-  if (tg.name.empty()) r.fail_table("name must not be empty");
+  if (std::string why = name_problem(tg.name); !why.empty()) r.fail_at(*t.get("name"), "name", why);
   tg.description = r.get_string("description").value_or("");
   std::string kind = r.require_string("kind");
   if (kind == "gpu") tg.kind = TargetKind::gpu;
@@ -265,7 +265,28 @@ void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
     if (*a == "naive") o.pass_enabled["flash-attention"] = false;
     else if (*a != "flash") r.fail_at(*t.get("attention"), "attention", "expected \"flash\" or \"naive\", got \"" + *a + "\"");
   }
-  if (auto ps = r.get_string("pipeline")) o.passes = *ps;
+  if (auto ps = r.get_string("pipeline")) {
+    // Named where it is written (the pass manager would name it with no location).
+    if (*ps != "default" && *ps != "none") {
+      std::vector<std::string> names;
+      for (std::string_view n : known_pass_names()) names.emplace_back(n);
+      size_t start = 0;
+      while (start <= ps->size()) {
+        size_t comma = std::min(ps->find(',', start), ps->size());
+        std::string p = ps->substr(start, comma - start);
+        while (!p.empty() && p.front() == ' ') p.erase(p.begin());
+        while (!p.empty() && p.back() == ' ') p.pop_back();
+        if (!p.empty() && std::find(names.begin(), names.end(), p) == names.end()) {
+          std::string hint = closest_match(p, names);
+          r.fail_at(*t.get("pipeline"), "pipeline",
+                    "unknown pass '" + p + "'" +
+                        (hint.empty() ? "; passes: " + join(names) : " (did you mean '" + hint + "'?)"));
+        }
+        start = comma + 1;
+      }
+    }
+    o.passes = *ps;
+  }
 }
 
 PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
@@ -388,28 +409,6 @@ std::vector<BuiltinSpec> builtin_specs(std::string_view folder) {
 std::vector<std::string> builtin_names(std::string_view folder) {
   std::vector<std::string> out;
   for (const BuiltinSpec& b : builtin_specs(folder)) out.push_back(b.name);
-  return out;
-}
-
-std::string read_file(const std::string& path, uint64_t max_bytes) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open file");
-  // Read in pieces up to a limit, so /dev/zero or a wrong multi-gigabyte file is an
-  // error naming the file rather than memory exhaustion.
-  std::string out;
-  try {
-    std::vector<char> buf(1 << 20);
-    while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
-      out.append(buf.data(), size_t(f.gcount()));
-      if (out.size() > max_bytes)
-        throw Error(path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; is it the right file?");
-    }
-  } catch (const std::bad_alloc&) {
-    throw Error(path + ": out of memory after reading " + std::to_string(out.size() >> 20) + " MiB of it");
-  }
-  if (f.bad()) throw Error(path + ": read error");
   return out;
 }
 

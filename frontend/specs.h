@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/atomic_file.h"  // read_file
 #include "ir/model.h"
 #include "ir/plan_options.h"
 #include "ir/target.h"
@@ -50,9 +51,6 @@ struct BuiltinSpec {
 std::vector<BuiltinSpec> builtin_specs(std::string_view folder);  // "models", "hardware", ...
 std::vector<std::string> builtin_names(std::string_view folder);
 
-// Reads a file into a string; throws lathe::Error naming the path when unreadable,
-// larger than max_bytes (spec-sized inputs by default: 256 MiB) or too large for memory.
-std::string read_file(const std::string& path, uint64_t max_bytes = uint64_t(256) << 20);
 bool looks_like_path(std::string_view arg);
 // kMaxLayers (ir/model.h) bounds model TOML, config.json and GGUF alike.
 // A model or hardware reference written inside a spec file (`model = "my-model.toml"`):

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdint>
 #include <string>
 
 namespace lathe {
@@ -38,5 +39,11 @@ class AtomicFile {
   std::FILE* f_ = nullptr;
   bool committed_ = false;
 };
+
+// Reads a file into a string; throws lathe::Error naming the path when unreadable,
+// larger than max_bytes (spec-sized inputs by default: 256 MiB) or too large for memory.
+// A named pipe nobody writes to reads as empty instead of blocking forever; pipes that
+// have a writer (`<(cmd)`, /dev/stdin) are read to the end.
+std::string read_file(const std::string& path, uint64_t max_bytes = uint64_t(256) << 20);
 
 }  // namespace lathe

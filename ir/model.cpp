@@ -4,6 +4,33 @@
 
 namespace lathe {
 
+namespace {
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+}  // namespace
+
+std::string name_problem(const std::string& name) {
+  if (name.empty()) return "must not be empty";
+  if (name.size() > 128) return "is " + std::to_string(name.size()) + " characters long (at most 128)";
+  for (char c : name)
+    if (!name_char(c)) {
+      unsigned char u = static_cast<unsigned char>(c);
+      std::string shown = u >= 0x20 && u < 0x7f ? std::string("'") + c + "'" : "byte " + std::to_string(int(u));
+      return "contains " + shown + "; use letters, digits, '-', '_' and '.' (names appear in IR text, plan files "
+             "and tables)";
+    }
+  return "";
+}
+
+std::string safe_name(std::string name) {
+  for (char& c : name)
+    if (!name_char(c)) c = '-';
+  if (name.size() > 128) name.resize(128);
+  return name;
+}
+
 int64_t ModelSpec::attention_params_per_layer() const {
   int64_t norm = hidden;
   int64_t qo = 2 * hidden * q_dim();

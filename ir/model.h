@@ -16,6 +16,14 @@ namespace lathe {
 // linear in it): model TOML, config.json and GGUF alike.
 constexpr int64_t kMaxLayers = 10000;
 
+// Names of models and hardware targets appear in IR text, plan files, file names and
+// tables, so they are kept to letters, digits, '-', '_' and '.' (at most 128).
+// name_problem says what is wrong with `name` ("" when nothing is); safe_name maps
+// every other character to '-' (for names taken from files: GGUF general.name,
+// config.json's _name_or_path).
+std::string name_problem(const std::string& name);
+std::string safe_name(std::string name);
+
 struct MoeSpec {
   int64_t experts = 0;     // experts per layer
   int64_t top_k = 0;       // experts each token is routed to

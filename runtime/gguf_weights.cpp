@@ -1,6 +1,7 @@
 #include "runtime/gguf_weights.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "checkpoint/gguf_model.h"
@@ -175,7 +176,7 @@ Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& s
 
 void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
                           const std::string& path) {
-  write_gguf(m, synthetic_source(seed), matrices, path, true);
+  write_gguf(m, synthetic_source(seed), matrices, path, m.vocab >= kMinSyntheticVocab);
 }
 
 void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
@@ -195,15 +196,23 @@ void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& ma
   w.add_u32("general.file_type", file_type);
   w.add_u32("general.quantization_version", 2);
   w.add_u32("general.alignment", 32);
-  w.add_u32("llama.context_length", uint32_t(m.max_context));
-  w.add_u32("llama.embedding_length", uint32_t(m.hidden));
-  w.add_u32("llama.block_count", uint32_t(m.layers));
-  w.add_u32("llama.feed_forward_length", uint32_t(m.is_moe() ? m.moe->expert_ffn : m.ffn));
-  w.add_u32("llama.attention.head_count", uint32_t(m.heads));
-  w.add_u32("llama.attention.head_count_kv", uint32_t(m.kv_heads));
+  // Model sizes are 64-bit in lathe and 32-bit in GGUF metadata: one that does not fit
+  // is an error, not a value wrapped modulo 2^32.
+  auto put_u32 = [&](const char* key, int64_t v) {
+    if (v < 0 || v > int64_t(UINT32_MAX))
+      throw Error(path + ": model '" + m.name + "': " + std::to_string(v) + " does not fit the GGUF key '" + key +
+                  "' (32 bits)");
+    w.add_u32(key, uint32_t(v));
+  };
+  put_u32("llama.context_length", m.max_context);
+  put_u32("llama.embedding_length", m.hidden);
+  put_u32("llama.block_count", m.layers);
+  put_u32("llama.feed_forward_length", m.is_moe() ? m.moe->expert_ffn : m.ffn);
+  put_u32("llama.attention.head_count", m.heads);
+  put_u32("llama.attention.head_count_kv", m.kv_heads);
   w.add_f32("llama.rope.freq_base", float(m.rope_theta));
   w.add_f32("llama.attention.layer_norm_rms_epsilon", float(m.norm_eps));
-  w.add_u32("llama.rope.dimension_count", uint32_t(m.head_dim));
+  put_u32("llama.rope.dimension_count", m.head_dim);
   // RoPE scaling as llama.cpp reads it: linear by metadata, anything else (llama3,
   // per-dimension factors) as the rope_freqs.weight divisors its converter writes.
   if (m.rope_scaling && m.rope_scaling->type == "linear") {
@@ -219,14 +228,14 @@ void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& ma
     });
   }
   if (m.head_dim * m.heads != m.hidden) {
-    w.add_u32("llama.attention.key_length", uint32_t(m.head_dim));
-    w.add_u32("llama.attention.value_length", uint32_t(m.head_dim));
+    put_u32("llama.attention.key_length", m.head_dim);
+    put_u32("llama.attention.value_length", m.head_dim);
   }
-  w.add_u32("llama.vocab_size", uint32_t(m.vocab));
+  put_u32("llama.vocab_size", m.vocab);
   if (m.is_moe()) {
-    w.add_u32("llama.expert_count", uint32_t(m.moe->experts));
-    w.add_u32("llama.expert_used_count", uint32_t(m.moe->top_k));
-    w.add_u32("llama.expert_feed_forward_length", uint32_t(m.moe->expert_ffn));
+    put_u32("llama.expert_count", m.moe->experts);
+    put_u32("llama.expert_used_count", m.moe->top_k);
+    put_u32("llama.expert_feed_forward_length", m.moe->expert_ffn);
   }
   // Without a vocabulary, llama.cpp's marker for a model that has none, so that it (and
   // other GGUF tools) still load the file and run it on token ids.

@@ -38,9 +38,14 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
 Format gguf_tensor_format(const std::string& lathe_name, const std::vector<int64_t>& shape,
                           const Format& matrices);
 
+// The smallest vocabulary a synthetic SentencePiece vocabulary fits in (3 special
+// tokens, 256 bytes and 3 more).
+constexpr int64_t kMinSyntheticVocab = 262;
+
 // Writes `m` with the synthetic values of `seed` (runtime synthetic_values, packed
 // into `matrices` exactly as `lathe run --weights` packs them) as a llama-architecture
-// GGUF v3 file with a synthetic SentencePiece vocabulary. Atomic (temp + rename).
+// GGUF v3 file with a synthetic SentencePiece vocabulary (a model with fewer than
+// kMinSyntheticVocab tokens gets llama.cpp's "no_vocab" marker instead). Atomic.
 void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
                           const std::string& path);
 // The same with the values of `source` (f32 values under lathe's weight names, e.g. a

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ir/assert.h"
+#include "ir/atomic_file.h"
 
 namespace lathe {
 
@@ -21,14 +22,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
   return o + "]";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // lathe's per-layer names -> Hugging Face's (under model.layers.N.).
@@ -63,7 +56,7 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
     const std::string ip = index.string();
     Json j;
     try {
-      j = Json::parse(slurp(ip));
+      j = Json::parse(read_file(ip));
     } catch (const Json::exception& e) {
       throw Error(ip + ": not valid JSON: " + e.what());
     }

@@ -69,7 +69,7 @@ int64_t SafetensorsTensor::elements() const {
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO must not block
   if (fd < 0) throw Error(path + ": cannot open file: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -57,6 +57,24 @@ if command -v dot >/dev/null; then
   dot -Tsvg "$tmp/out" -o "$tmp/g.svg" 2>"$tmp/doterr" || bad "graphviz rejects our dot: $(head -3 "$tmp/doterr")"
 fi
 expect_rc 2 "$LATHE" graph llama-3-8b --prompt 100 --context 50
+expect_rc 2 "$LATHE" graph tiny --phase prefill --prompt 4 --context 5
+grep -q "prefill has none" "$tmp/err" || bad "graph --context in prefill: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" graph tiny --phase prefill --prompt 300
+grep -q "exceeds tiny's max_context (256)" "$tmp/err" || bad "graph past max_context does not warn: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" weights init tiny -o "$tmp/seed.gguf" --seed 99999999999999999999999
+grep -q "at most 18446744073709551615" "$tmp/err" || bad "--seed overflow: $(cat "$tmp/err")"
+# check lowers a plan as the commands would, and takes hardware overrides as they do.
+printf '[plan]\nmodel = "tiny"\nhardware = "h100-sxm+memory_gb=40"\ntp = 3\n' >"$tmp/tp3.toml"
+expect_rc 2 "$LATHE" check "$tmp/tp3.toml"
+grep -q "tp3.toml: tiny: cannot split over tp=3 devices" "$tmp/err" || bad "check of a tp-3 plan: $(cat "$tmp/err")"
+printf '[plan]\nmodel = "tiny"\nhardware = "h100-sxm+memory_gb=40"\npipeline = "fuse-qkv, fuse-qkvv"\n' >"$tmp/pipe.toml"
+expect_rc 2 "$LATHE" check "$tmp/pipe.toml"
+grep -q "pipe.toml:4:12: plan.pipeline: unknown pass 'fuse-qkvv' (did you mean 'fuse-qkv'?)" "$tmp/err" || bad "check of a pipeline typo: $(cat "$tmp/err")"
+printf '[plan]\nmodel = "tiny"\nhardware = "h100-sxm+memory_gb=40"\n' >"$tmp/ovr.toml"
+expect_rc 0 "$LATHE" check "$tmp/ovr.toml" --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['hardware'] == 'h100-sxm+memory_gb=40' and d['act'] == 'default', d" "$tmp/out" || bad "check plan json"
+expect_rc 0 "$LATHE" check tiny --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d['layers'], d['hidden'], d['heads'], d['kv_heads'], d['vocab'], d['max_context']) == (2, 128, 4, 2, 512, 256), d" "$tmp/out" || bad "check model json lacks the model's fields"
 
 # ---- simulate / whatif ----
 expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --batch 1 --prompt 2048 --gen 128
@@ -303,7 +321,7 @@ python3 -c "import json; d=json.load(open('$tmp/out')); g=d['generated']; assert
 expect_rc 2 "$LATHE" run "$tmp/tplan" --weights int4:g32 --kv int8
 grep -q -- "--weights, --kv: .* is a compiled plan" "$tmp/err" || bad "run PLAN_DIR ignored --weights: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --tokens 5,6 --gen 2 --temperature nan
-grep -q "must be numbers" "$tmp/err" || bad "--temperature nan accepted: $(cat "$tmp/err")"
+grep -q "nan is not a finite number" "$tmp/err" || bad "--temperature nan accepted: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --gen 0
 expect_rc 2 timeout 60 "$LATHE" run tiny --batch 4096 --prompt-tokens 1048576 --gen 1
 grep -q "this plan needs .* MB of host memory" "$tmp/err" || bad "a huge run was not refused up front: $(cat "$tmp/err")"
@@ -344,6 +362,13 @@ grep -q "version 9" "$tmp/err" || bad "plan version error"
 expect_rc 2 "$LATHE" run tiny --act bf16 --gen 2
 expect_rc 2 "$LATHE" run llama-3-70b --batch 4000 --prompt-tokens 4096 --gen 4096
 grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "$tmp/err")"
+# What the result is written under is checked before measuring.
+expect_rc 2 "$LATHE" probe --buffer-mb 64 -o "$tmp/no-such-dir/p.toml"
+grep -q "measuring" "$tmp/err" && bad "probe measured before refusing its output path"
+expect_rc 2 "$LATHE" probe --buffer-mb 64 --name 'my"cpu'
+grep -q -- "--name: contains '\"'" "$tmp/err" || bad "probe --name with a quote: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" probe --buffer-mb nan
+grep -q "nan is not a finite number" "$tmp/err" || bad "probe --buffer-mb nan: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" probe --buffer-mb 64 -o "$tmp/probe.toml"
 expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
@@ -704,7 +729,7 @@ grep -q "weights fp8 not supported on a100-80g" "$tmp/err" || bad "contradictory
 expect_rc 0 "$LATHE" advise llama-3-8b h100-sxm --slo-tpot 25 --slo-ttft 800
 for p in "max batch" weights "KV dtype" "KV layout" "TP degree"; do grep -q "$p" "$tmp/out" || bad "advise lacks $p"; done
 expect_rc 0 "$LATHE" advise small cpu-host --format json
-python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible']" || bad "advise json"
+python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible'] and d['reproduce'].startswith('lathe simulate small cpu-host --batch ') and d['plan_shapes'] > 0" || bad "advise json"
 expect_rc 2 "$LATHE" advise llama-3-8b l4 --slo-tpot 0.001
 expect_rc 2 "$LATHE" advise llama-3-8b no-such-gpu
 expect_rc 2 "$LATHE" advise tiny h100-sxm --slo-ttft -5
@@ -876,6 +901,14 @@ expect_rc 0 "$LATHE" check "$tmp/mix.toml"
 grep -q "experts           4 x ffn 64, top-2" "$tmp/out" || bad "import-hf mixtral: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" import-hf "$HF/tiny-llama"
 grep -q '^arch = "llama"' "$tmp/out" || bad "import-hf to stdout: $(cat "$tmp/out")"
+cp -r "$HF/tiny-llama" "$tmp/hfcopy"
+expect_rc 2 "$LATHE" import-hf "$tmp/hfcopy" -o "$tmp/hfcopy/config.json"
+grep -q "that is an input of this command" "$tmp/err" || bad "import-hf over its input: $(cat "$tmp/err")"
+cmp -s "$tmp/hfcopy/config.json" "$HF/tiny-llama/config.json" || bad "import-hf replaced its config.json"
+expect_rc 2 "$LATHE" weights convert "$tmp/hfcopy" -o "$tmp/hfcopy/$(basename "$(ls "$tmp"/hfcopy/*.safetensors | head -1)")"
+grep -q "that is an input of this command" "$tmp/err" || bad "weights convert over its input: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name 'my model'
+grep -q -- "--name: contains ' '" "$tmp/err" || bad "import-hf --name with a space: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" check "$HF/tiny-llama"
 grep -q "tiny-llama" "$tmp/out" || bad "check HF dir: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" check "$HF/tiny-mixtral/config.json" --format json

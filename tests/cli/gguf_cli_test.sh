@@ -38,6 +38,26 @@ expect_rc 0 "$LATHE" compile "$tmp/tiny-q8_0.gguf" cpu-host -o "$tmp/plan"
 grep -q '"int8:g32"' "$tmp/plan/plan.json" || bad "compile of a q8_0 file is not int8:g32"
 expect_rc 0 "$LATHE" weights info "$tmp/tiny-q4_0.gguf"
 grep -q "Q4_0" "$tmp/out" || bad "weights info lacks Q4_0"
+expect_rc 0 "$LATHE" weights info "$tmp/tiny-f32.gguf" --format json
+python3 - "$tmp/out" <<'PY' || bad "weights info json lacks the model or vocabulary fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["layers"] == 2 and d["hidden"] == 128 and d["metadata_keys"] > 10, d
+assert d["vocabulary"]["tokens"] == 512 and d["vocabulary"]["bos"] == 1, d
+PY
+# A GGUF file is known by its magic too, whatever its name.
+cp "$tmp/tiny-q4_0.gguf" "$tmp/tiny-q4_0.bin"
+expect_rc 0 "$LATHE" weights info "$tmp/tiny-q4_0.bin"
+expect_rc 0 "$LATHE" check "$tmp/tiny-q4_0.bin"
+grep -q "model tiny" "$tmp/out" || bad "check of a GGUF without .gguf: $(cat "$tmp/out")"
+# The output of weights init may not replace its input.
+expect_rc 2 "$LATHE" weights init "$tmp/tiny-q4_0.bin" -o "$tmp/tiny-q4_0.bin"
+grep -q "that is an input of this command" "$tmp/err" || bad "weights init over its input: $(cat "$tmp/err")"
+cmp -s "$tmp/tiny-q4_0.bin" "$tmp/tiny-q4_0.gguf" || bad "weights init replaced its input"
+# A named pipe nobody writes to is an error, not a hang.
+mkfifo "$tmp/pipe.gguf" "$tmp/pipe.toml"
+expect_rc 2 timeout 20 "$LATHE" check "$tmp/pipe.gguf"
+expect_rc 2 timeout 20 "$LATHE" check "$tmp/pipe.toml"
 
 # Bad files: exit 2, the file named, no crash.
 printf 'GGUF\x03\x00\x00\x00garbage' >"$tmp/bad.gguf"

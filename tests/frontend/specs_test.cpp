@@ -247,10 +247,37 @@ TEST(TargetToml, RoundTripsEveryField) {
   // wrote with "\n", which the TOML reader accepts) come back as they were.
   Target t = load_target("cpu-host");
   t.description = "line1\nline2\ttab \"quoted\" back\\slash \x01\x7f";
-  t.name = "my\x1f\"host";
   Target back = parse_target_toml(target_to_toml(t), "back.toml");
   EXPECT_EQ(back.description, t.description);
-  EXPECT_EQ(back.name, t.name);
+}
+
+// Names appear in IR text and plan files: a space or a newline in one broke the saved
+// plan's IR ("graph a b.decode"), so both spec readers refuse them where written.
+TEST(SpecNames, OnlyLettersDigitsDashUnderscoreDot) {
+  EXPECT_EQ(name_problem("llama-3.1_8b"), "");
+  EXPECT_NE(name_problem("a b").find("contains ' '"), std::string::npos);
+  EXPECT_NE(name_problem("a\nb").find("contains byte 10"), std::string::npos);
+  EXPECT_NE(name_problem("").find("must not be empty"), std::string::npos);
+  EXPECT_NE(name_problem(std::string(129, 'a')).find("at most 128"), std::string::npos);
+  EXPECT_EQ(safe_name("Meta Llama 3/8B"), "Meta-Llama-3-8B");
+  std::string model = std::string(builtin_specs("models")[0].text);
+  size_t at = model.find("name = \"");
+  ASSERT_NE(at, std::string::npos);
+  std::string bad = model.substr(0, at) + "name = \"my model\"" + model.substr(model.find('\n', at));
+  try {
+    parse_model_toml(bad, "m.toml");
+    ADD_FAILURE() << "a name with a space was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.name: contains ' '"), std::string::npos) << e.what();
+  }
+  Target t = load_target("cpu-host");
+  t.name = "my\x1f\"host";
+  try {
+    parse_target_toml(target_to_toml(t), "back.toml");
+    ADD_FAILURE() << "a name with control characters was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("hardware.name: contains byte 31"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
