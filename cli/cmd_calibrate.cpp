@@ -305,9 +305,14 @@ int run_calibrate(const CalibrateArgs& a) {
     fitted.description += " (calibrated " + std::string(date) + ")";
   write_file_atomic(a.out, target_to_toml(fitted, comment));
 
+  // On stderr in both formats (the JSON carries them too).
+  if (!int8_note.empty()) std::cerr << "lathe: note: " << int8_note << "\n";
+  if (!worse.empty()) std::cerr << "lathe: warning: " << worse << "\n";
   if (a.format == "json") {
     nlohmann::json j;
     j["target"] = start.name;
+    j["fitted_name"] = fitted.name;
+    j["holdout"] = a.holdout;
     j["output"] = a.out;
     j["train_runs"] = train.size();
     j["int8_peak_from_runs"] = fit_start.peak_int8 != start.peak_int8 ? nlohmann::json(fit_start.peak_int8)
@@ -339,7 +344,6 @@ int run_calibrate(const CalibrateArgs& a) {
   std::cout << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
             << start.name << " (" << train.size() << " to fit, " << test.size()
             << " held out" << (test.empty() ? "" : ": one run in " + std::to_string(a.holdout)) << ")\n";
-  if (!int8_note.empty()) std::cout << "  note: " << int8_note << "\n";
   std::cout << "\n";
   Table f({"factor", "before", "after", ""});
   for (const FittedFactor& x : res.factors)
@@ -358,7 +362,6 @@ int run_calibrate(const CalibrateArgs& a) {
             << pct(res.train_after);
   if (!test.empty())
     std::cout << "; held-out runs " << pct(res.test_before) << " -> " << pct(res.test_after);
-  if (!worse.empty()) std::cout << "\n  warning: " << worse;
   std::cout << "\n  wrote " << a.out << " (hardware " << fitted.name << "; use it with --hw "
             << a.out << ")\n";
   return 0;

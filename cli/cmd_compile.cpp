@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <set>
 
@@ -27,6 +28,7 @@ struct CompileArgs {
   bool print_after_change = false, report = false;
   std::string dump_dir, emit;
   bool nvrtc = false;
+  std::string format = "text";
 };
 
 std::string md_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
@@ -138,6 +140,9 @@ int run_compile(const CompileArgs& a) {
       dumps[name] = print_graph(g);
     }
   };
+  if (a.format == "json" && (a.report || !a.print_after.empty() || a.print_after_change))
+    throw Error("--format json prints one JSON object; --report and --print-ir-after* print text (report.md and "
+                "--dump-dir keep them as files)");
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";
@@ -164,9 +169,33 @@ int run_compile(const CompileArgs& a) {
       d["plan.json"] = "{}\n";  // marks the folder as lathe output so a rerun may replace it
       return d;
     }());
-  if (a.report) std::cout << report << "\n";
   int kernels = 0;
   for (const auto& [name, text] : files) kernels += name.starts_with("kernels/") && !name.ends_with(".log");
+  if (a.format == "json") {
+    nlohmann::json j = {{"output", a.out},
+                        {"model", p.model.name},
+                        {"hardware", p.target.name},
+                        {"options", describe_options(p)},
+                        {"kernel_sources", kernels},
+                        {"prefill_kernels", p.sim.prefill.kernels},
+                        {"decode_kernels_per_step", p.sim.decode.kernels},
+                        {"predicted", {{"ttft_ms", p.sim.ttft_s * 1e3}, {"tpot_ms", p.sim.tpot_s * 1e3}}},
+                        {"fits", p.sim.mem.fits}};
+    j["files"] = nlohmann::json::array();
+    for (const auto& [name, text] : files) j["files"].push_back(name);
+    j["tuning"] = nlohmann::json::array();
+    if (!tuned.empty()) {
+      size_t start = 0;
+      while (start <= tuned.size()) {
+        size_t nl = std::min(tuned.find("\n  ", start), tuned.size());
+        j["tuning"].push_back(tuned.substr(start, nl - start));
+        start = nl + 3;
+      }
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (a.report) std::cout << report << "\n";
   std::cout << "wrote " << a.out << (a.out.ends_with('/') ? "" : "/") << ": plan.json, prefill.ir, decode.ir, report.md";
   if (kernels) std::cout << ", " << kernels << " kernel sources in kernels/";
   if (!tuned.empty()) std::cout << "\n  " << tuned;
@@ -197,6 +226,8 @@ void register_compile(CLI::App& app, Registry& r) {
   cmd->add_flag("--nvrtc", a->nvrtc,
                 "with --emit cuda: compile every kernel with NVRTC for the target's sm_XX and report registers, "
                 "shared memory and spills (kernels/cuda/nvrtc_report.md)");
+  cmd->add_option("--format", a->format, "text or json (what was written and the predicted TTFT/TPOT)")
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, a] { r.action = [a] { return run_compile(*a); }; });
 }
 

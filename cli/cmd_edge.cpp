@@ -230,6 +230,12 @@ int run_edge(const EdgeArgs& a) {
     j["model"] = bp.model.name;
     j["hardware"] = bp.target.name;
     j["scenario"] = s.name;
+    j["plan"] = describe_options(bp);
+    j["prompt"] = o.prompt;
+    j["gen"] = o.gen;
+    j["kv_context"] = o.kv_context;
+    j["unified_memory"] = bp.target.unified_memory > 0;
+    j["ideal"] = a.common.ideal;
     j["os_reserve_gb"] = o.os_reserve_gb;
     j["cpu_bandwidth_share"] = o.cpu_bandwidth_share;
     j["claims_supplied"] = any_claim;

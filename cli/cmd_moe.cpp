@@ -148,7 +148,13 @@ int run_moe(const MoeArgs& a) {
                         {"expert_bytes_per_layer", r.expert_bytes},
                         {"context", o.context},
                         {"prompt", o.prompt},
-                        {"samples", o.samples}};
+                        {"samples", o.samples},
+                        {"seed", o.seed},
+                        {"load_kind", std::string(expert_load_name(o.load))},
+                        {"zipf_skew", o.load == ExpertLoadKind::zipf ? nlohmann::json(o.zipf_skew) : nlohmann::json(nullptr)},
+                        {"link_gbs", p.target.link_bytes_per_s() / 1e9},
+                        {"interconnect_latency_us", p.target.interconnect_latency_us},
+                        {"ideal", a.common.ideal}};
     for (const MoeBatchResult& b : r.batches) {
       nlohmann::json jb = {{"batch", b.batch}};
       for (const PlacementResult& pl : b.placements) {

@@ -114,7 +114,22 @@ int run_rag(const RagArgs& a) {
                         {"memory_bytes", p.sim.mem.total},
                         {"capacity_bytes", p.sim.mem.capacity},
                         {"fits", p.sim.mem.fits},
-                        {"samples", o.samples}};
+                        {"samples", o.samples},
+                        {"ideal", a.common.ideal},
+                        {"request",
+                         {{"base_tokens", o.base_tokens},
+                          {"context_tokens", o.context_tokens},
+                          {"output_tokens", o.output_tokens},
+                          {"seed", o.seed}}},
+                        {"cpu",
+                         {{"retrieval_ms", distribution_json(o.retrieval_ms)},
+                          {"retrieval_ref_threads", o.retrieval_ref_threads},
+                          {"retrieval_parallel_fraction", o.retrieval_parallel_fraction},
+                          {"preprocess_ms", o.preprocess_ms},
+                          {"assembly_ms", o.assembly_ms},
+                          {"timeout_ms", o.timeout_ms},
+                          {"prefetch_lead_ms", o.prefetch_lead_ms},
+                          {"prefetch_hit", o.prefetch_hit}}}};
     for (const RagModeResult& m : r.modes)
       j["modes"].push_back({{"mode", std::string(rag_mode_name(m.mode))},
                             {"ttft", pct(m.ttft)},

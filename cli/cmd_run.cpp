@@ -241,9 +241,10 @@ int run_run(const RunArgs& a) {
     std::cerr << "lathe: warning: the kernels run on the " << a.backend << " backend but the predictions are for "
               << plan.target.name << ", a " << (plan.target.is_gpu() ? "GPU" : "CPU")
               << "; predicted and measured times describe different machines\n";
+  std::string tuning_note;
   if (!a.tuning.empty()) {
-    std::string note = apply_tuning_file(plan.prefill, plan.decode, a.tuning, a.backend);
-    if (a.format != "json") std::cerr << "lathe run: " << note << "\n";
+    tuning_note = apply_tuning_file(plan.prefill, plan.decode, a.tuning, a.backend);
+    std::cerr << "lathe run: " << tuning_note << "\n";
   }
   int64_t vocab = plan.decode.attrs.i("vocab");
   // Before a prompt id or a byte of weights is allocated (a batch of 4096 x 1M-token
@@ -423,6 +424,8 @@ int run_run(const RunArgs& a) {
                  {"gen", plan.workload.gen}};
     j["jit"] = {{"compiled", session.compiled}, {"cached", session.cached}, {"compile_s", session.compile_s}};
     j["weights_init_s"] = weights_s;
+    j["weights_bytes"] = weights.bytes();
+    if (!a.tuning.empty()) j["tuning"] = {{"file", a.tuning}, {"note", tuning_note}};
     j["weights_from"] = weights_from;
     if (a.per_op) {
       const double bw = plan.target.bandwidth_bytes_per_s();

@@ -145,7 +145,7 @@ nlohmann::json series_json(const TimeSeries& s, double scale) {
 }
 
 nlohmann::json result_json(const Planned& p, const ScenarioSpec& s, const ServeResult& r,
-                           double wall_s) {
+                           double wall_s, bool ideal) {
   const ServeOptions& o = s.serve;
   double cap = double(r.kv_capacity_tokens) * double(r.replicas);
   nlohmann::json j = {{"model", p.model.name},
@@ -189,6 +189,26 @@ nlohmann::json result_json(const Planned& p, const ScenarioSpec& s, const ServeR
                       {"wall_s", wall_s}};
   j["classes"] = nlohmann::json::array();
   for (const ClassStats& c : r.classes) j["classes"].push_back(class_json(c));
+  j["ideal"] = ideal;
+  // The stream and the policy as the text's "stream", "serving" and "KV cache" lines.
+  if (s.arrivals_csv) {
+    j["stream"] = {{"arrivals_csv", *s.arrivals_csv}};
+  } else {
+    const ArrivalOptions& a = s.arrivals;
+    j["stream"] = {{"rate_per_s", a.rate_per_s},
+                   {"duration_s", a.requests > 0 ? nlohmann::json(nullptr) : nlohmann::json(a.duration_s)},
+                   {"requests", a.requests > 0 ? nlohmann::json(a.requests) : nlohmann::json(nullptr)},
+                   {"prompt", distribution_json(a.prompt)},
+                   {"output", distribution_json(a.output)},
+                   {"priority_mix", a.priority_mix},
+                   {"seed", a.seed}};
+  }
+  j["policy"] = {{"batch_timeout_ms", o.batch_timeout_s * 1e3},
+                 {"token_budget", o.token_budget},
+                 {"max_prefill_tokens", o.max_prefill_tokens},
+                 {"kv_block", o.kv_block},
+                 {"memory_fraction", o.memory_fraction},
+                 {"capacity_bytes", p.target.capacity_bytes()}};
   return j;
 }
 
@@ -318,7 +338,7 @@ int run_serve(const ServeArgs& a) {
         serve_trace_json(r, p.model.name + " on " + p.target.name + ", " +
                                 std::string(batching_name(s.serve.batching)) + " batching"));
   if (a.common.format == "json") {
-    std::cout << result_json(p, s, r, wall).dump(2) << "\n";
+    std::cout << result_json(p, s, r, wall, a.common.ideal).dump(2) << "\n";
     return 0;
   }
   if (a.common.format == "csv") {

@@ -67,7 +67,15 @@ nlohmann::json op_json(const SimResult& r, const OpRow& o, const KernelProfile& 
 
 std::string pct(double v) { return fmt_double(100 * v, 1) + "%"; }
 
-nlohmann::json result_json(const Planned& p) {
+// Each resource's share of a phase's time (what "bound by" is read from).
+nlohmann::json shares_json(const PhaseSummary& ph) {
+  return {{"compute", ph.compute_share},
+          {"memory", ph.memory_share},
+          {"launch", ph.launch_share},
+          {"network", ph.network_share}};
+}
+
+nlohmann::json result_json(const Planned& p, bool ideal) {
   const SimResult& r = p.sim;
   nlohmann::json j = {
       {"model", p.model.name},
@@ -91,7 +99,11 @@ nlohmann::json result_json(const Planned& p) {
       {"decode_tokens_per_s", r.decode_tokens_per_s},
       {"prefill_tokens_per_s", r.prefill_tokens_per_s},
       {"prefill_bound", std::string(bound_name(r.prefill.bound))},
-      {"decode_bound", std::string(bound_name(r.decode.bound))},
+      {"decode_bound", r.decode.steps ? nlohmann::json(std::string(bound_name(r.decode.bound))) : nlohmann::json(nullptr)},
+      {"prefill_time_shares", shares_json(r.prefill)},
+      {"decode_time_shares", r.decode.steps ? shares_json(r.decode) : nlohmann::json(nullptr)},
+      {"kv_layout_reason", p.lowered.decode.attrs.s("kv_layout_reason", p.lowered.decode.attrs.s("kv_layout"))},
+      {"ideal", ideal},
       {"prefill_flops", r.prefill.flops},
       {"prefill_bytes", r.prefill.bytes},
       {"decode_flops", r.decode.flops},
@@ -134,7 +146,7 @@ Table op_table(const SimResult& r, const std::vector<KernelProfile>& prof) {
 
 Table op_csv(const SimResult& r, const std::vector<KernelProfile>& prof) {
   Table t({"phase", "name", "kernel", "class", "flops", "bytes", "intensity", "bound", "time_ms", "step_time_ms",
-           "share", "compute_ms", "memory_ms", "launch_ms", "achieved_tflops", "achieved_gbs", "compute_utilization",
+           "share", "compute_ms", "memory_ms", "launch_ms", "network_ms", "achieved_tflops", "achieved_gbs", "compute_utilization",
            "bandwidth_utilization", "l2_hit_rate"});
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpRow& o = r.ops[i];
@@ -143,7 +155,7 @@ Table op_csv(const SimResult& r, const std::vector<KernelProfile>& prof) {
            fmt_double(o.flops, 0), fmt_double(o.bytes, 0), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 4),
            std::string(bound_name(o.bound)), fmt_double(o.time_s * 1e3, 6), fmt_double(o.step_time_s * 1e3, 6),
            fmt_double(phase_share(r, o), 6), fmt_double(o.compute_s * 1e3, 6), fmt_double(o.memory_s * 1e3, 6), fmt_double(o.launch_s * 1e3, 6),
-           fmt_double(k.achieved_flops_per_s / 1e12, 6), fmt_double(k.achieved_bytes_per_s / 1e9, 3),
+           fmt_double(o.network_s * 1e3, 6), fmt_double(k.achieved_flops_per_s / 1e12, 6), fmt_double(k.achieved_bytes_per_s / 1e9, 3),
            fmt_double(k.compute_utilization, 6), fmt_double(k.bandwidth_utilization, 6),
            k.l2_hit_rate ? fmt_double(*k.l2_hit_rate, 6) : ""});
   }
@@ -226,7 +238,7 @@ int run_simulate(const SimulateArgs& a) {
     if (trace) trace->commit();
   }
   if (a.format == "json") {
-    std::cout << result_json(p).dump(2) << "\n";
+    std::cout << result_json(p, a.ideal).dump(2) << "\n";
     return 0;
   }
   if (a.format == "csv") {
@@ -318,7 +330,7 @@ int run_whatif(const WhatifArgs& a) {
   if (a.format == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Planned& p : cols) {
-      nlohmann::json r = result_json(p);
+      nlohmann::json r = result_json(p, a.ideal);
       r.erase("ops");
       r["label"] = label(p);
       j.push_back(r);

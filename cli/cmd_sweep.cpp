@@ -268,10 +268,25 @@ int run_sweep_cmd(const SweepArgs& a) {
     if (out)
       std::cout << "  wrote      " << a.out << " (" << with_commas(sum.evaluated) << " rows)\n";
   }
+  // What the text's header lines say, for scripts (shard or whole sweep alike).
+  auto run_json = [&](nlohmann::json j) {
+    j["id"] = space.id;
+    j["source"] = spec.source;
+    j["space_points"] = space.size;
+    j["samples"] = a.samples > 0 ? nlohmann::json(a.samples) : nlohmann::json(nullptr);
+    j["seed"] = a.samples > 0 ? nlohmann::json(a.seed) : nlohmann::json(nullptr);
+    j["shapes"] = sum.shapes;
+    j["lower_s"] = sum.lower_s;
+    j["cost_s"] = sum.cost_s;
+    j["wall_s"] = wall;
+    j["threads"] = threads;
+    if (!a.out.empty()) j["output"] = a.out;
+    return j;
+  };
   if (shards > 1) {
     if (json) {
-      nlohmann::json j = summary_json(spec, sum);
-      j["shard"] = std::to_string(shard) + "/" + std::to_string(shards);
+      nlohmann::json j = run_json(summary_json(spec, sum));
+      j["shard"] = {{"index", shard}, {"count", shards}};
       std::cout << j.dump(2) << "\n";
     } else {
       std::cout << "  (a shard: `lathe merge` the shards' files to rank the whole sweep)\n";
@@ -281,19 +296,13 @@ int run_sweep_cmd(const SweepArgs& a) {
   if (sum.feasible == 0) {
     // Scripts get the counts (evaluated, skipped, violations per constraint) on stdout as
     // well; the exit code is still 2.
-    if (json) std::cout << summary_json(spec, sum).dump(2) << "\n";
+    if (json) std::cout << run_json(summary_json(spec, sum)).dump(2) << "\n";
     throw Error(infeasible_message(sum));
   }
   std::string emitted;
   if (!a.emit_best.empty()) emitted = emit_best(space, sum, a.emit_best);
   if (json) {
-    nlohmann::json j = summary_json(spec, sum);
-    j["id"] = space.id;
-    j["shapes"] = sum.shapes;
-    j["lower_s"] = sum.lower_s;
-    j["cost_s"] = sum.cost_s;
-    j["threads"] = threads;
-    if (!a.out.empty()) j["output"] = a.out;
+    nlohmann::json j = run_json(summary_json(spec, sum));
     if (!a.emit_best.empty()) j["emitted"] = a.emit_best;
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -425,6 +434,7 @@ int run_merge(const MergeArgs& a) {
   if (!spec) {
     if (json)
       std::cout << nlohmann::json{{"id", id.empty() ? nlohmann::json() : nlohmann::json(id)},
+                                  {"files", a.files.size()},
                                   {"rows", all.size()},
                                   {"duplicates", duplicates},
                                   {"output", a.out}}
@@ -437,8 +447,11 @@ int run_merge(const MergeArgs& a) {
   if (json) {
     nlohmann::json j = summary_json(*spec, *sum);
     j["id"] = space->id;
+    j["files"] = a.files.size();
     j["rows"] = all.size();
     j["duplicates"] = duplicates;
+    j["expected_points"] =
+        a.samples > 0 && uint64_t(a.samples) < space->size ? uint64_t(a.samples) : space->size;
     if (!coverage.empty()) j["coverage"] = coverage;
     j["output"] = a.out;
     if (!a.emit_best.empty()) j["emitted"] = a.emit_best;

@@ -67,6 +67,17 @@ void Progress::update(double fraction) {
   std::fflush(stderr);
 }
 
+nlohmann::json distribution_json(const Distribution& d) {
+  nlohmann::json j;
+  switch (d.kind) {
+    case Distribution::Kind::fixed: j = {{"kind", "fixed"}, {"value", d.a}}; break;
+    case Distribution::Kind::uniform: j = {{"kind", "uniform"}, {"low", d.a}, {"high", d.b}}; break;
+    case Distribution::Kind::lognormal: j = {{"kind", "lognormal"}, {"median", d.a}, {"sigma", d.b}}; break;
+  }
+  j["spec"] = distribution_name(d);
+  return j;
+}
+
 std::string ms_text(double seconds) {
   double ms = seconds * 1e3;
   return fmt_double(ms, ms < 10 ? 2 : (ms < 100 ? 1 : 0));

@@ -3,6 +3,7 @@
 // scenario supplies defaults; flags given on the command line override them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct ScenarioArgs {
   ScenarioSpec resolve(ScenarioKind kind, const Workload& workload, PlanRequest& req,
                        const char* default_hardware = nullptr) const;
 };
+
+// A length or time distribution for JSON: its kind, parameters and spelling
+// ({"kind": "uniform", "low": 128, "high": 1024, "spec": "uniform:128,1024"}).
+nlohmann::json distribution_json(const Distribution& d);
 
 // Progress on stderr, only when stderr is a terminal (long runs).
 class Progress {

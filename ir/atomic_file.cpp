@@ -123,35 +123,32 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a file");
   // O_NONBLOCK: opening a FIFO without a writer would otherwise wait for one forever.
   // Reads block as usual once it is cleared (a FIFO with no writer then reads as EOF).
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open file (" + std::strerror(errno) + ")");
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) throw Error(path + ": cannot open file (" + std::strerror(errno) + ")");
+  int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags >= 0) ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK);
   // Read in pieces up to a limit, so /dev/zero or a wrong multi-gigabyte file is an
   // error naming the file rather than memory exhaustion.
   std::string out;
   try {
     std::vector<char> buf(1 << 20);
     while (true) {
-      ssize_t n = ::read(fd, buf.data(), buf.size());
+      ssize_t n = ::read(f.fd, buf.data(), buf.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        int err = errno;
-        ::close(fd);
-        throw Error(path + ": read error (" + std::strerror(err) + ")");
-      }
+      if (n < 0) throw Error(path + ": read error (" + std::strerror(errno) + ")");
       if (n == 0) break;
       out.append(buf.data(), size_t(n));
-      if (out.size() > max_bytes) {
-        ::close(fd);
+      if (out.size() > max_bytes)
         throw Error(path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; is it the right file?");
-      }
     }
   } catch (const std::bad_alloc&) {
-    ::close(fd);
     throw Error(path + ": out of memory after reading " + std::to_string(out.size() >> 20) + " MiB of it");
   }
-  ::close(fd);
   return out;
 }
 

@@ -94,6 +94,9 @@ for o in d["ops"]:
         assert k in o, k
     assert o["phase"] in ("prefill", "decode") and o["bound"] in ("compute", "memory", "launch", "network")
 assert abs(sum(o["time_ms"] for o in d["ops"] if o["phase"] == "prefill") - d["prefill_ms"]) < 1e-6 * d["prefill_ms"]
+sh = d["prefill_time_shares"]
+assert abs(sum(sh.values()) - 1) < 1e-6 and sh[d["prefill_bound"]] == max(sh.values()), sh
+assert d["ideal"] is False and d["kv_layout_reason"] and d["decode_time_shares"] is not None
 # Decode rows sum over every step (time_ms); step_time_ms is one step; shares add to 1.
 assert abs(sum(o["time_ms"] for o in d["ops"] if o["phase"] == "decode") - d["decode_ms"]) < 1e-6 * d["decode_ms"]
 assert abs(sum(o["step_time_ms"] for o in d["ops"] if o["phase"] == "decode") - d["tpot_ms"]) < 1e-3 * d["tpot_ms"]
@@ -436,6 +439,13 @@ grep -q "L2 hit" "$tmp/out" || bad "--per-op lacks the L2 column"
 # One-token outputs have no TPOT: "-" in the table, null in the JSON (it showed 0.00).
 expect_rc 0 "$LATHE" serve-sim tiny cpu-host --requests 3 --output fixed:1 --prompt fixed:10 --format json
 python3 -c "import json; t=json.load(open('$tmp/out'))['all']['tpot']; assert t['n'] == 0 and t['p50_ms'] is None, t" || bad "serve-sim TPOT without a second token"
+python3 -c "import json; d=json.load(open('$tmp/out')); s=d['stream']; assert s['requests'] == 3 and s['prompt'] == {'kind': 'fixed', 'value': 10, 'spec': 'fixed:10'} and s['seed'] == 1 and d['policy']['kv_block'] == 16, d['stream']" || bad "serve-sim json lacks the stream or policy"
+expect_rc 0 "$LATHE" simulate tiny cpu-host --prompt 8 --gen 1 --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['decode_steps'] == 0 and d['decode_bound'] is None and d['decode_time_shares'] is None, d['decode_bound']" || bad "simulate json with no decode step names a decode bound"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/cj" --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['output'] == '$tmp/cj' and 'plan.json' in d['files'] and d['predicted']['tpot_ms'] > 0 and d['decode_kernels_per_step'] > 0, d" || bad "compile --format json"
+expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/cj2" --format json --report
+[ -e "$tmp/cj2" ] && bad "compile --format json --report wrote a plan"
 expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --duration 30 --slo-ttft 500 --slo-tpot 50
 grep -q "Little's law" "$tmp/out" || bad "serve-sim text lacks Little's law"
 grep -q "goodput" "$tmp/out" || bad "serve-sim text lacks goodput"
@@ -510,6 +520,7 @@ assert set(m) == {"sequential", "overlapped", "prefetch", "timeout"}
 assert m["overlapped"]["e2e"]["p50_ms"] <= m["sequential"]["e2e"]["p50_ms"]
 assert d["runtime_threads"] + d["retrieval_threads"] == d["cores"]
 assert any(t["advised"] for t in d["threads"])
+assert d["request"]["output_tokens"] == 128 and d["cpu"]["retrieval_ms"]["kind"] == "uniform" and d["ideal"] is False, d["request"]
 PY
 expect_rc 0 "$LATHE" rag-sim --scenario rag-pipeline
 grep -q "overlapped" "$tmp/out" || bad "rag-sim text"
@@ -749,7 +760,7 @@ expect_rc 0 "$LATHE" check "$tmp/cal.toml"
 expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
 head -1 "$tmp/runs.jsonl" >"$tmp/onerun.jsonl"
 expect_rc 0 "$LATHE" calibrate "$tmp/onerun.jsonl" --hw cpu-host -o "$tmp/cal1.toml"
-grep -q "warning: only 1 fitted run" "$tmp/out" || bad "calibrate on one run gives no warning: $(cat "$tmp/out")"
+grep -q "lathe: warning: only 1 fitted run" "$tmp/err" || bad "calibrate on one run gives no warning on stderr: $(cat "$tmp/err")"
 grep -q "Warning: only 1 fitted run" "$tmp/cal1.toml" || bad "the one-run spec does not carry the warning"
 "$LATHE" run tiny --gen 3 --format json >"$tmp/noperop.json"
 expect_rc 2 "$LATHE" calibrate "$tmp/noperop.json" --hw cpu-host -o "$tmp/cal2.toml"
@@ -806,7 +817,7 @@ write('dotbad.jsonl', ['yes'] * len(rs))
 write('nodot.jsonl', [False] * len(rs))
 "
 expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
-grep -q "fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/out" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/out")"
+grep -q "lathe: note: .*fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/err" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/err")"
 grep -q "^int8 = 3.072" "$tmp/cal7.toml" || bad "calibrated spec lacks the int8 peak: $(grep int8 "$tmp/cal7.toml")"
 # The "before" errors are those of the spec as given, with or without the adopted peak.
 expect_rc 0 "$LATHE" calibrate "$tmp/nodot.jsonl" --hw cpu-host -o "$tmp/cal10.toml" --format json
