@@ -92,12 +92,19 @@ int run_tune(const TuneArgs& a) {
   if (a.format == "json") {
     nlohmann::json j = nlohmann::json::parse(tuning_to_json(r.file));
     j["all"] = nlohmann::json::array();
-    for (const TuningEntry& e : r.all)
+    for (const TuningEntry& e : r.all) {
+      nlohmann::json cands = nlohmann::json::array();
+      for (const auto& [params, us] : e.candidates) cands.push_back({{"params", params}, {"us", us}});
       j["all"].push_back({{"kind", e.kind},
                           {"shape", e.shape},
                           {"params", e.params},
                           {"default_us", e.default_us},
-                          {"best_us", e.best_us}});
+                          {"best_us", e.best_us},
+                          {"candidates", cands}});
+    }
+    j["compile_s"] = r.compile_s;
+    j["margin"] = o.margin;
+    j["options"] = describe_options(p);
     if (r.file.entries.empty() && r.discarded.empty())
       j["plan"] = nullptr;  // nothing tuned: the plan is unchanged
     else

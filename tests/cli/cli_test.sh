@@ -862,6 +862,14 @@ expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/calbad.t
 expect_rc 0 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/cal12.toml" --holdout 0 --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d['test_runs'] == 0 and d['error']['test_before'] is None, d['error']" || bad "calibrate without held-out runs reports a held-out error"
 
+expect_rc 0 "$LATHE" tune tiny --reps 1 --steps 1 -o "$tmp/tuned-tiny.json" --format json
+python3 - "$tmp/out" <<'PY' || bad "tune --format json lacks the candidates' times"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["all"] and all(e["candidates"] and all(c["us"] >= 0 for c in e["candidates"]) for e in d["all"]), d["all"]
+assert d["compile_s"] >= 0 and d["margin"] > 0 and d["options"], d
+PY
+[ -s "$tmp/tuned-tiny.json" ] || bad "tune wrote no tuning file"
 expect_rc 2 "$LATHE" tune tiny --backend cuda -o "$tmp/cuda-t.json"
 grep -q "no CUDA device" "$tmp/err" || bad "tune --backend cuda without a GPU: $(cat "$tmp/err")"
 [ -e "$tmp/cuda-t.json" ] && bad "tune --backend cuda without a GPU wrote a tuning file"
