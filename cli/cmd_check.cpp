@@ -162,6 +162,7 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
       Planned planned = make_plan(req, hooks, false);
       for (const std::string& w : check_workload(planned.model, planned.workload))
         std::cerr << "lathe: warning: " << w << "\n";
+      if (!planned.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(planned) << "\n";
     }
   } catch (const Error& e) {
     throw Error(src + ": " + e.what());
