@@ -1,5 +1,7 @@
 #include "cli/planning.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -34,6 +36,14 @@ std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
   return warn;
 }
 
+namespace {
+std::string fmt_elements(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", n);
+  return buf;
+}
+}  // namespace
+
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) {
   Planned p;
   p.model = load_model(req.model);
@@ -50,6 +60,45 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
                 p.target.name + unsupported_reason(p.target, pre.act));
   if (std::string why = tp_problem(p.target, p.options.tp); !why.empty()) throw Error(p.target.name + ": " + why);
   p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, hooks);
+  // Sizes are 64-bit integers: a workload whose tensors would overflow them (a batch of
+  // 2^20 at 2^24 tokens) gave negative bytes and "fits". Checked in floating point on
+  // the lowered graphs (the largest tensors: the KV state, attention scores where flash
+  // attention is off).
+  {
+    const Bindings x{p.workload.batch, std::max<int64_t>(1, p.workload.prompt),
+                     std::max<int64_t>(1, p.workload.final_context())};
+    auto too_large = [&](const std::string& what, double n) {
+      if (n > 0x1p62)
+        throw Error("batch " + std::to_string(p.workload.batch) + ", prompt " + std::to_string(p.workload.prompt) +
+                    ", gen " + std::to_string(p.workload.gen) + " is too large to cost: " + what + " would hold " +
+                    fmt_elements(n) + " elements (lathe counts sizes in 64-bit integers)");
+    };
+    for (const Graph* g : {&p.lowered.prefill, &p.lowered.decode})
+      for (ValueKind k : {ValueKind::input, ValueKind::weight, ValueKind::state, ValueKind::activation})
+        for (ValueId v : g->values_of(k)) {
+          double n = 1;
+          for (const Dim& d : g->value(v).shape)
+            n *= double(d.coef) * std::pow(double(x.B), d.b) * std::pow(double(x.S), d.s) * std::pow(double(x.T), d.t);
+          too_large(g->value(v).name, n);
+        }
+    // The whole cache, every layer's (the footprint's KV term).
+    too_large("the KV cache", double(x.B) * double(x.T) * double(p.model.layers) * 2 * double(p.model.kv_heads) *
+                                  double(p.model.head_dim));
+  }
+  // Formats and layouts are applied by passes: asked for with their pass left out of the
+  // pipeline, they would be dropped without a word (the plan keeps the model's).
+  auto needs = [&](const std::string& what, const std::string& want, const std::string& got, const char* pass) {
+    const std::vector<std::string>& pl = p.lowered.pipeline;
+    if (want != got && std::find(pl.begin(), pl.end(), pass) == pl.end())
+      throw Error(what + " " + want + " needs the " + pass + " pass, which the pass pipeline leaves out (the plan " +
+                  "would keep " + got + "); add it to --passes or drop --no-pass " + pass);
+  };
+  if (req.options.weights) needs("weights", format_name(*req.options.weights), weights_format(p), "quantize-weights");
+  if (req.options.kv_dtype)
+    needs("KV dtype", std::string(dtype_name(*req.options.kv_dtype)), p.lowered.decode.attrs.s("kv_dtype"),
+          "quantize-kv");
+  if (req.options.kv_layout)
+    needs("KV layout", kv_layout_name(*req.options.kv_layout), p.lowered.decode.attrs.s("kv_layout"), "kv-layout");
   SimOptions so;
   so.ideal = req.ideal;
   so.per_op = per_op;

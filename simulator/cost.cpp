@@ -212,7 +212,8 @@ struct Costing {
   // M / (M + gemm_half_rows): the share of time spent multiplying when packing the
   // weights costs a fixed gemm_half_rows rows' worth (`lathe probe` measures both at
   // two row counts).
-  double gemm_efficiency(double M, double N) const {
+  // `groups` GEMMs of M x N in one launch (a grouped expert GEMM) share the waves.
+  double gemm_efficiency(double M, double N, double groups = 1) const {
     if (o.ideal) return 1.0;
     if (!t.is_gpu()) {
       // The generated GEMV kernels (at most kCpuGemvRows rows) pack nothing.
@@ -228,7 +229,7 @@ struct Costing {
     auto tile_eff = [&](double tm, double tn, double rel, bool split_k) {
       double mt = std::ceil(M / tm), nt = std::ceil(N / tn);
       double pad = (M / (mt * tm)) * (N / (nt * tn));
-      double tiles = mt * nt;
+      double tiles = mt * nt * std::round(groups);
       double wave = split_k ? 1.0 : tiles / (std::ceil(tiles / sms) * sms);
       return rel * pad * wave;
     };
@@ -277,9 +278,14 @@ struct Costing {
       extra_bytes += vb(in(size_t(p.idx)));
       if (p.gates >= 0) extra_bytes += vb(in(size_t(p.gates)));
       c.flops = 2.0 * M * K * sumN;
-      // Grouped GEMM: each touched expert computes pairs / touched rows.
+      // Grouped GEMM: each touched expert computes pairs / touched rows, all of them in
+      // one launch, so the waves count every touched expert's tiles. The expected count
+      // of touched experts is a hair under E where it should be E (1 - (1 - k/E)^n);
+      // a row count within rounding of a whole number is taken as that number, so it
+      // does not pick the next tile size up.
       double per_expert = pairs / std::max(1.0, touched);
-      double e = gemm_efficiency(per_expert, sumN / p.num_weights);
+      if (std::abs(per_expert - std::round(per_expert)) < 1e-6 * per_expert) per_expert = std::round(per_expert);
+      double e = gemm_efficiency(per_expert, sumN / p.num_weights, std::max(1.0, touched));
       c.cls = per_expert <= 16 ? KernelClass::gemv : KernelClass::gemm;
       set_compute(e, wdtype);
     } else {
@@ -371,7 +377,8 @@ struct Costing {
       c.cls = KernelClass::attention_decode;
       double run = kv_read_run_bytes(f.kv_layout, context_len, kvh, d, bits);
       double contig = o.ideal ? 1.0 : contiguity_efficiency(run, t);
-      c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory) * contig);
+      // Only the cache reads are strided by the layout; queries and outputs stream.
+      c.memory_s = (c.bytes - kv_bytes + kv_bytes / contig) / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
       c.compute_s = c.flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
       c.math = DType::f32;
     } else {

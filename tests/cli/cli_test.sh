@@ -57,6 +57,15 @@ if command -v dot >/dev/null; then
   dot -Tsvg "$tmp/out" -o "$tmp/g.svg" 2>"$tmp/doterr" || bad "graphviz rejects our dot: $(head -3 "$tmp/doterr")"
 fi
 expect_rc 2 "$LATHE" graph llama-3-8b --prompt 100 --context 50
+# Sizes that would overflow 64-bit element counts are refused (the KV cache was negative and "fit").
+expect_rc 2 "$LATHE" simulate llama-2-7b h200 --batch 1048576 --prompt 16777216 --gen 16777216
+grep -q "is too large to cost" "$tmp/err" || bad "an overflowing workload: $(cat "$tmp/err")"
+# A format or layout asked for with the pass that applies it left out is refused (it was dropped).
+expect_rc 2 "$LATHE" simulate llama-3-8b h100-sxm --passes none --weights int4:g32
+grep -q "weights int4:g32 needs the quantize-weights pass" "$tmp/err" || bad "--weights without its pass: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate llama-3-8b h100-sxm --no-pass quantize-kv --kv int8
+expect_rc 2 "$LATHE" simulate llama-3-8b h100-sxm --no-pass kv-layout --kv-layout LTHD
+expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --passes none --weights bf16
 expect_rc 2 "$LATHE" graph tiny --phase prefill --prompt 4 --context 5
 grep -q "prefill has none" "$tmp/err" || bad "graph --context in prefill: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" graph tiny --phase prefill --prompt 300

@@ -218,6 +218,37 @@ TEST(Simulate, MoeReadsTopKExpertsAtBatchOne) {
   EXPECT_GT(expert_bytes(64) / all_experts, 0.99);
 }
 
+// Findings of the 2026-12-01 invariants audit, one test each.
+// At 128 tokens mixtral's 8 experts are all touched in expectation (a hair under 8 in
+// floating point): 32 rows each must stay on the 32-row tile, not jump to the 64-row one.
+TEST(Simulate, ExpertRowsOnATileBoundaryStayOnIt) {
+  auto tpot = [](int64_t batch) {
+    auto b = build_plan_graphs("mixtral-8x7b", "h200", {batch, 512, 8});
+    Lowered l = lower_plan(b, PlanOptions{});
+    return simulate(l.prefill, l.decode, b.target, b.workload).tpot_s;
+  };
+  double t127 = tpot(127), t128 = tpot(128), t129 = tpot(129);
+  EXPECT_LT(t128 / t127, 1.02) << t127 << " " << t128;
+  EXPECT_GE(t128, t127);
+  EXPECT_GE(t129, t128);
+}
+
+// The KV layout's contiguity scales the cache reads only: with a layout whose runs grow
+// with the context (LHTD), a longer context must not make decode attention cheaper.
+TEST(Simulate, DecodeAttentionNeverGetsCheaperWithContext) {
+  PlanOptions o;
+  o.kv_dtype = DType::int4;
+  o.kv_layout = parse_kv_layout("LHTD");
+  double last = 0;
+  for (int64_t gen : {2, 3, 5, 9, 17}) {
+    auto b = build_plan_graphs("tinyllama-1.1b", "rtx-4090", {200, 1, gen});
+    Lowered l = lower_plan(b, o);
+    SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+    EXPECT_GE(r.tpot_s, last) << "gen " << gen;
+    last = r.tpot_s;
+  }
+}
+
 TEST(Simulate, DoesNotFitReportsMaxBatch) {
   auto b = build_plan_graphs("llama-3-70b", "a100-40g", {1, 128, 8});
   Lowered l = lower_plan(b, PlanOptions{});
