@@ -95,13 +95,15 @@ class PreparedPlan {
   // Activation bytes simulate() reports at a workload: the memory plan's arena when
   // the graphs were planned for exactly these bindings, else the peak of live values.
   double activation_bytes(const Workload& w) const;
-  // KV-cache bytes for the whole batch at the workload's final context.
+  // KV-cache bytes for the whole batch at the workload's final context (in whole blocks
+  // for a paged layout: a sequence holds ceil(context / N) blocks of N positions).
   double kv_bytes(const Workload& w) const;
 
  private:
   PreparedPhase prefill_, decode_;
   double weight_bytes_ = 0;
   std::vector<ValueSize> state_sizes_;  // the KV state values
+  int64_t kv_block_ = 1;                 // paged:N holds whole blocks of N positions
 };
 
 }  // namespace lathe

@@ -249,6 +249,19 @@ TEST(Simulate, DecodeAttentionNeverGetsCheaperWithContext) {
   }
 }
 
+// A paged cache holds whole blocks: 1064 positions in paged:1000 take two blocks.
+TEST(Simulate, PagedKvHoldsWholeBlocks) {
+  auto kv = [](const char* layout, int64_t prompt) {
+    PlanOptions o;
+    o.kv_layout = parse_kv_layout(layout);
+    auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {2, prompt, 64});
+    Lowered l = lower_plan(b, o);
+    return simulate(l.prefill, l.decode, b.target, b.workload).mem.kv;
+  };
+  EXPECT_DOUBLE_EQ(kv("paged:1000", 1000), kv("LHTD", 2000 - 64));
+  EXPECT_DOUBLE_EQ(kv("paged:16", 1000), kv("LHTD", 1072 - 64));  // 1064 -> 67 blocks of 16
+}
+
 TEST(Simulate, DoesNotFitReportsMaxBatch) {
   auto b = build_plan_graphs("llama-3-70b", "a100-40g", {1, 128, 8});
   Lowered l = lower_plan(b, PlanOptions{});
