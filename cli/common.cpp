@@ -170,7 +170,8 @@ bool same_file_path(const std::string& a, const std::string& b) {
 }
 
 void refuse_input_as_output(const std::string& out, const std::string& input) {
-  if (!out.empty() && same_file_path(out, input))
+  std::error_code ec;  // a built-in name ("tiny") is no file, whatever -o says
+  if (!out.empty() && std::filesystem::exists(input, ec) && same_file_path(out, input))
     throw Error("-o " + out + ": that is an input of this command (" + input +
                 "); writing there would replace it. Choose another output path");
 }
