@@ -270,19 +270,13 @@ void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
     if (*ps != "default" && *ps != "none") {
       std::vector<std::string> names;
       for (std::string_view n : known_pass_names()) names.emplace_back(n);
-      size_t start = 0;
-      while (start <= ps->size()) {
-        size_t comma = std::min(ps->find(',', start), ps->size());
-        std::string p = ps->substr(start, comma - start);
-        while (!p.empty() && p.front() == ' ') p.erase(p.begin());
-        while (!p.empty() && p.back() == ' ') p.pop_back();
-        if (!p.empty() && std::find(names.begin(), names.end(), p) == names.end()) {
+      for (const std::string& p : split_pass_list(*ps)) {
+        if (std::find(names.begin(), names.end(), p) == names.end()) {
           std::string hint = closest_match(p, names);
           r.fail_at(*t.get("pipeline"), "pipeline",
                     "unknown pass '" + p + "'" +
                         (hint.empty() ? "; passes: " + join(names) : " (did you mean '" + hint + "'?)"));
         }
-        start = comma + 1;
       }
     }
     o.passes = *ps;

@@ -1,5 +1,6 @@
 #include "ir/plan_options.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace lathe {
@@ -41,5 +42,19 @@ constexpr std::string_view kPassNames[] = {
 }  // namespace
 
 std::span<const std::string_view> known_pass_names() { return kPassNames; }
+
+std::vector<std::string> split_pass_list(std::string_view list) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = std::min(list.find(',', start), list.size());
+    std::string_view p = list.substr(start, comma - start);
+    while (!p.empty() && p.front() == ' ') p.remove_prefix(1);
+    while (!p.empty() && p.back() == ' ') p.remove_suffix(1);
+    if (!p.empty()) names.emplace_back(p);
+    start = comma + 1;
+  }
+  return names;
+}
 
 }  // namespace lathe

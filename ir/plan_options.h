@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/dtype.h"
 
@@ -41,6 +42,9 @@ std::optional<KvLayout> parse_kv_layout(std::string_view s, std::string* why = n
 // Names of every pass in the default pipeline order (the passes layer owns the
 // implementations; this list lets plan files be validated without it).
 std::span<const std::string_view> known_pass_names();
+// The pass names of a pipeline list ("fuse-qkv, kv-layout"): split at commas,
+// spaces trimmed, empty entries dropped. Names are not checked.
+std::vector<std::string> split_pass_list(std::string_view list);
 
 struct PlanOptions {
   std::optional<Format> weights;       // nullopt: the model's stored dtype

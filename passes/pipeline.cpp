@@ -53,19 +53,9 @@ std::vector<std::string> pipeline_for(const PlanOptions& o) {
   std::vector<std::string> names;
   if (o.passes && *o.passes != "default") {
     if (*o.passes != "none") {
-      std::string list = *o.passes;
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t comma = list.find(',', start);
-        if (comma == std::string::npos) comma = list.size();
-        std::string p = list.substr(start, comma - start);
-        while (!p.empty() && p.front() == ' ') p.erase(p.begin());
-        while (!p.empty() && p.back() == ' ') p.pop_back();
-        if (!p.empty()) {
-          if (!find_pass(p)) throw Error("unknown pass '" + p + "' in the pipeline");
-          names.push_back(p);
-        }
-        start = comma + 1;
+      for (std::string& p : split_pass_list(*o.passes)) {
+        if (!find_pass(p)) throw Error("unknown pass '" + p + "' in the pipeline");
+        names.push_back(std::move(p));
       }
     }
   } else {

@@ -64,5 +64,13 @@ TEST(KvLayout, Spellings) {
   EXPECT_FALSE(parse_kv_layout("HDLT", &why));
 }
 
+TEST(PassList, SplitTrimsAndDropsEmptyEntries) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split_pass_list(" fuse-qkv ,kv-layout,, memory-plan"), (V{"fuse-qkv", "kv-layout", "memory-plan"}));
+  EXPECT_EQ(split_pass_list(""), V{});
+  EXPECT_EQ(split_pass_list(" , "), V{});
+  EXPECT_EQ(split_pass_list("no-such-pass"), V{"no-such-pass"});  // names are checked by the callers
+}
+
 }  // namespace
 }  // namespace lathe
