@@ -1,6 +1,7 @@
 // lathe compile: run the pass pipeline and write a plan directory (plan.json, the
 // lowered IR of both phases, a per-pass report).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -96,6 +97,17 @@ std::string pass_report_md(const Planned& p) {
   return s;
 }
 
+namespace {
+// --dump-dir: NN_pass.phase.ir files and this marker.
+constexpr const char* kDumpMarker = "lathe-dumps.txt";
+OutputDir dump_output_dir() {
+  return {kDumpMarker, [](const std::string& e) {
+            return e.size() > 6 && std::isdigit((unsigned char)e[0]) && std::isdigit((unsigned char)e[1]) &&
+                   e[2] == '_' && e.ends_with(".ir");
+          }};
+}
+}  // namespace
+
 std::vector<std::string> plan_dir_entries() { return {"plan.json", "prefill.ir", "decode.ir", "report.md", "kernels"}; }
 
 std::map<std::string, std::string> plan_files(const Planned& p) {
@@ -120,7 +132,13 @@ int run_compile(const CompileArgs& a) {
   req.options = spec.options;
   if (a.out.empty()) throw Error("-o DIR is required");
   check_output_dir(a.out, plan_dir_entries());
-  if (!a.dump_dir.empty()) check_output_dir(a.dump_dir, {});
+  if (!a.dump_dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::weakly_canonical(output_dir_path(a.dump_dir), ec) ==
+        std::filesystem::weakly_canonical(output_dir_path(a.out), ec))
+      throw Error("--dump-dir " + a.dump_dir + ": the same directory as -o (the dumps would replace the plan)");
+    check_output_dir(a.dump_dir, {kDumpMarker}, dump_output_dir());
+  }
   for (const std::string& pa : a.print_after)
     if (pa != "all" && pa != "input" && !find_pass(pa)) throw Error("--print-ir-after: unknown pass '" + pa + "'");
   if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")
@@ -166,11 +184,13 @@ int run_compile(const CompileArgs& a) {
   write_dir_atomic(a.out, files);
   if (!a.dump_dir.empty()) write_dir_atomic(a.dump_dir, [&] {
       auto d = dumps;
-      d["plan.json"] = "{}\n";  // marks the folder as lathe output so a rerun may replace it
+      // Marks the folder as lathe's, so a rerun may replace the dumps in it.
+      d[kDumpMarker] = "IR after every pass, written by `lathe compile --dump-dir` (NN_pass.phase.ir)\n";
       return d;
-    }());
+    }(), dump_output_dir());
   int kernels = 0;
-  for (const auto& [name, text] : files) kernels += name.starts_with("kernels/") && !name.ends_with(".log");
+  for (const auto& [name, text] : files)
+    kernels += name.starts_with("kernels/") && (name.ends_with(".cpp") || name.ends_with(".cu"));  // sources only
   if (a.format == "json") {
     nlohmann::json j = {{"output", a.out},
                         {"model", p.model.name},

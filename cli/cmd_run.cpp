@@ -35,7 +35,7 @@ struct RunArgs {
   int64_t prompt_tokens = 16, batch = 1, gen = 16;
   // Which of --prompt-tokens, --gen, --batch and --prompt were given (a compiled plan's
   // own workload fills the others).
-  bool prompt_tokens_given = false, gen_given = false, batch_given = false, prompt_text_given = false;
+  bool prompt_tokens_given = false, gen_given = false, batch_given = false, prompt_text_given = false, hw_given = false;
   int repeat = 1;
   PlanFlags plan;
   std::vector<std::string> sets;
@@ -210,6 +210,9 @@ int run_run(const RunArgs& a) {
       throw Error(f + ": " + a.model + " is a compiled plan, whose options were fixed by `lathe compile`; "
                   "compile again with them (or run the model itself)");
     if (!a.sets.empty()) throw Error("--set: " + a.model + " is a compiled plan; its target was fixed by `lathe compile`");
+    if (a.hw_given)
+      throw Error("--hw: " + a.model + " is a compiled plan; its predictions are for the target it was compiled for "
+                  "(compile again with another target, or run the model itself)");
     plan = load_plan_dir(a.model);
     model_name = plan.model;
     if (!a.prompt_tokens_given) run_prompt = plan.workload.prompt;
@@ -254,6 +257,17 @@ int run_run(const RunArgs& a) {
     throw Error(a.model + ": the CPU backend computes in f32 activations (the plan has " + plan.act_dtype +
                 "; compile with --act f32)");
   check_fits_in_memory(plan);
+  if (from_plan && prompts.empty()) {
+    // Checked before the synthetic prompts are built (a batch of 4096 x 1M-token prompts
+    // took 4 GB before the runtime refused it).
+    const int64_t slots = plan.prefill.attrs.i("B"), max_new = plan.prefill.attrs.i("S");
+    if (run_batch > slots)
+      throw Error("--batch " + std::to_string(run_batch) + ": " + a.model + " was compiled for " +
+                  std::to_string(slots) + " sequences; recompile the plan with --batch " + std::to_string(run_batch));
+    if (run_prompt > max_new)
+      throw Error("--prompt-tokens " + std::to_string(run_prompt) + ": " + a.model + " was compiled for prompts of " +
+                  std::to_string(max_new) + " tokens; recompile the plan with a longer --prompt");
+  }
   if (prompts.empty())
     for (int64_t s = 0; s < run_batch; ++s) {
       std::vector<int32_t> t;
@@ -646,6 +660,7 @@ void register_run(CLI::App& app, Registry& r) {
     a->prompt_text_given = text->count() > 0;
     a->gen_given = cmd->get_option("--gen")->count() > 0;
     a->batch_given = cmd->get_option("--batch")->count() > 0;
+    a->hw_given = cmd->get_option("--hw")->count() > 0;
     r.action = [a] { return run_run(*a); };
   });
 

@@ -213,15 +213,47 @@ std::vector<std::string> split_commas(const std::string& s, const std::string& f
   return out;
 }
 
-namespace {
 std::filesystem::path output_dir_path(const std::string& dir) {
   std::string trimmed = dir;  // "plan/" names the directory "plan"
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   return trimmed;
 }
+
+OutputDir plan_output_dir() {
+  return {"plan.json", [](const std::string& e) {
+            return e == "plan.json" || e == "prefill.ir" || e == "decode.ir" || e == "report.md" || e == "kernels";
+          }};
+}
+
+namespace {
+// What an existing output directory holds: whether it carries lathe's marker, and the
+// first entry lathe did not write there (empty: none).
+struct DirContents {
+  bool exists = false, empty = true, marked = false;
+  std::string foreign;
+};
+DirContents dir_contents(const std::filesystem::path& target, const OutputDir& kind) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  DirContents d;
+  if (!fs::is_directory(target, ec)) return d;
+  d.exists = true;
+  d.marked = fs::exists(target / kind.marker, ec);
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  d.empty = names.empty();
+  for (const std::string& n : names)
+    if (n != kind.marker && !kind.ours(n)) {
+      d.foreign = n;
+      break;
+    }
+  return d;
+}
 }  // namespace
 
-void check_output_dir(const std::string& dir, const std::vector<std::string>& entries) {
+void check_output_dir(const std::string& dir, const std::vector<std::string>& entries, const OutputDir& kind) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path target = output_dir_path(dir);
@@ -235,27 +267,35 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
     int err = errno;
     throw Error(dir + ": cannot write in " + parent.string() + " (" + std::strerror(err) + ")");
   }
-  // Entries an existing folder that is not a plan already holds would be refused.
-  if (fs::is_directory(target, ec) && !fs::exists(target / "plan.json", ec))
-    for (const std::string& e : entries)
-      if (fs::exists(target / e, ec))
-        throw Error(dir + ": exists, is not a lathe plan directory (no plan.json) and already holds '" + e +
-                    "'; refusing to overwrite it");
+  // An entry already there is replaced only where lathe wrote it: the directory has
+  // lathe's marker and lathe writes entries of that name.
+  DirContents d = dir_contents(target, kind);
+  if (!d.exists) return;
+  for (const std::string& e : entries)
+    if (fs::exists(target / e, ec) && !(d.marked && (e == kind.marker || kind.ours(e))))
+      throw Error(dir + ": exists, is not " + (kind.marker == "plan.json" ? "a lathe plan directory" : "lathe output") +
+                  " (no " + kind.marker + ") and already holds '" + e + "'; refusing to overwrite it");
 }
 
-void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files) {
+void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files,
+                      const OutputDir& kind) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::set<std::string> top;
   for (const auto& kv : files) top.insert(fs::path(kv.first).begin()->string());
-  check_output_dir(dir, {top.begin(), top.end()});  // refuses to overwrite what is not ours
+  LATHE_ASSERT(top.count(kind.marker) == 1, "write_dir_atomic: the files must include the marker " + kind.marker);
+  check_output_dir(dir, {top.begin(), top.end()}, kind);  // refuses to overwrite what is not ours
   fs::path target = output_dir_path(dir);
-  // An existing directory that is not a plan (a scratch folder, a folder holding a log):
-  // add the plan's entries to it, one atomic rename each, plan.json last.
-  bool merge = fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !fs::exists(target / "plan.json", ec);
+  // A directory holding something lathe did not write (a scratch folder, a folder
+  // holding a log, notes beside a plan): replace lathe's entries in it one by one and
+  // keep the rest.
+  DirContents d = dir_contents(target, kind);
+  bool merge = d.exists && !d.empty && (!d.marked || !d.foreign.empty());
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  fs::path old = parent / (target.filename().string() + ".old." + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
+  fs::remove_all(old, ec);
   try {
     fs::create_directories(tmp);
     for (const auto& [rel, content] : files) {
@@ -263,6 +303,7 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
       fs::create_directories(p.parent_path());
       std::ofstream f(p, std::ios::binary | std::ios::trunc);
       f.write(content.data(), std::streamsize(content.size()));
+      f.close();
       if (!f) throw Error(p.string() + ": write failed");
     }
   } catch (const fs::filesystem_error& e) {
@@ -273,22 +314,42 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
     throw;
   }
   if (merge) {
+    // The marker goes first out of the way and comes back last, so a half-written
+    // directory never looks like a whole one; the entries lathe wrote before (even
+    // ones this write does not have, as a kernels/ folder of an earlier --emit) are
+    // moved aside and restored if a rename fails.
+    std::vector<std::string> mine;
+    if (d.marked)
+      for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec)) {
+        std::string n = it->path().filename().string();
+        if (n == kind.marker || kind.ours(n)) mine.push_back(n);
+      }
+    std::stable_partition(mine.begin(), mine.end(), [&](const std::string& t) { return t == kind.marker; });
     std::vector<std::string> order(top.begin(), top.end());
-    std::stable_partition(order.begin(), order.end(), [](const std::string& t) { return t != "plan.json"; });
-    std::vector<std::string> moved;
+    std::stable_partition(order.begin(), order.end(), [&](const std::string& t) { return t != kind.marker; });
+    std::vector<std::string> aside, moved;
+    auto undo = [&](const std::string& why) {
+      for (const auto& m : moved) fs::remove_all(target / m, ec);
+      for (const auto& m : aside) fs::rename(old / m, target / m, ec);
+      fs::remove_all(tmp, ec);
+      fs::remove_all(old, ec);
+      throw Error(dir + ": " + why);
+    };
+    if (!mine.empty()) fs::create_directories(old, ec);
+    for (const auto& m : mine) {
+      fs::rename(target / m, old / m, ec);
+      if (ec) undo("cannot move the old '" + m + "' aside");
+      aside.push_back(m);
+    }
     for (const auto& t : order) {
       fs::rename(tmp / t, target / t, ec);
-      if (ec) {
-        for (const auto& m : moved) fs::remove_all(target / m, ec);
-        fs::remove_all(tmp, ec);
-        throw Error(dir + ": cannot move '" + t + "' into place");
-      }
+      if (ec) undo("cannot move '" + t + "' into place");
       moved.push_back(t);
     }
     fs::remove_all(tmp, ec);
+    fs::remove_all(old, ec);
     return;
   }
-  fs::path old = parent / (target.filename().string() + ".old." + std::to_string(::getpid()));
   if (fs::exists(target, ec)) fs::rename(target, old, ec);
   if (ec) {
     fs::remove_all(tmp, ec);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -105,16 +106,32 @@ std::vector<std::string> split_commas(const std::string& s, const std::string& f
 void refuse_repeats(const std::vector<std::string>& items, const std::vector<std::string>& keys,
                     const std::string& flag);
 
+// An output directory as a path ("plan/" names the directory "plan").
+std::filesystem::path output_dir_path(const std::string& dir);
+
+// What lathe writes into an output directory: `marker`, the file that says lathe wrote
+// the directory (plan.json for a plan), and `ours`, whether a top-level entry is one
+// lathe writes there.
+struct OutputDir {
+  std::string marker;
+  std::function<bool(const std::string&)> ours;
+};
+// A plan directory (plan.json, prefill.ir, decode.ir, report.md, kernels/).
+OutputDir plan_output_dir();
+
 // Writes a directory of files atomically: everything goes into a temporary sibling
-// directory that then replaces `dir` when `dir` is missing, empty or holds a lathe plan
-// (plan.json). Into any other existing directory the entries are renamed one by one,
-// plan.json last, refusing to overwrite an entry that is already there. Throws
-// lathe::Error.
-void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files);
+// directory that then replaces `dir` when `dir` is missing, empty or holds only what
+// lathe writes there (its marker and entries it owns). Into any other existing
+// directory the entries are renamed one by one, the marker last, keeping what lathe
+// did not write: an entry lathe owns is replaced only where the directory has the
+// marker, and any other entry already there is refused. Throws lathe::Error.
+void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files,
+                      const OutputDir& kind = plan_output_dir());
 // The checks write_dir_atomic makes before writing (not a directory, no parent, a
-// parent it cannot write in, and an existing folder that is not a plan already holding
-// one of `entries`), so a command can fail before doing its work.
-void check_output_dir(const std::string& dir, const std::vector<std::string>& entries);
+// parent it cannot write in, an existing folder already holding one of `entries` that
+// is not lathe's), so a command can fail before doing its work.
+void check_output_dir(const std::string& dir, const std::vector<std::string>& entries,
+                      const OutputDir& kind = plan_output_dir());
 
 // Plan-option flags shared by graph, simulate, compile, run...
 struct PlanFlags {

@@ -1,5 +1,6 @@
 #include "codegen/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +33,9 @@ Target target_from(const json& j) {
   Target t;
   t.name = j.at("name").get<std::string>();
   t.description = j.value("description", "");
-  t.kind = j.at("kind").get<std::string>() == "gpu" ? TargetKind::gpu : TargetKind::cpu;
+  const std::string kind = j.at("kind").get<std::string>();
+  if (kind != "gpu" && kind != "cpu") throw Error("target kind '" + kind + "' (expected cpu or gpu)");
+  t.kind = kind == "gpu" ? TargetKind::gpu : TargetKind::cpu;
   t.compute_capability = j.at("compute_capability").get<int>();
   for (const TargetField& f : target_fields()) {
     auto it = j.at("fields").find(std::string(f.key));
@@ -231,6 +234,24 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       const bool rope = n.kind == OpKind::rope || n.kind == OpKind::rope_kvwrite;
       const bool attention =
           n.kind == OpKind::qk || n.kind == OpKind::flash_attention || n.kind == OpKind::decode_attention;
+      // Every expert weight holds the graph's experts (the router picks ids below it;
+      // an edited first dimension made the kernels read past the weight).
+      if (n.kind == OpKind::expert_matmul || n.kind == OpKind::moe_router) {
+        const int64_t E = g.attrs.i("experts", -1);
+        if (E < 1) fail(g, "node '" + n.name + "': an MoE node in a graph without 'experts'");
+        for (ValueId in : n.inputs) {
+          const Value& w = g.value(in);
+          if (w.kind != ValueKind::weight) continue;
+          if (w.shape.empty() || w.shape[0] != Dim::c(E))
+            fail(g, "node '" + n.name + "': weight " + w.name + shape_str(w.shape) + " does not hold the graph's " +
+                        std::to_string(E) + " experts in its first dimension");
+        }
+      }
+      // lathe's prefill attention is causal; a flash_attention node says so.
+      if (n.kind == OpKind::flash_attention && n.attrs.has("causal") &&
+          n.attrs.i("causal", -1) != (g.phase == Phase::prefill ? 1 : 0))
+        fail(g, "node '" + n.name + "': causal = " + std::to_string(n.attrs.i("causal", -1)) +
+                    " (lathe's prefill attention is causal: 1 in prefill)");
       positive("theta", rope);
       positive("scale", attention);
       positive("eps", n.kind == OpKind::rms_norm);
@@ -243,6 +264,24 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       throw Error(source + ": graph attribute '" + k + "' differs between the prefill and decode graphs");
   }
   if (decode.attrs.i("S") != 1) throw Error(source + ": the decode graph must have S = 1");
+  {
+    std::string why;
+    if (!parse_kv_layout(decode.attrs.s("kv_layout", ""), &why))
+      throw Error(source + ": graph attribute kv_layout: " + why);
+  }
+  // The runtime sizes its buffers from each graph's B, S and T and the KV cache from
+  // final_context: they must agree as lathe compiles them (an edited T or final_context
+  // wrote past the cache or read positions that were never written).
+  if (prefill.attrs.i("T") != prefill.attrs.i("S"))
+    throw Error(source + ": the prefill graph's T (" + std::to_string(prefill.attrs.i("T")) +
+                ") must equal its S (" + std::to_string(prefill.attrs.i("S")) + "), the prompt length");
+  if (decode.attrs.i("T") != decode.attrs.i("final_context"))
+    throw Error(source + ": the decode graph's T (" + std::to_string(decode.attrs.i("T")) +
+                ") must equal final_context (" + std::to_string(decode.attrs.i("final_context")) +
+                "), the KV cache length");
+  if (prefill.attrs.i("S") >= prefill.attrs.i("final_context"))
+    throw Error(source + ": the prompt (prefill S = " + std::to_string(prefill.attrs.i("S")) +
+                ") must be shorter than final_context (" + std::to_string(prefill.attrs.i("final_context")) + ")");
 }
 }  // namespace
 
@@ -261,9 +300,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       throw Error(source + ": not a lathe plan (no \"lathe_plan\" version field)");
     if (!j["lathe_plan"].is_number_integer())
       throw Error(source + ": \"lathe_plan\" must be an integer format version");
-    int64_t version = j.at("lathe_plan").get<int64_t>();
-    if (version != kPlanFormatVersion)
-      throw Error(source + ": plan format version " + std::to_string(version) + ", but this lathe reads version " +
+    if (!(j.at("lathe_plan") == kPlanFormatVersion))
+      throw Error(source + ": plan format version " + j.at("lathe_plan").dump() + ", but this lathe reads version " +
                   std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");
     Plan p;
     p.model = j.at("model").get<std::string>();
@@ -301,6 +339,38 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       if (!errs.empty()) throw Error(source + ": " + g->name + " does not verify: " + errs[0]);
     }
     check_plan_attrs(p.prefill, p.decode, source);
+    // The header's options, as the graphs have them (`run --format json` reports these
+    // and `lathe calibrate` reads them back).
+    auto header = [&](const std::string& key, const std::string& value, const std::string& graph_value) {
+      if (value != graph_value)
+        throw Error(source + ": \"" + key + "\" is \"" + value + "\" but the graphs say \"" + graph_value + "\"");
+    };
+    header("model", p.model, p.prefill.attrs.s("model", ""));
+    header("options.kv_dtype", p.kv_dtype, p.prefill.attrs.s("kv_dtype", ""));
+    header("options.act_dtype", p.act_dtype, p.prefill.attrs.s("act_dtype", ""));
+    header("options.kv_layout", p.kv_layout, p.prefill.attrs.s("kv_layout", ""));
+    header("options.tp", std::to_string(p.tp), std::to_string(p.prefill.attrs.i("tp")));
+    if (!p.weights_format.empty()) {
+      std::string why;
+      if (!parse_weight_format(p.weights_format, &why))
+        throw Error(source + ": \"options.weights\": " + (why.empty() ? "not a weight format" : why));
+    }
+    for (const std::string& pass : p.pipeline) {
+      auto known = known_pass_names();
+      if (std::find(known.begin(), known.end(), pass) == known.end())
+        throw Error(source + ": \"pipeline\" names an unknown pass '" + pass + "'");
+    }
+    for (const char* key : {"batch", "prompt", "gen"})
+      if (!w.at(key).is_number_integer())
+        throw Error(source + ": workload." + std::string(key) + " must be an integer");
+    // The workload the plan was compiled for, as the graphs have it.
+    const Workload& wl = p.workload;
+    if (wl.batch != p.prefill.attrs.i("B") || wl.prompt != p.prefill.attrs.i("S") ||
+        wl.gen < 1 || wl.prompt + wl.gen != p.prefill.attrs.i("final_context"))
+      throw Error(source + ": workload {batch " + std::to_string(wl.batch) + ", prompt " + std::to_string(wl.prompt) +
+                  ", gen " + std::to_string(wl.gen) + "} does not match the graphs (B " +
+                  std::to_string(p.prefill.attrs.i("B")) + ", prompt S " + std::to_string(p.prefill.attrs.i("S")) +
+                  ", final_context " + std::to_string(p.prefill.attrs.i("final_context")) + " = prompt + gen)");
     if (p.target.hbm_bandwidth_gbs <= 0) throw Error(source + ": target has no memory bandwidth");
     return p;
   } catch (const json::exception& e) {

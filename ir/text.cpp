@@ -256,6 +256,7 @@ Graph parse_graph(std::string_view text, std::string_view source) {
     }
     if (c.accept_word("attr")) {
       std::string k = c.name();
+      if (g.attrs.has(k)) c.fail("graph attribute '" + k + "' is given twice");
       c.expect('=');
       g.attrs.set(k, c.attr_value());
       if (!c.at_end()) c.fail("trailing text");
@@ -306,6 +307,7 @@ Graph parse_graph(std::string_view text, std::string_view source) {
       if (!c.accept('}')) {
         do {
           std::string k = c.name();
+          if (n.attrs.has(k)) c.fail("attribute '" + k + "' is given twice");
           c.expect('=');
           n.attrs.set(k, c.attr_value());
         } while (c.accept(','));

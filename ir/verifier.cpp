@@ -69,9 +69,14 @@ std::vector<std::string> verify(const Graph& g) {
         continue;
       }
       int64_t size = int64_t(value_bytes(val, b));
-      if (val.offset + size > arena)
-        errs.push_back("memory plan: " + value_ref(val) + " ends past the arena (" +
-                       std::to_string(val.offset + size) + " > " + std::to_string(arena) + ")");
+      // Compared as offset > arena - size, which cannot overflow (an offset near 2^63
+      // wrapped past the arena and was accepted).
+      if (size > arena || val.offset > arena - size) {
+        errs.push_back("memory plan: " + value_ref(val) + " ends past the arena (offset " +
+                       std::to_string(val.offset) + " + " + std::to_string(size) + " bytes > " +
+                       std::to_string(arena) + ")");
+        continue;
+      }
       bufs.push_back({ValueId(v), val.offset, val.offset + size, live[v]});
     }
     // Sweep over time: each buffer is checked against those still live when it starts.

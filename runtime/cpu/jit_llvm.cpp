@@ -107,15 +107,24 @@ class LlvmEngine final : public JitEngine {
     std::error_code ec;
     auto t0 = std::chrono::steady_clock::now();
     if (disk_cache_ && fs::exists(file, ec)) {
+      // A cache entry that does not load (truncated by a full disk, corrupted, written
+      // by another build) is a miss: it is removed and the kernel compiled again, where
+      // it failed every later run before.
       auto buf = llvm::MemoryBuffer::getFile(file.string());
-      if (buf) {
-        add_object(std::move(*buf), kernel);
+      if (buf && try_add_object(std::move(*buf))) {
         loaded_[key] = true;
-        void* addr = addrs_[{key, symbol}] = lookup(symbol, kernel);
-        ++stats_.disk_hits;
-        stats_.load_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return addr;
+        auto sym = jit_->lookup(symbol);
+        if (sym) {
+          void* addr = addrs_[{key, symbol}] = reinterpret_cast<void*>(sym->getAddress());
+          ++stats_.disk_hits;
+          stats_.load_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          return addr;
+        }
+        llvm::consumeError(sym.takeError());
+        drop_last_object();
+        loaded_.erase(key);
       }
+      fs::remove(file, ec);
     }
     std::unique_ptr<llvm::MemoryBuffer> obj = compile(source, kernel);
     stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,12 +135,16 @@ class LlvmEngine final : public JitEngine {
       fs::create_directories(dir_, ec);
       fs::path tmp = file;
       tmp += ".tmp." + std::to_string(::getpid());
+      bool written = false;
       {
         std::ofstream out(tmp, std::ios::binary);
         out.write(obj->getBufferStart(), std::streamsize(obj->getBufferSize()));
+        out.close();
+        written = bool(out);
       }
-      fs::rename(tmp, file, ec);
-      if (ec) fs::remove(tmp, ec);
+      // A write that failed (a full disk) leaves no entry: the kernel is compiled again.
+      if (written) fs::rename(tmp, file, ec);
+      if (!written || ec) fs::remove(tmp, ec);
     }
     add_object(std::move(obj), kernel);
     loaded_[key] = true;
@@ -150,6 +163,7 @@ class LlvmEngine final : public JitEngine {
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::string cpu_, features_;
   std::map<std::string, bool> loaded_;                        // objects added, by key
+  llvm::orc::ResourceTrackerSP last_rt_;                      // the last cached object added
   std::map<std::pair<std::string, std::string>, void*> addrs_;  // (key, symbol) -> address
 
   static std::vector<std::string> flags() {
@@ -177,6 +191,22 @@ class LlvmEngine final : public JitEngine {
     auto rt = jit_->getMainJITDylib().createResourceTracker();
     if (auto err = jit_->addObjectFile(rt, std::move(obj)))
       throw Fail("JIT: cannot load the object of kernel " + kernel + ": " + llvm::toString(std::move(err)));
+  }
+  // Adds a cached object; false (nothing added) when it does not load.
+  bool try_add_object(std::unique_ptr<llvm::MemoryBuffer> obj) {
+    auto rt = jit_->getMainJITDylib().createResourceTracker();
+    if (auto err = jit_->addObjectFile(rt, std::move(obj))) {
+      llvm::consumeError(std::move(err));
+      if (auto e = rt->remove()) llvm::consumeError(std::move(e));
+      return false;
+    }
+    last_rt_ = rt;
+    return true;
+  }
+  void drop_last_object() {
+    if (last_rt_)
+      if (auto e = last_rt_->remove()) llvm::consumeError(std::move(e));
+    last_rt_ = nullptr;
   }
   void* lookup(const std::string& symbol, const std::string& kernel) {
     auto sym = jit_->lookup(symbol);

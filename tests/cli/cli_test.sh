@@ -257,6 +257,22 @@ mkdir -p "$tmp/scratch2" && echo mine >"$tmp/scratch2/report.md"
 expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch2"
 grep -q "already holds 'report.md'" "$tmp/err" || bad "conflicting entry: $(cat "$tmp/err")"
 [ "$(cat "$tmp/scratch2/report.md")" = mine ] && [ ! -e "$tmp/scratch2/plan.json" ] || bad "a refused compile changed the folder"
+# Compiling again into that folder (it now has a plan.json) replaces the plan's entries
+# and keeps what lathe did not write, also where an earlier --emit left a kernels/ folder
+# this compile does not write; a plan.json lathe did not write keeps its neighbours too.
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --emit cpu
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 5 -o "$tmp/scratch"
+[ "$(cat "$tmp/scratch/notes.txt")" = keep ] && [ ! -e "$tmp/scratch/kernels" ] && grep -q '"gen": 5' "$tmp/scratch/plan.json" ||
+  bad "compile again into a folder with notes: $(ls "$tmp/scratch")"
+mkdir -p "$tmp/foreign" && echo '{}' >"$tmp/foreign/plan.json" && echo mine >"$tmp/foreign/src.c"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/foreign"
+[ "$(cat "$tmp/foreign/src.c")" = mine ] || bad "compile deleted a file beside a plan.json"
+# --dump-dir: the dumps never replace the plan, and a rerun replaces the old dumps.
+expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/scratch/"
+grep -q "the same directory as -o" "$tmp/err" && [ -f "$tmp/scratch/plan.json" ] || bad "--dump-dir = -o: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/dumps"
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/dumps" --passes fuse-qkv
+[ "$(ls "$tmp/dumps" | wc -l)" -eq 5 ] && [ -f "$tmp/dumps/lathe-dumps.txt" ] || bad "dumps rerun: $(ls "$tmp/dumps")"
 for p in fuse-qkv fuse-gate-up fuse-norm-matmul fuse-epilogue fuse-rope-kvwrite flash-attention kv-layout quantize-weights quantize-kv memory-plan; do
   grep -q -- "$p" "$tmp/plan/report.md" || bad "report lacks $p"
 done
@@ -374,6 +390,61 @@ grep -q "not a valid plan file" "$tmp/err" || bad "plan with an out-of-range num
 cp -r "$tmp/tplan" "$tmp/v9"; sed -i 's/"lathe_plan": 1/"lathe_plan": 9/' "$tmp/v9/plan.json"
 expect_rc 2 "$LATHE" run "$tmp/v9" --gen 2
 grep -q "version 9" "$tmp/err" || bad "plan version error"
+# Hand edits of plan.json's IR that crashed the runtime or changed its tokens silently.
+# tamper SRC DST PHASES REGEX REPLACEMENT: rewrite the IR of the named phases.
+tamper() {
+  python3 - "$@" <<'PY'
+import json, os, re, sys
+src, dst, phases, pat, rep = sys.argv[1:6]
+j = json.load(open(src + "/plan.json"))
+for ph in phases.split(","):
+    new = re.sub(pat, rep, j[ph]["ir"], flags=re.M)
+    assert new != j[ph]["ir"], (ph, pat)
+    j[ph]["ir"] = new
+os.makedirs(dst, exist_ok=True)
+open(dst + "/plan.json", "w").write(json.dumps(j))
+PY
+}
+tamper "$tmp/tplan" "$tmp/t-ctx" prefill,decode '^attr final_context = 12' 'attr final_context = 256'
+expect_rc 2 "$LATHE" run "$tmp/t-ctx" --gen 6
+grep -q "decode graph's T (12) must equal final_context (256)" "$tmp/err" || bad "edited final_context: $(cat "$tmp/err")"
+tamper "$tmp/tplan" "$tmp/t-T" decode '^attr T = 12' 'attr T = 1'
+expect_rc 2 "$LATHE" run "$tmp/t-T"
+grep -q "must equal final_context" "$tmp/err" || bad "edited decode T: $(cat "$tmp/err")"
+tamper "$tmp/tplan" "$tmp/t-off" prefill,decode '(-> %x0: f32\[B, S, 128\]) @0' '\1 @9223372036854775807'
+expect_rc 2 "$LATHE" run "$tmp/t-off"
+grep -q "ends past the arena" "$tmp/err" || bad "offset near 2^63: $(cat "$tmp/err")"
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1] + '/plan.json')); j['workload']['batch'] = 1.5
+open(sys.argv[2], 'w').write(json.dumps(j))" "$tmp/tplan" "$tmp/t-wl.json"
+expect_rc 2 "$LATHE" run "$tmp/t-wl.json"
+grep -q "workload" "$tmp/err" || bad "workload batch 1.5: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run "$tmp/tplan" --hw no-such-hw
+grep -q -- "--hw: .* is a compiled plan" "$tmp/err" || bad "run PLAN --hw: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run "$tmp/tplan" --batch 4096 --prompt-tokens 1048576
+grep -q "compiled for 2 sequences" "$tmp/err" || bad "run PLAN --batch 4096: $(cat "$tmp/err")"
+tamper "$tmp/tplan" "$tmp/t-causal" prefill 'causal = 1' 'causal = 0'
+expect_rc 2 "$LATHE" run "$tmp/t-causal"
+grep -q "causal = 0" "$tmp/err" || bad "non-causal prefill attention accepted: $(cat "$tmp/err")"
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1] + '/plan.json')); j['options']['kv_dtype'] = 'int4'; j['model'] = 'other'
+open(sys.argv[2], 'w').write(json.dumps(j))" "$tmp/tplan" "$tmp/t-hdr.json"
+expect_rc 2 "$LATHE" run "$tmp/t-hdr.json"
+grep -q '"model" is "other" but the graphs say "tiny"' "$tmp/err" || bad "plan header unchecked: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny-moe cpu-host -o "$tmp/moeplan" --prompt 8 --gen 4
+tamper "$tmp/moeplan" "$tmp/t-moe" prefill,decode '(@layers\.\d\.experts\.w_\w+ : f32\[)4,' '\g<1>1,'
+expect_rc 2 "$LATHE" run "$tmp/t-moe"
+grep -q "does not hold the graph's 4 experts" "$tmp/err" || bad "expert weight of 1 expert: $(cat "$tmp/err")"
+# A cache entry that does not load (a full disk truncated it) is compiled again, and the
+# tokens are the same.
+expect_rc 0 "$LATHE" run tiny --gen 4 --cache-dir "$tmp/jc"
+head -n 3 "$tmp/out" | tail -n 1 >"$tmp/jc-tokens"
+for f in "$tmp"/jc/*.o; do head -c 1000 "$f" >"$tmp/jc-part" && cat "$tmp/jc-part" >"$f"; done
+expect_rc 0 "$LATHE" run tiny --gen 4 --cache-dir "$tmp/jc"
+grep -q "JIT: [1-9][0-9]* kernels compiled" "$tmp/out" && [ "$(head -n 3 "$tmp/out" | tail -n 1)" = "$(cat "$tmp/jc-tokens")" ] ||
+  bad "truncated JIT cache entries: $(head -n 3 "$tmp/out") $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --act bf16 --gen 2
 expect_rc 2 "$LATHE" run llama-3-70b --batch 4000 --prompt-tokens 4096 --gen 4096
 grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "$tmp/err")"

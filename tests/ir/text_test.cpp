@@ -75,6 +75,13 @@ TEST(Text, MalformedInputGivesLocatedErrors) {
   std::string e = error_of(bad_ref);
   EXPECT_NE(e.find("unknown value 'zz'"), std::string::npos) << e;
   EXPECT_NE(e.find("x.ir:"), std::string::npos);
+  // A repeated attribute was taken silently (the last one won).
+  std::string twice = good;
+  twice.insert(twice.find("attr B = "), "attr B = 4\n");
+  EXPECT_NE(error_of(twice).find("graph attribute 'B' is given twice"), std::string::npos) << error_of(twice);
+  std::string node_twice = good;
+  node_twice.replace(node_twice.find("{eps = "), 7, "{eps = 1, eps = ");
+  EXPECT_NE(error_of(node_twice).find("attribute 'eps' is given twice"), std::string::npos) << error_of(node_twice);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 
 #include "frontend/builder.h"
@@ -135,6 +137,14 @@ TEST(Verifier, AcceptsDisjointBuffers) {
   g.attrs.set("arena_bytes", off);
   auto errs = verify(g);
   EXPECT_TRUE(errs.empty()) << (errs.empty() ? "" : errs[0]);
+  // An offset near 2^63 wrapped past the arena end and was accepted (a hand-edited
+  // plan then crashed in a kernel).
+  ValueId first = kNone;
+  for (size_t v = 0; v < g.value_capacity() && first == kNone; ++v)
+    if (g.value(ValueId(v)).kind == ValueKind::activation && g.value(ValueId(v)).alive) first = ValueId(v);
+  ASSERT_NE(first, kNone);
+  g.value_mut(first).offset = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(mentions(verify(g), "past the arena"));
 }
 
 }  // namespace
