@@ -40,7 +40,7 @@ void apply_flags(const RagArgs& a, RagOptions& o) {
   }
   if (a.retrieval_ms) {
     std::string why;
-    auto d = parse_distribution(*a.retrieval_ms, &why);
+    auto d = parse_distribution(*a.retrieval_ms, &why, 1e7);  // ms, as the other ms flags
     if (!d) throw Error("--retrieval-ms: " + why);
     o.retrieval_ms = *d;
   }

@@ -82,10 +82,12 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
       try {
         size_t used = 0;
         double v = std::stod(x, &used);
-        if (used != x.size() || !(v >= 0)) throw std::invalid_argument(x);
+        // Bounded as in scenario files: an infinite share (or shares whose sum overflows)
+        // put every request in the last class.
+        if (used != x.size() || !(v >= 0 && v <= 1e12)) throw std::invalid_argument(x);
         ar.priority_mix.push_back(v);
       } catch (...) {
-        throw Error("--priority-mix: '" + x + "' is not a non-negative number");
+        throw Error("--priority-mix: '" + x + "' is not a share in [0, 1e12]");
       }
     }
     double sum = 0;

@@ -86,11 +86,11 @@ struct Extra {
     }
     return out;
   }
-  void distribution(std::string_view key, Distribution& d) {
+  void distribution(std::string_view key, Distribution& d, double hi = 0) {
     auto s = r.get_string(key);
     if (!s) return;
     std::string why;
-    auto parsed = parse_distribution(*s, &why);
+    auto parsed = parse_distribution(*s, &why, hi);
     if (!parsed) r.fail_at(*t.get(key), key, why);
     d = *parsed;
   }
@@ -176,7 +176,7 @@ void read_rag(const TomlValue& t, const std::string& source, RagOptions& o) {
     }
     x.no_repeats("modes", *modes);
   }
-  x.distribution("retrieval_ms", o.retrieval_ms);
+  x.distribution("retrieval_ms", o.retrieval_ms, 1e7);
   o.preprocess_ms = r.get_double("preprocess_ms", 0, 1e7).value_or(o.preprocess_ms);
   o.assembly_ms = r.get_double("assembly_ms", 0, 1e7).value_or(o.assembly_ms);
   o.base_tokens = r.get_int("base_tokens", 1, 1 << 24).value_or(o.base_tokens);

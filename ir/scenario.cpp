@@ -48,7 +48,8 @@ double Distribution::min() const {
   return 0;
 }
 
-std::optional<Distribution> parse_distribution(std::string_view s, std::string* why) {
+namespace {
+std::optional<Distribution> parse_unbounded(std::string_view s, std::string* why) {
   auto fail = [&](const std::string& msg) -> std::optional<Distribution> {
     if (why)
       *why = msg + " (expected fixed:V, uniform:LO,HI or lognormal:MEDIAN,SIGMA; got '" +
@@ -83,6 +84,16 @@ std::optional<Distribution> parse_distribution(std::string_view s, std::string* 
     return Distribution{Distribution::Kind::lognormal, x, y};
   }
   return fail("unknown distribution '" + std::string(kind) + "'");
+}
+}  // namespace
+
+std::optional<Distribution> parse_distribution(std::string_view s, std::string* why, double hi) {
+  std::optional<Distribution> d = parse_unbounded(s, why);
+  if (d && hi > 0 && (d->a > hi || (d->kind == Distribution::Kind::uniform && d->b > hi))) {
+    if (why) *why = "values above " + num(hi) + " (got '" + std::string(s) + "')";
+    return std::nullopt;
+  }
+  return d;
 }
 
 std::string distribution_name(const Distribution& d) {

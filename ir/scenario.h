@@ -23,7 +23,8 @@ struct Distribution {
   double mean() const;
   double min() const;  // the smallest value it can produce (0 for lognormal)
 };
-std::optional<Distribution> parse_distribution(std::string_view s, std::string* why = nullptr);
+// `hi` > 0 bounds the values (V, LO and HI, MEDIAN) at hi.
+std::optional<Distribution> parse_distribution(std::string_view s, std::string* why = nullptr, double hi = 0);
 std::string distribution_name(const Distribution& d);
 
 // ---- serving (lathe serve-sim) ----

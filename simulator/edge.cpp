@@ -32,23 +32,18 @@ BeamCost beam_cost(StepCoster& c, int64_t prompt, int64_t gen, int64_t beams) {
   BeamCost b;
   b.beams = beams;
   double per_token = c.kv_bytes_per_token();
-  b.kv_bytes = double(beams) * double(prompt + gen) * per_token;
-  b.kv_bytes_shared = (double(prompt) + double(beams) * double(gen)) * per_token;
+  // A paged cache holds whole blocks: each beam's context rounds up to blocks. Shared,
+  // the beams keep the prompt's full blocks once and each copies its last, partial one
+  // when it writes (copy-on-write), then grows its own blocks.
+  const int64_t blk = std::max<int64_t>(1, c.kv_block());
+  auto blocks = [&](int64_t positions) { return double((positions + blk - 1) / blk * blk); };
+  b.kv_bytes = double(beams) * blocks(prompt + gen) * per_token;
+  const int64_t shared = prompt / blk * blk;
+  b.kv_bytes_shared = (double(shared) + double(beams) * blocks(prompt - shared + gen)) * per_token;
   b.prefill_ms = c.prefill_s(1, prompt) * 1e3;
-  // Each decode step i = 1 .. gen - 1 at context prompt + i; above 4096 steps, the mean
-  // of 4096 evenly spaced ones (the midpoints of equal runs of steps; a step's cost
-  // grows smoothly with its context), so 2^24 generated tokens do not take minutes.
+  // Each decode step i = 1 .. gen - 1 at context prompt + i.
   const int64_t steps = gen - 1;
-  const int64_t kExactSteps = 4096;
-  double mean = 0;
-  if (steps <= kExactSteps) {
-    for (int64_t i = 1; i <= steps; ++i) mean += c.decode_s(beams, prompt + i);
-    mean = steps > 0 ? mean / double(steps) : 0;
-  } else {
-    for (int64_t j = 0; j < kExactSteps; ++j)
-      mean += c.decode_s(beams, prompt + 1 + (2 * j + 1) * steps / (2 * kExactSteps));
-    mean /= double(kExactSteps);
-  }
+  double mean = steps > 0 ? c.decode_sum_s(beams, prompt + 1, steps) / double(steps) : 0;
   b.ms_per_token = gen > 1 ? mean * 1e3 : c.decode_s(beams, prompt + 1) * 1e3;
   return b;
 }

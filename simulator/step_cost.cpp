@@ -34,6 +34,8 @@ StepCoster::StepCoster(const Graph& prefill, const Graph& decode, const Target& 
   parts_[1] = classify(decode_);
   for (ValueId v : decode_.values_of(ValueKind::state))
     kv_bytes_per_token_ += value_bytes(decode_.value(v), {1, 1, 1});
+  if (auto l = parse_kv_layout(decode_.attrs.s("kv_layout", "LHTD")); l && l->kind == KvLayoutKind::paged)
+    kv_block_ = l->block;
 }
 
 StepCoster::Part StepCoster::classify(const Graph& g) {
@@ -104,6 +106,21 @@ double StepCoster::decode_s(int64_t seqs, int64_t context) {
   s.decode_seqs = seqs;
   s.decode_context_sum = seqs * context;
   return step_s(s);
+}
+
+double StepCoster::decode_sum_s(int64_t seqs, int64_t first_context, int64_t steps) {
+  // Above kExactSteps, the mean of kExactSteps evenly spaced steps (the midpoints of
+  // equal runs; a step's cost grows smoothly with its context) times the count, so 2^24
+  // generated tokens do not take minutes.
+  constexpr int64_t kExactSteps = 4096;
+  double sum = 0;
+  if (steps <= kExactSteps) {
+    for (int64_t i = 0; i < steps; ++i) sum += decode_s(seqs, first_context + i);
+    return sum;
+  }
+  for (int64_t j = 0; j < kExactSteps; ++j)
+    sum += decode_s(seqs, first_context + (2 * j + 1) * steps / (2 * kExactSteps));
+  return sum / double(kExactSteps) * double(steps);
 }
 
 double StepCoster::prefill_s(int64_t seqs, int64_t prompt) {

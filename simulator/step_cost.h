@@ -49,11 +49,17 @@ class StepCoster {
   double step_s(const StepShape& s);
   // `seqs` sequences each decoding one token at context `context` (after the step).
   double decode_s(int64_t seqs, int64_t context);
+  // `steps` decode steps of `seqs` sequences at contexts first_context, first_context + 1,
+  // ...: exact up to 4096 steps, sampled evenly above.
+  double decode_sum_s(int64_t seqs, int64_t first_context, int64_t steps);
   // `seqs` sequences each prefilling `prompt` tokens from an empty cache.
   double prefill_s(int64_t seqs, int64_t prompt);
 
   // KV-cache bytes per token (all layers, K and V, scales) on one device.
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+  // Positions a block of a paged KV cache holds (1: the cache is not paged); a
+  // sequence holds whole blocks.
+  int64_t kv_block() const { return kv_block_; }
   int64_t cache_entries() const { return int64_t(cache_.size()); }
   int64_t evaluations() const { return evaluations_; }
   const Target& target() const { return t_; }
@@ -88,6 +94,7 @@ class StepCoster {
   CostOptions o_;
   Part parts_[2];  // 0 = prefill graph, 1 = decode graph
   double kv_bytes_per_token_ = 0;
+  int64_t kv_block_ = 1;
   std::unordered_map<Key, double, KeyHash> cache_;
   int64_t evaluations_ = 0;
 };

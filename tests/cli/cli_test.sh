@@ -630,6 +630,16 @@ printf '[scenario]\nname = "h"\nkind = "moe"\nmodel = "mixtral-8x7b"\nhardware =
 expect_rc 0 "$LATHE" moe-sim --scenario "$tmp/moeh.toml" --batch 1
 grep -q "histogram" "$tmp/out" || bad "a scenario histogram without load was ignored: $(head -3 "$tmp/out")"
 expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams ""
+# Unbounded values the simulators took: an infinite priority share put every request in
+# the last class; a retrieval time of 1e308 ms printed 63-digit latencies.
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --priority-mix inf,1
+grep -q -- "--priority-mix: 'inf' is not a share" "$tmp/err" || bad "--priority-mix inf: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --priority-mix 1e308,1e308
+expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --samples 5 --retrieval-ms fixed:1e308
+grep -q -- "--retrieval-ms: values above" "$tmp/err" || bad "--retrieval-ms 1e308: $(cat "$tmp/err")"
+expect_rc 0 timeout 60 "$LATHE" rag-sim small cpu-host --output-tokens 16777216 --samples 1 --allow-oom
+expect_rc 0 "$LATHE" edge-sim llama-3-8b --prompt 16000 --gen 4
+grep -q "exceeds llama-3-8b's max_context" "$tmp/err" || bad "edge-sim past max_context: $(cat "$tmp/err")"
 expect_rc 0 timeout 60 "$LATHE" edge-sim --scenario edge-orin --gen 16777216
 printf '[scenario]\nname = "r"\nkind = "rag"\nmodel = "small"\nhardware = "cpu-host"\n' >"$tmp/ragc.toml"
 expect_rc 0 "$LATHE" rag-sim --scenario "$tmp/ragc.toml" --format json --samples 100
@@ -682,6 +692,16 @@ assert set(f) == {"f16", "int8", "int4:g128"} and d["hardware"] == "jetson-agx-o
 assert f["int4:g128"]["ms_per_token"] < f["int8"]["ms_per_token"] < f["f16"]["ms_per_token"]
 assert d["claims_supplied"] is False and all(x["claim"] is None for x in d["formats"])
 assert [b["beams"] for b in d["beams"]] == [1, 2, 3, 4]
+PY
+# A paged cache holds whole blocks in the beam table too: beam 1 is the plan's own KV and
+# total, 2 beams of 640 positions hold 2 x 1000, sharing the prompt saves nothing here.
+expect_rc 0 "$LATHE" edge-sim llama-3-8b --kv-layout paged:1000 --formats bf16 --kv-dtypes bf16 --beams 1,2 --format json
+python3 - "$tmp/out" <<'PY' || bad "edge-sim paged beams"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m, b = d["formats"][0]["memory_gb"], d["beams"]
+assert abs(b[0]["kv_gb"] - m["kv"]) < 1e-9 and abs(b[0]["total_gb"] - m["total"]) < 1e-9, (b[0], m)
+assert abs(b[1]["kv_gb"] - 2 * m["kv"]) < 1e-9 and abs(b[1]["kv_gb_shared_prompt"] - 2 * m["kv"]) < 1e-9, b[1]
 PY
 expect_rc 0 "$LATHE" edge-sim --scenario edge-orin
 grep -q "not supplied" "$tmp/out" || bad "edge-sim placeholders not marked 'not supplied'"
