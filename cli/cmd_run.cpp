@@ -569,7 +569,8 @@ int run_probe(const ProbeArgs& a) {
                         {"read_gbs_one", p.read_gbs_one}, {"fma_gflops", p.fma_gflops_all},
                         {"fma_gflops_one", p.fma_gflops_one}, {"sgemm_gflops", p.gemm_gflops},
                         {"sgemm_gflops_32_rows", p.gemm_gflops_small}, {"gemm_efficiency", p.gemm_efficiency},
-                        {"gemm_half_rows", p.gemm_half_rows}, {"int_gemm_gops", p.int_gemm_gops},
+                        {"gemm_half_rows", p.gemm_half_rows}, {"gemv_gflops_8_rows", p.gemv_gflops},
+                        {"gemv_efficiency", p.gemv_efficiency}, {"int_gemm_gops", p.int_gemm_gops},
                         {"int_gemm_gops_k512", p.int_gemm_gops_short}, {"int_dot_efficiency", p.int_dot_efficiency},
                         {"int_dot_half_k", p.int_dot_half_k}, {"int8_gemm_gops", p.int8_gemm_gops},
                         {"int8_gemm_gops_k512", p.int8_gemm_gops_short}, {"int8_dot_efficiency", p.int8_dot_efficiency},
@@ -593,7 +594,8 @@ int run_probe(const ProbeArgs& a) {
     std::cout << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
               << fmt_double(p.fma_gflops_all, 1) << " GFLOP/s (" << fmt_double(p.fma_gflops_one, 1)
               << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s ("
-              << fmt_double(p.gemm_gflops_small, 1) << " at 32 rows), "
+              << fmt_double(p.gemm_gflops_small, 1) << " at 32 rows), f32 GEMV " << fmt_double(p.gemv_gflops, 1)
+              << " GFLOP/s at 8 rows, "
               << (p.int8_gops_all > 0 ? "int8 dot " + fmt_double(p.int8_gops_all, 1) + " GOP/s, " : std::string())
               << (p.int_gemm_gops > 0 ? "int4 GEMM " + fmt_double(p.int_gemm_gops, 1) + " GOP/s, " : std::string())
               << "flash attention " << fmt_double(p.attention_gflops, 1) << " GFLOP/s, loop overhead "
@@ -665,7 +667,7 @@ void register_run(CLI::App& app, Registry& r) {
   });
 
   auto p = std::make_shared<ProbeArgs>();
-  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm and integer GEMM rates) and write a hardware spec");
+  CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm, f32 GEMV and integer GEMM rates) and write a hardware spec");
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
   pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));

@@ -111,6 +111,8 @@ const TargetField kTargetFields[] = {
     EF("efficiency.int_dot_gemv", int_dot_gemv,
        "CPU integer-dot-product GEMVs (decode) with int4 weights, of the 8-bit dot peak (0 = int_dot)"),
     EF("efficiency.int8_dot_gemv", int8_dot_gemv, "the same with int8 weights (0 = int8_dot)"),
+    EF("efficiency.gemv", gemv,
+       "CPU floating-point GEMVs (decode, at most 8 rows), of the FP32 peak (0 = gemm)"),
 };
 #undef TF
 #undef EF
@@ -140,6 +142,7 @@ double get_field(const Target& t, const TargetField& f) {
 double effective_field(const Target& t, const TargetField& f) {
   if (f.eff_member == &Efficiency::int_dot_gemv) return t.eff.int_dot_of(true, true);
   if (f.eff_member == &Efficiency::int8_dot_gemv) return t.eff.int_dot_of(false, true);
+  if (f.eff_member == &Efficiency::gemv) return t.eff.gemv_of();
   return get_field(t, f);
 }
 
@@ -166,7 +169,8 @@ std::string FieldRange::text() const {
 }
 
 FieldRange target_field_range(const TargetField& f) {
-  if (f.eff_member == &Efficiency::int_dot_gemv || f.eff_member == &Efficiency::int8_dot_gemv)
+  if (f.eff_member == &Efficiency::int_dot_gemv || f.eff_member == &Efficiency::int8_dot_gemv ||
+      f.eff_member == &Efficiency::gemv)
     return {1e-3, 1.5, true};  // 0: the GEMMs' factor
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};

@@ -33,6 +33,13 @@ struct Efficiency {
   // tiles; 0 = int_dot / int8_dot.
   double int_dot_gemv = 0;
   double int8_dot_gemv = 0;
+  // CPUs: the generated GEMVs of decode (at most kCpuGemvRows rows) that multiply in
+  // floating point (f32/f16/bf16 weights, and integer weights on hosts without 8-bit
+  // dot products), of the FP32 peak; 0 = gemm. They are not BLAS: no packing, but a load
+  // of the activations per multiply-add, so well under the FMA peak (`lathe probe`
+  // measures them at 8 rows).
+  double gemv = 0;
+  double gemv_of() const { return gemv > 0 ? gemv : gemm; }
   // The integer-dot-product factor in use: int4 or int8 weights, GEMV or GEMM (an unset
   // GEMV factor is the GEMMs').
   double int_dot_of(bool int4, bool gemv) const {

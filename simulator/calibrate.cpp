@@ -119,6 +119,7 @@ const Param kParams[] = {
     {"efficiency.dequant", 0.05, 16.0, true},  {"efficiency.scalar", 0.005, 1.5, true},
     {"efficiency.int_dot", 0.005, 1.5, true},  {"efficiency.int8_dot", 0.005, 1.5, true},
     {"efficiency.int_dot_gemv", 0.005, 1.5, true}, {"efficiency.int8_dot_gemv", 0.005, 1.5, true},
+    {"efficiency.gemv", 0.005, 1.5, true},
     {"launch_overhead_us", 0.0, 200.0, false},
     // The CPU cost model's size dependences (0 = flat; `lathe probe` measures them).
     {"gemm_half_rows", 0.0, 1024.0, false},    {"int_dot_half_k", 0.0, 8192.0, false},

@@ -216,8 +216,10 @@ struct Costing {
   double gemm_efficiency(double M, double N, double groups = 1) const {
     if (o.ideal) return 1.0;
     if (!t.is_gpu()) {
-      // The generated GEMV kernels (at most kCpuGemvRows rows) pack nothing.
-      const bool blas = M > double(kCpuGemvRows) && t.gemm_half_rows > 0;
+      // The generated GEMV kernels (at most kCpuGemvRows rows) pack nothing, and run at
+      // their own efficiency (efficiency.gemv; unset: the GEMMs').
+      if (M <= double(kCpuGemvRows)) return t.eff.gemv_of();
+      const bool blas = t.gemm_half_rows > 0;
       return t.eff.gemm * (blas ? M / (M + t.gemm_half_rows) : 1.0);
     }
     if (M <= 0 || N <= 0) return t.eff.gemm;

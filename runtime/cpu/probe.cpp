@@ -113,6 +113,15 @@ LATHE_PROBE_QGEMM(lathe_probe_qgemm_512, lk::I4, 512, 32)
 LATHE_PROBE_QGEMM(lathe_probe_qgemm_2048, lk::I4, 2048, 32)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_512, lk::I8, 512, 0)
 LATHE_PROBE_QGEMM(lathe_probe_q8gemm_2048, lk::I8, 2048, 0)
+// The f32 GEMV of decode: gemm_kernel at most kGemvRows rows takes its GEMV path.
+extern "C" void lathe_probe_fgemv_2048(const LatheCtx* c, const LatheStep* st, const float* x, const void* w,
+                                       long N, float* out) {
+  lk::GemmDesc d = {1, {N, 0, 0, 0}, lk::PRO_NONE, lk::EPI_NONE, 0.0f, 0};
+  const void* W[1] = {w};
+  const unsigned short* S[1] = {nullptr};
+  float* O[1] = {out};
+  lk::gemm_kernel<lk::F32, 2048, 0>(c, st, d, x, nullptr, W, S, O, nullptr);
+}
 )";
 // Prefill attention as the plans' kernels run it (attention_kernel with the emitter's
 // default 16-row query tiles), one sequence of kAttnS new tokens over an empty f32 KV
@@ -138,6 +147,7 @@ std::string attention_probe_source(const std::vector<AttnShape>& shapes) {
   }
   return src;
 }
+constexpr long kGemvProbeRows = 8;
 constexpr long kQgemmKMax = 2048, kQgemmN = 2048, kQgemmM = 128, kQgemmMSmall = 32, kQgemmWeightCopies = 16;
 
 constexpr double kFlopsPerIter = 12.0 * 16 * 2;
@@ -421,6 +431,43 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
                         r.int8_dot_half_rows);
   }
 
+  // Floating-point GEMV efficiency of the f32 FMA peak: the generated kernel's own path
+  // (gemm_kernel with f32 weights at kGemvRows = 8 rows, the most a decode GEMV takes),
+  // K = 2048 and 256 columns, the weights (2 MB) kept in cache so that the multiply-adds
+  // are what is timed: decode's GEMVs read their weights from memory, which the cost
+  // model adds as memory time.
+  {
+    using Fgemv = void (*)(const LatheCtx*, const LatheStep*, const float*, const void*, long, float*);
+    const std::string src = std::string(cpu_prelude_text()) + kProbeQgemmSource;
+    auto fg = reinterpret_cast<Fgemv>(jit.get(src, "lathe_probe_fgemv_2048", "probe-qgemm"));
+    const long M = kGemvProbeRows, N = 256, K = 2048;
+    AlignedBuffer X(size_t(M * K) * 4), W(size_t(N * K) * 4), O(size_t(M * N) * 4);
+    for (long i = 0; i < M * K; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;
+    for (long i = 0; i < N * K; ++i) static_cast<float*>(W.data())[i] = float(i % 11) * 0.01f - 0.05f;
+    const long shared_floats = (M + 16) * K;
+    AlignedBuffer shared(size_t(shared_floats) * 4);
+    LatheCtx ctx{};
+    ctx.pool = &pool;
+    ctx.parallel_for = ThreadPool::run;
+    ctx.threads = r.threads;
+    ctx.shared = static_cast<float*>(shared.data());
+    ctx.shared_floats = shared_floats;
+    ctx.sgemm_nt = sgemm_nt;
+    std::vector<int> row_seq(static_cast<size_t>(M), 0), row_pos(static_cast<size_t>(M), 0);
+    for (long i = 0; i < M; ++i) row_seq[size_t(i)] = int(i);
+    std::vector<LatheSeq> seqs;
+    for (long i = 0; i < M; ++i) seqs.push_back(LatheSeq{int(i), 0, 1, int(i)});
+    LatheStep step{int(M), int(M), seqs.data(), row_seq.data(), row_pos.data(), nullptr, 0};
+    double best = 1e30;
+    for (int rep = 0; rep <= 400; ++rep) {  // rep 0 warms up; best of many on a shared host
+      auto t0 = Clock::now();
+      fg(&ctx, &step, static_cast<const float*>(X.data()), W.data(), N, static_cast<float*>(O.data()));
+      if (rep > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    r.gemv_gflops = 2.0 * double(M) * double(N) * double(K) / best / 1e9;
+    if (r.fma_gflops_all > 0) r.gemv_efficiency = r.gemv_gflops / r.fma_gflops_all;
+  }
+
   // Flash-attention efficiency of the f32 FMA peak: the generated kernel's own code
   // (attention_kernel, 16-row query tiles) over a 512-token causal prompt, its FLOPs
   // counted as simulator/cost.cpp counts a flash attention's (attention_flops).
@@ -521,6 +568,11 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                   "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n"
                   "int8_dot = %.3f                # the same for int8 weights\n",
                   p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency);
+  char gemv_line[200] = "";
+  if (p.gemv_efficiency > 0)
+    std::snprintf(gemv_line, sizeof gemv_line,
+                  "gemv = %.3f                    # measured f32 GEMV at 8 rows (weights in cache) / FMA peak\n",
+                  std::clamp(p.gemv_efficiency, 0.01, 1.5));
   char buf[8192];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
@@ -534,6 +586,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# efficiency.gemm and gemm_half_rows fit those two sgemm points (efficiency at M rows =\n"
                 "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot, their half_k and half_rows fit\n"
                 "# the integer GEMMs' three points (efficiency = int_dot / (1 + half_k / K + half_rows / M)).\n"
+                "# The generated f32 GEMV of decode (at most 8 rows) reached %.1f GFLOP/s at 8 rows, K 2048,\n"
+                "# its weights in cache: efficiency.gemv (its memory time is added by the cost model).\n"
                 "# The other efficiencies are lathe's CPU defaults until `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
@@ -560,6 +614,7 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "%s\n"
                 "[hardware.efficiency]\n"
                 "gemm = %.3f                    # measured sgemm / FMA peak, large-M limit\n"
+                "%s"
                 "attention = %.3f               # %s\n"
                 "memory = 0.85\n"
                 "elementwise = 0.50\n"
@@ -569,9 +624,10 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
                 p.int_gemm_gops, p.int_gemm_gops_short, p.int_gemm_gops_rows, p.int8_gemm_gops, p.int8_gemm_gops_short,
                 p.int8_gemm_gops_rows, p.attention_gflops, p.attention_gflops_short, p.attention_gflops_group1,
+                p.gemv_gflops,
                 name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
                 p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.attention_half_dim, p.attention_half_group, p.fma_gflops_all / 1e3, int8_line,
-                std::max(0.05, p.gemm_efficiency),
+                std::max(0.05, p.gemm_efficiency), gemv_line,
                 p.attention_efficiency > 0 ? std::clamp(p.attention_efficiency, 0.01, 1.5) : 0.40,
                 p.attention_efficiency > 0 ? "measured flash attention / FMA peak, large head_dim and group limit"
                                            : "default (not measured)",

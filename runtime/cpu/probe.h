@@ -29,6 +29,8 @@ struct ProbeResult {
   double gemm_gflops_small = 0;    // the same at 32 rows
   double gemm_efficiency = 0;      // large-M sgemm / fma_gflops_all (fit of the two points)
   double gemm_half_rows = 0;       // rows at which sgemm reaches half of that (0: flat)
+  double gemv_gflops = 0;          // the generated f32 GEMV at 8 rows, weights in cache, all threads
+  double gemv_efficiency = 0;      // gemv_gflops / fma_gflops_all (0: not measured)
   // The flash-attention kernel, all threads, FLOPs as the simulator counts them, over a
   // 512-token prompt: 16 query heads on 2 KV heads at head_dim 128, the same at 64, and
   // 2 on 2 at 128; the fit of the three (fit_two_fixed_costs; 0: not measured).

@@ -460,6 +460,8 @@ expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
 # The sgemm efficiency is fitted at two row counts.
 grep -qE "^gemm_half_rows = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no gemm_half_rows"
+# And the generated f32 GEMV of decode, at 8 rows.
+grep -qE "^gemv = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no efficiency.gemv"
 for f in attention_half_dim attention_half_group; do
   grep -qE "^$f = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no $f"
 done

@@ -200,6 +200,34 @@ TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
       << "decode GEMVs pack nothing";
 }
 
+// CPU floating-point GEMVs (decode, at most kCpuGemvRows rows) take efficiency.gemv when
+// set (0, the default: the GEMMs' factor); the BLAS GEMMs above never do, and GPU targets
+// ignore it.
+TEST(Cost, CpuFloatGemvEfficiency) {
+  auto p = build_plan_graphs("small", "cpu-host", {1, 64, 4});
+  Target shared = p.target, own = p.target;
+  ASSERT_EQ(shared.eff.gemv, 0);
+  own.eff.gemv = 0.1;
+  CostOptions co;
+  const Node& dq = p.decode.node(p.decode.find_node("l0.wq"));
+  for (int64_t B : {int64_t(1), int64_t(4), int64_t(kCpuGemvRows)}) {
+    Bindings b{B, 1, 65};
+    NodeCost a = cost_node(p.decode, dq, shared, b, co), c = cost_node(p.decode, dq, own, b, co);
+    EXPECT_DOUBLE_EQ(a.compute_s, a.flops / (shared.peak_fp32 * 1e12 * shared.eff.gemm)) << B;
+    EXPECT_DOUBLE_EQ(c.compute_s, a.flops / (own.peak_fp32 * 1e12 * 0.1)) << B;
+  }
+  Bindings nine{kCpuGemvRows + 1, 1, 65};
+  EXPECT_DOUBLE_EQ(cost_node(p.decode, dq, own, nine, co).compute_s, cost_node(p.decode, dq, shared, nine, co).compute_s)
+      << "a GEMM of more rows than a GEMV takes is BLAS";
+  auto g = build_plan_graphs("small", "a100-80g", {1, 64, 4});
+  Target gpu = g.target, gpu_gemv = g.target;
+  gpu_gemv.eff.gemv = 0.1;
+  const Node& gq = g.decode.node(g.decode.find_node("l0.wq"));
+  EXPECT_DOUBLE_EQ(cost_node(g.decode, gq, gpu_gemv, {1, 1, 65}, co).compute_s,
+                   cost_node(g.decode, gq, gpu, {1, 1, 65}, co).compute_s)
+      << "GPU targets ignore efficiency.gemv";
+}
+
 // CPU flash attention: fixed costs per head_dim and per KV-head group that add in time,
 // efficiency = attention / (1 + attention_half_dim / D + attention_half_group / G); GPU
 // targets and --ideal ignore them.
