@@ -181,6 +181,11 @@ int run_compile(const CompileArgs& a) {
   if (a.nvrtc && a.emit != "cuda") throw Error("--nvrtc goes with --emit cuda");
   if (!a.emit.empty() && a.emit != "none")
     add_emitted_kernels(plan, a.emit, files, a.nvrtc ? p.target.compute_capability : 0);  // validated by the emitter
+  if (!a.dump_dir.empty()) {  // the dumps' names are known now: checked before the plan is written
+    std::vector<std::string> names{kDumpMarker};
+    for (const auto& [name, text] : dumps) names.push_back(name);
+    check_output_dir(a.dump_dir, names, dump_output_dir());
+  }
   write_dir_atomic(a.out, files);
   if (!a.dump_dir.empty()) write_dir_atomic(a.dump_dir, [&] {
       auto d = dumps;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "cli/common.h"
 #include "cli/planning.h"
@@ -196,10 +195,11 @@ int run_edge(const EdgeArgs& a) {
   Planned bp = plan_with(std::nullopt, std::nullopt, {1, o.prompt, o.gen});
   // As the other simulators: past max_context the figures are extrapolated (the
   // prompt + gen of the first and last tables, the KV table's context + gen).
-  std::set<std::string> warned;
-  for (Workload wl : {Workload{1, o.prompt, o.gen}, Workload{1, o.kv_context, o.gen}})
-    for (const std::string& w : check_workload(bp.model, wl))
-      if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
+  for (const std::string& w : check_workload(bp.model, {1, o.prompt, o.gen}))
+    std::cerr << "lathe: warning: " << w << "\n";
+  if (o.kv_context + o.gen > bp.model.max_context)
+    std::cerr << "lathe: warning: the KV-compression table's context + gen = " << o.kv_context + o.gen << " exceeds "
+              << bp.model.name << "'s max_context (" << bp.model.max_context << "); its figures are extrapolated\n";
   StepCoster coster(bp.lowered.prefill, bp.lowered.decode, bp.target, CostOptions{a.common.ideal});
   Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1", "total GB", "fits",
             "article ms/token (diff)", "article GB (diff)"});

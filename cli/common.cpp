@@ -242,6 +242,8 @@ DirContents dir_contents(const std::filesystem::path& target, const OutputDir& k
   std::vector<std::string> names;
   for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec))
     names.push_back(it->path().filename().string());
+  // A folder that cannot be listed is not taken for an empty one (it would be replaced).
+  if (ec) throw Error(target.string() + ": cannot list the existing directory (" + ec.message() + ")");
   std::sort(names.begin(), names.end());
   d.empty = names.empty();
   for (const std::string& n : names)
@@ -274,7 +276,8 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
   for (const std::string& e : entries)
     if (fs::exists(target / e, ec) && !(d.marked && (e == kind.marker || kind.ours(e))))
       throw Error(dir + ": exists, is not " + (kind.marker == "plan.json" ? "a lathe plan directory" : "lathe output") +
-                  " (no " + kind.marker + ") and already holds '" + e + "'; refusing to overwrite it");
+                  " (no " + kind.marker + ") and already holds '" + e + "'; refusing to overwrite it" +
+                  (kind.marker == "plan.json" ? "" : " (dumps of an earlier lathe, marked by a plan.json: remove them)"));
 }
 
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files,

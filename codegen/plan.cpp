@@ -279,9 +279,9 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
     throw Error(source + ": the decode graph's T (" + std::to_string(decode.attrs.i("T")) +
                 ") must equal final_context (" + std::to_string(decode.attrs.i("final_context")) +
                 "), the KV cache length");
-  if (prefill.attrs.i("S") >= prefill.attrs.i("final_context"))
+  if (prefill.attrs.i("S") > prefill.attrs.i("final_context"))  // equal: compiled with --gen 0
     throw Error(source + ": the prompt (prefill S = " + std::to_string(prefill.attrs.i("S")) +
-                ") must be shorter than final_context (" + std::to_string(prefill.attrs.i("final_context")) + ")");
+                ") exceeds final_context (" + std::to_string(prefill.attrs.i("final_context")) + ")");
 }
 }  // namespace
 
@@ -366,7 +366,7 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
     // The workload the plan was compiled for, as the graphs have it.
     const Workload& wl = p.workload;
     if (wl.batch != p.prefill.attrs.i("B") || wl.prompt != p.prefill.attrs.i("S") ||
-        wl.gen < 1 || wl.prompt + wl.gen != p.prefill.attrs.i("final_context"))
+        wl.gen < 0 || wl.prompt + wl.gen != p.prefill.attrs.i("final_context"))
       throw Error(source + ": workload {batch " + std::to_string(wl.batch) + ", prompt " + std::to_string(wl.prompt) +
                   ", gen " + std::to_string(wl.gen) + "} does not match the graphs (B " +
                   std::to_string(p.prefill.attrs.i("B")) + ", prompt S " + std::to_string(p.prefill.attrs.i("S")) +

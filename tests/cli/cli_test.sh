@@ -273,6 +273,15 @@ grep -q "the same directory as -o" "$tmp/err" && [ -f "$tmp/scratch/plan.json" ]
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/dumps"
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/dumps" --passes fuse-qkv
 [ "$(ls "$tmp/dumps" | wc -l)" -eq 5 ] && [ -f "$tmp/dumps/lathe-dumps.txt" ] || bad "dumps rerun: $(ls "$tmp/dumps")"
+# A dump folder that is not lathe's (here: an earlier lathe's, without the marker) is
+# refused before the plan is written.
+mkdir -p "$tmp/olddumps" && cp "$tmp/dumps/00_input.decode.ir" "$tmp/olddumps/" && echo '{}' >"$tmp/olddumps/plan.json"
+expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 6 -o "$tmp/scratch" --dump-dir "$tmp/olddumps"
+grep -q "already holds '00_input.decode.ir'" "$tmp/err" && ! grep -q '"gen": 6' "$tmp/scratch/plan.json" ||
+  bad "dump conflict after the plan was written: $(cat "$tmp/err")"
+# --gen 0 (prefill only) compiles a plan that runs.
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 0 -o "$tmp/gen0"
+expect_rc 0 "$LATHE" run "$tmp/gen0"
 for p in fuse-qkv fuse-gate-up fuse-norm-matmul fuse-epilogue fuse-rope-kvwrite flash-attention kv-layout quantize-weights quantize-kv memory-plan; do
   grep -q -- "$p" "$tmp/plan/report.md" || bad "report lacks $p"
 done
@@ -637,6 +646,7 @@ expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams ""
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --priority-mix inf,1
 grep -q -- "--priority-mix: 'inf' is not a share" "$tmp/err" || bad "--priority-mix inf: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --priority-mix 1e308,1e308
+grep -q -- "--priority-mix: '1e308' is not a share" "$tmp/err" || bad "--priority-mix 1e308: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b l4 --samples 5 --retrieval-ms fixed:1e308
 grep -q -- "--retrieval-ms: values above" "$tmp/err" || bad "--retrieval-ms 1e308: $(cat "$tmp/err")"
 expect_rc 0 timeout 60 "$LATHE" rag-sim small cpu-host --output-tokens 16777216 --samples 1 --allow-oom

@@ -219,6 +219,13 @@ TEST(Cost, CpuFloatGemvEfficiency) {
   Bindings nine{kCpuGemvRows + 1, 1, 65};
   EXPECT_DOUBLE_EQ(cost_node(p.decode, dq, own, nine, co).compute_s, cost_node(p.decode, dq, shared, nine, co).compute_s)
       << "a GEMM of more rows than a GEMV takes is BLAS";
+  // Unfused attention's qk and pv have loops of their own: not the GEMV path.
+  for (const char* name : {"l0.qk", "l0.pv"}) {
+    const Node& n = p.decode.node(p.decode.find_node(name));
+    EXPECT_DOUBLE_EQ(cost_node(p.decode, n, own, {1, 1, 65}, co).compute_s,
+                     cost_node(p.decode, n, shared, {1, 1, 65}, co).compute_s)
+        << name;
+  }
   auto g = build_plan_graphs("small", "a100-80g", {1, 64, 4});
   Target gpu = g.target, gpu_gemv = g.target;
   gpu_gemv.eff.gemv = 0.1;
