@@ -351,7 +351,7 @@ int run_whatif(const WhatifArgs& a) {
              fmt_double(r.e2e_s * 1e3, 6), fmt_double(r.tokens_per_s, 3), fmt_double(r.decode_tokens_per_s, 3),
              fmt_double(r.mem.total, 0), fmt_double(r.mem.capacity, 0), r.mem.fits ? "true" : "false",
              std::to_string(r.mem.max_batch), std::string(bound_name(r.prefill.bound)),
-             std::string(bound_name(r.decode.bound))});
+             r.decode.steps ? std::string(bound_name(r.decode.bound)) : std::string()});  // JSON: null
     }
     std::cout << t.csv();
     return 0;

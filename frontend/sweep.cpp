@@ -61,9 +61,14 @@ std::string Objective::text() const {
 }
 
 std::string Constraint::text() const {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, " %s %g", metric_lower_is_better(metric) ? "<=" : ">=", bound);
-  return std::string(metric_name(metric)) + buf;
+  // The shortest spelling that reads back as the bound: %g rounded a bound of 41.09088
+  // to 41.0909, which a violating row's 41.09088 reads as meeting.
+  char num[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(num, sizeof num, "%.*g", digits, bound);
+    if (std::strtod(num, nullptr) == bound) break;
+  }
+  return std::string(metric_name(metric)) + (metric_lower_is_better(metric) ? " <= " : " >= ") + num;
 }
 
 std::optional<Objective> parse_objective(std::string_view s, std::string* why) {
@@ -413,6 +418,14 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   });
   no_dupes("act", s.act, [](const std::optional<DType>& d) {
     return d ? std::string(dtype_name(*d)) : std::string("auto");
+  });
+  // A fusion set is the passes it turns on, in any order ("all" is every one of them).
+  no_dupes("fusion", s.fusion, [](const FusionSet& f) {
+    std::vector<std::string> on = f.all ? fusion_pass_names() : f.enabled;
+    std::sort(on.begin(), on.end());
+    std::string key = on.empty() ? "none" : "";
+    for (const std::string& p : on) key += (key.empty() ? "" : "+") + p;
+    return f.all ? std::string("all") : (on.size() == fusion_pass_names().size() ? "all" : key);
   });
 
   if (const TomlValue* o = t.get("objectives")) {

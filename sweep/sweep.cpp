@@ -128,10 +128,17 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   if (gen0 && uses_cost)
     throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
                 "(its cost would read 0, the best); drop 0 from the gen axis");
-  if (gen0 && uses(SweepMetric::tpot_ms))
-    throw Error(spec.source + ": tpot_ms is the time per generated token, and gen = 0 generates none "
-                "(its TPOT is a convention, one step right after the prompt, and would win min tpot_ms, also the "
-                "default objective); drop 0 from the gen axis");
+  // tpot_ms and decode_tokens_per_s are figures of decode steps; gen = 0 and 1 run none
+  // (the prefill makes the first token), so theirs are conventions (one step right
+  // after the prompt) that would win.
+  const bool no_decode = std::any_of(spec.gen.begin(), spec.gen.end(), [](int64_t g) { return g <= 1; });
+  for (SweepMetric m : {SweepMetric::tpot_ms, SweepMetric::decode_tokens_per_s})
+    if (no_decode && uses(m))
+      throw Error(spec.source + ": " + std::string(metric_name(m)) +
+                  " is a figure of decode steps, and gen = 0 or 1 runs none (the prefill makes the first token; "
+                  "the value is a convention, one step right after the prompt, and would win" +
+                  (m == SweepMetric::tpot_ms ? " min tpot_ms, also the default objective" : "") +
+                  "); drop 0 and 1 from the gen axis");
   if (uses_cost)
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)
@@ -328,7 +335,7 @@ void fill_row(SweepRow& row, const SweepSpace& s, uint64_t point, const PointAxe
   row.decode_tokens_per_s = r.decode_tokens_per_s;
   row.prefill_tokens_per_s = r.prefill_tokens_per_s;
   row.prefill_bound = bound_name(r.prefill.bound);
-  row.decode_bound = bound_name(r.decode.bound);
+  row.decode_bound = r.decode.steps ? bound_name(r.decode.bound) : "";  // gen <= 1: no decode step runs
   row.weights_gb = r.mem.weights / 1e9;
   row.kv_gb = r.mem.kv / 1e9;
   row.activations_gb = r.mem.activations / 1e9;
@@ -705,15 +712,25 @@ SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& 
   std::vector<SweepRow> feasible;
   sum.best.assign(spec.objectives.size(), std::nullopt);
   for (const SweepRow& r : rows) {
-    SweepRow row = r;
-    uint32_t mask = apply_constraints(spec, row);
+    // The rows' own verdict: the sweep applied the constraints to exact values, and the
+    // rows hold 7 significant digits, so applying them again could flip a row at its
+    // bound (a sweep with no feasible plan merged into one with a feasible plan).
+    const SweepRow& row = r;
+    uint32_t mask = 0;
+    for (size_t a = 0, b; a <= row.violates.size() && !row.violates.empty(); a = b + 1) {
+      b = std::min(row.violates.find(';', a), row.violates.size());
+      std::string_view name = std::string_view(row.violates).substr(a, b - a);
+      if (name == "fits") mask |= 1;
+      for (size_t i = 0; i < spec.constraints.size(); ++i)
+        if (name == metric_name(spec.constraints[i].metric)) mask |= 1u << (i + 1);
+    }
     for (size_t c = 0; c < violations.size(); ++c)
       if (mask & (1u << c)) ++violations[c];
     if (!row.feasible) continue;
     ++sum.feasible;
     for (size_t i = 0; i < spec.objectives.size(); ++i)
       if (!sum.best[i] || better(row, *sum.best[i], spec.objectives[i])) sum.best[i] = row;
-    feasible.push_back(std::move(row));
+    feasible.push_back(row);
   }
   sum.violations = violation_list(spec, violations);
   sum.front = pareto_front(feasible, spec.objectives);

@@ -139,7 +139,10 @@ PointPlan point_plan(const SweepSpace& s, uint64_t point);
 // to ~7% less) in the row.
 SimResult simulate_point(const SweepSpace& s, uint64_t point);
 
-// Summary of rows read back from files (lathe merge): front, best and counts.
+// Summary of rows read back from files (lathe merge): front, best and counts. The rows'
+// own feasible/violates columns are kept (the sweep decided them on exact values); the
+// front and best rank the values as written (7 significant digits), so plans that agree
+// to 7 digits tie there, the lowest point first, where the sweep ranks exact values.
 SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& rows);
 
 // Pareto front of rows under objectives: no returned row is dominated by any row,

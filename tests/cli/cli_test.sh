@@ -758,6 +758,18 @@ printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1, 2]\npro
 expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" -o "$tmp/cpu.jsonl" --emit-best "$tmp/cpubest"
 [ "$(wc -l <"$tmp/cpu.jsonl")" -eq 4 ] || bad "jsonl sweep rows"
 expect_rc 0 "$LATHE" run "$tmp/cpubest" --prompt-tokens 8 --gen 3
+# A constraint at a row's value as written (7 digits): merge keeps the sweep's verdict,
+# decided on the exact value (it re-applied the bound to the rounded value, and a sweep
+# that refused as infeasible merged into a feasible one).
+printf '[sweep]\nmodels = ["llama-3-8b"]\nhardware = ["a100-80g"]\nbatch = [1, 2]\nprompt = 512\ngen = 256\nobjectives = ["min tpot_ms"]\n' >"$tmp/bnd.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/bnd.toml" -o "$tmp/bnd.csv"
+ttft0=$(python3 -c "import csv,sys; print(next(csv.DictReader(open(sys.argv[1])))['ttft_ms'])" "$tmp/bnd.csv")
+printf '[sweep.constraints]\nttft_ms = %s\n' "$ttft0" >>"$tmp/bnd.toml"
+"$LATHE" sweep "$tmp/bnd.toml" -o "$tmp/bnd.csv" >/dev/null 2>&1; rc_sweep=$?
+"$LATHE" sweep "$tmp/bnd.toml" --shard 0/2 -o "$tmp/bnd0.csv" >/dev/null 2>&1
+"$LATHE" sweep "$tmp/bnd.toml" --shard 1/2 -o "$tmp/bnd1.csv" >/dev/null 2>&1
+"$LATHE" merge "$tmp/bnd0.csv" "$tmp/bnd1.csv" -o "$tmp/bndm.csv" --sweep "$tmp/bnd.toml" >/dev/null 2>"$tmp/err"; rc_merge=$?
+[ "$rc_sweep" -eq "$rc_merge" ] || bad "sweep (exit $rc_sweep) and merge (exit $rc_merge) disagree at a bound: $(cat "$tmp/err")"
 # More JSONL shards than points: the empty ones merge (they were read as CSV without a header).
 for i in 0 1 2 3 4 5; do expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" --shard $i/6 -o "$tmp/cs$i.jsonl"; done
 [ -s "$tmp/cs5.jsonl" ] && bad "shard 5 of 6 of a 4-point sweep has rows"
@@ -789,7 +801,17 @@ python3 -c "import json; d=json.load(open('$tmp/out')); assert d['feasible'] == 
 # The same for TPOT (gen 0's TPOT, one step right after the prompt, won min tpot_ms).
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\n' >"$tmp/g0t.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0t.toml" -o "$tmp/g0t.csv"
-grep -q "tpot_ms is the time per generated token, and gen = 0 generates none" "$tmp/err" || bad "TPOT sweep with gen 0: $(cat "$tmp/err")"
+grep -q "tpot_ms is a figure of decode steps, and gen = 0 or 1 runs none" "$tmp/err" || bad "TPOT sweep with gen 0: $(cat "$tmp/err")"
+# gen 1 runs no decode step either: its TPOT won min tpot_ms, and gen 0 won max decode tok/s.
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [1, 16]\n' >"$tmp/g1t.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/g1t.toml" -o "$tmp/g1t.csv"
+grep -q "tpot_ms is a figure of decode steps" "$tmp/err" || bad "TPOT sweep with gen 1: $(cat "$tmp/err")"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\nobjectives = ["max decode_tokens_per_s"]\n' >"$tmp/g0d.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/g0d.toml" -o "$tmp/g0d.csv"
+grep -q "decode_tokens_per_s is a figure of decode steps" "$tmp/err" || bad "decode tok/s sweep with gen 0: $(cat "$tmp/err")"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = { from = 1, to = 1048576 }\nprompt = { from = 1, to = 16777216 }\ngen = { from = 2, to = 16777216 }\n' >"$tmp/giant.toml"
+expect_rc 2 "$LATHE" check "$tmp/giant.toml"
+grep -q "more than 2^60 points" "$tmp/err" || bad "check of a sweep of 3e20 points: $(cat "$tmp/err") $(cat "$tmp/out")"
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = { from = 0, to = 64, mul = 2 }\n' >"$tmp/mul0.toml"
 expect_rc 2 "$LATHE" check "$tmp/mul0.toml"
 grep -q "must start above 0" "$tmp/err" || bad "mul range from 0: $(cat "$tmp/err")"
@@ -912,6 +934,15 @@ grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" 
 sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": 1e300/' "$tmp/onerun.jsonl" >"$tmp/hugetime.jsonl"
 expect_rc 2 "$LATHE" calibrate "$tmp/hugetime.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
 grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" || bad "calibrate with a 1e300 ms kernel: $(cat "$tmp/err")"
+# A run whose times are all 0 was dropped from the fit without a word.
+python3 -c "
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+j = json.loads(lines[0]); j['prefill_ms'] = 0; j['decode_ms'] = 0
+for k in j['kernels']: k['measured_ms'] = 0
+open(sys.argv[2], 'w').write('\n'.join([json.dumps(j)] + lines[1:]) + '\n')" "$tmp/runs.jsonl" "$tmp/zerotime.jsonl"
+expect_rc 2 "$LATHE" calibrate "$tmp/zerotime.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
+grep -q "zerotime.jsonl:1: every measured time of the run is 0" "$tmp/err" || bad "calibrate with a run of zeros: $(cat "$tmp/err")"
 sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": NaN/' "$tmp/onerun.jsonl" >"$tmp/nantime.jsonl"
 expect_rc 2 "$LATHE" calibrate "$tmp/nantime.jsonl" --hw cpu-host -o "$tmp/cal8.toml"
 grep -q "nantime.jsonl:1: not valid JSON: parse error" "$tmp/err" && ! grep -q "json.exception" "$tmp/err" || bad "calibrate with NaN: $(cat "$tmp/err")"
@@ -968,7 +999,7 @@ def zero(r):
 write('zero.jsonl', zero)
 "
 for c in "badkv:kv: unknown KV dtype 'int3'" "badlayout:kv_layout:" "badact:act: 'int8'" \
-         "badphase:phase 'bogus'" "zero:measured times are 0"; do
+         "badphase:phase 'bogus'" "zero:zero.jsonl:1: every measured time of the run is 0"; do
   expect_rc 2 "$LATHE" calibrate "$tmp/${c%%:*}.jsonl" --hw cpu-host -o "$tmp/calbad.toml"
   grep -qF "${c#*:}" "$tmp/err" || bad "calibrate ${c%%:*}: $(cat "$tmp/err")"
 done

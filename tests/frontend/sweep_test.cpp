@@ -71,6 +71,8 @@ TEST(SweepSpec, BadInputIsALocatedError) {
       {"objectives = [\"fastest\"]\n", "unknown objective metric 'fastest'"},
       {"objectives = [\"tpot_ms\", \"max tpot_ms\"]\n", "appears twice"},
       {"fusion = [\"fuse-qkvv\"]\n", "did you mean 'fuse-qkv'"},
+      {"fusion = [\"all\", \"default\"]\n", "\"all\" appears twice"},
+      {"fusion = [\"fuse-qkv+flash-attention\", \"flash-attention+fuse-qkv\"]\n", "appears twice"},
       {"kv_layout = [\"paged:0\"]\n", "sweep.kv_layout"},
       {"act = [\"int8\"]\n", "expected f32, f16, bf16 or auto"},
       {"tp = [0]\n", "expected integers in [1, 1024]"},
