@@ -28,6 +28,10 @@ int run_advise(const AdviseArgs& a) {
   r.max_batch = a.max_batch;
   if (a.slo_ttft > 0) r.slo_ttft_ms = a.slo_ttft;
   if (a.slo_tpot > 0) r.slo_tpot_ms = a.slo_tpot;
+  if (a.slo_tpot > 0 && a.gen < 2)
+    throw Error("--slo-tpot: with --gen " + std::to_string(a.gen) +
+                " no decode step runs (the prefill makes the first token), so there is no TPOT to hold to an SLO; "
+                "give --gen 2 or more");
   r.threads = a.threads;
   Advice adv = advise(r);
   const SweepRow& best = adv.plan;

@@ -11,6 +11,7 @@
 #include "frontend/sweep.h"
 #include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
+#include "sweep/sweep.h"
 
 namespace lathe::cli {
 
@@ -234,6 +235,7 @@ int summarize_sweep(const SweepSpec& s, const std::string& src, const std::strin
   uint64_t points = sweep_point_count(s);
   // As `lathe sweep` refuses it (the count saturates, and was printed as 2^63 - 1, "OK").
   if (points > (uint64_t(1) << 60)) throw Error(src + ": the sweep has more than 2^60 points; narrow the axes");
+  check_sweep_metrics(s);  // what `lathe sweep` refuses before it costs anything
   std::vector<std::string> objs, cons;
   for (const Objective& o : s.objectives) objs.push_back(o.text());
   if (s.fits) cons.push_back("fits in memory");

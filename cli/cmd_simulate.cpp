@@ -390,7 +390,7 @@ int run_whatif(const WhatifArgs& a) {
   for (const Planned& p : cols) {
     fits.push_back(p.sim.mem.fits ? "yes" : "NO");
     pb.push_back(std::string(bound_name(p.sim.prefill.bound)));
-    db.push_back(std::string(bound_name(p.sim.decode.bound)));
+    db.push_back(p.sim.decode.steps ? std::string(bound_name(p.sim.decode.bound)) : "-");  // gen <= 1: no step
   }
   t.add(fits);
   t.add(pb);

@@ -551,7 +551,10 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
 
 uint64_t sweep_point_count(const SweepSpec& s) {
   uint64_t hw = s.hardware.size();
-  for (const WhatifAxis& a : s.whatif) hw *= a.values.size();
+  for (const WhatifAxis& a : s.whatif) {  // saturating, as below (7 axes of 1024 wrapped to 0)
+    const uint64_t x = a.values.size();
+    hw = x != 0 && hw > UINT64_MAX / x ? UINT64_MAX : hw * x;
+  }
   uint64_t sizes[] = {
       s.models.size(), hw,          s.weights.size(), s.kv.size(),    s.kv_layout.size(),
       s.fusion.size(), s.tp.size(), s.act.size(),     s.batch.size(), s.prompt.size(),

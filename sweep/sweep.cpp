@@ -81,10 +81,43 @@ std::string weights_name(const std::optional<Format>& f, const ModelSpec& m) {
 
 }  // namespace
 
+bool sweep_uses_metric(const SweepSpec& spec, SweepMetric m) {
+  for (const Objective& o : spec.objectives)
+    if (o.metric == m) return true;
+  for (const Constraint& c : spec.constraints)
+    if (c.metric == m) return true;
+  return false;
+}
+
+void check_sweep_metrics(const SweepSpec& spec) {
+  // Metrics of generated tokens have no value where none is generated, only a
+  // convention that would win: cost 0 at gen = 0; tpot_ms and decode_tokens_per_s are
+  // figures of decode steps, and gen = 0 and 1 run none (the prefill makes the first
+  // token), so theirs are one step right after the prompt.
+  const bool gen0 = std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end();
+  if (gen0 && sweep_uses_metric(spec, SweepMetric::cost_per_mtok))
+    throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
+                "(its cost would read 0, the best); drop 0 from the gen axis");
+  const bool no_decode = std::any_of(spec.gen.begin(), spec.gen.end(), [](int64_t g) { return g <= 1; });
+  for (SweepMetric m : {SweepMetric::tpot_ms, SweepMetric::decode_tokens_per_s}) {
+    if (!no_decode || !sweep_uses_metric(spec, m)) continue;
+    bool objective = false;
+    for (const Objective& o : spec.objectives) objective = objective || o.metric == m;
+    throw Error(spec.source + ": " + std::string(metric_name(m)) +
+                " is a figure of decode steps, and gen = 0 or 1 runs none (the prefill makes the first token); "
+                "its value there is a convention, one step right after the prompt, which " +
+                (objective ? "would win the objective" : "the constraint would judge") + "; drop 0 and 1 from the gen axis");
+  }
+}
+
 SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   SweepSpace s;
   s.spec = spec;
   for (const std::string& m : spec.models) s.models.push_back(load_model(m));
+  // Counted before the hardware x what-if list is built (2^70 combinations ran out of
+  // memory before the 2^60 check below).
+  if (sweep_point_count(spec) > (uint64_t(1) << 60))
+    throw Error(spec.source + ": the sweep has more than 2^60 points; narrow the axes");
   // Hardware x what-if values (the first what-if axis slowest).
   std::vector<std::string> specs = spec.hardware;
   for (const WhatifAxis& a : spec.whatif) {
@@ -114,31 +147,8 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   for (const Target& t : s.targets) target_names.push_back(t.name);
   unique_names("models", spec.models, model_names);
   unique_names("hardware", s.target_specs, target_names);
-  // Metrics of generated tokens have no value at gen = 0, only a convention that would
-  // win: cost 0, and a TPOT of one step right after the prompt.
-  auto uses = [&](SweepMetric m) {
-    for (const Objective& o : spec.objectives)
-      if (o.metric == m) return true;
-    for (const Constraint& c : spec.constraints)
-      if (c.metric == m) return true;
-    return false;
-  };
-  const bool uses_cost = uses(SweepMetric::cost_per_mtok);
-  const bool gen0 = std::find(spec.gen.begin(), spec.gen.end(), int64_t(0)) != spec.gen.end();
-  if (gen0 && uses_cost)
-    throw Error(spec.source + ": cost_per_mtok is the price of generated tokens, and gen = 0 generates none "
-                "(its cost would read 0, the best); drop 0 from the gen axis");
-  // tpot_ms and decode_tokens_per_s are figures of decode steps; gen = 0 and 1 run none
-  // (the prefill makes the first token), so theirs are conventions (one step right
-  // after the prompt) that would win.
-  const bool no_decode = std::any_of(spec.gen.begin(), spec.gen.end(), [](int64_t g) { return g <= 1; });
-  for (SweepMetric m : {SweepMetric::tpot_ms, SweepMetric::decode_tokens_per_s})
-    if (no_decode && uses(m))
-      throw Error(spec.source + ": " + std::string(metric_name(m)) +
-                  " is a figure of decode steps, and gen = 0 or 1 runs none (the prefill makes the first token; "
-                  "the value is a convention, one step right after the prompt, and would win" +
-                  (m == SweepMetric::tpot_ms ? " min tpot_ms, also the default objective" : "") +
-                  "); drop 0 and 1 from the gen axis");
+  check_sweep_metrics(spec);
+  const bool uses_cost = sweep_uses_metric(spec, SweepMetric::cost_per_mtok);
   if (uses_cost)
     for (const Target& t : s.targets)
       if (t.price_per_hour <= 0)

@@ -809,6 +809,21 @@ grep -q "tpot_ms is a figure of decode steps" "$tmp/err" || bad "TPOT sweep with
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [0, 16]\nobjectives = ["max decode_tokens_per_s"]\n' >"$tmp/g0d.toml"
 expect_rc 2 "$LATHE" sweep "$tmp/g0d.toml" -o "$tmp/g0d.csv"
 grep -q "decode_tokens_per_s is a figure of decode steps" "$tmp/err" || bad "decode tok/s sweep with gen 0: $(cat "$tmp/err")"
+# check refuses what sweep refuses; advise's TPOT SLO needs a decode step.
+expect_rc 2 "$LATHE" check "$tmp/g1t.toml"
+grep -q "tpot_ms is a figure of decode steps" "$tmp/err" || bad "check of a TPOT sweep with gen 1: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" advise tiny cpu-host --prompt 8 --gen 1 --slo-tpot 100 --max-batch 2
+grep -q -- "--slo-tpot: with --gen 1 no decode step runs" "$tmp/err" || bad "advise --gen 1 --slo-tpot: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" advise tiny cpu-host --prompt 8 --gen 1 --max-batch 2
+# 7 what-if axes of 1024 values wrapped the point count to 0 ("OK"); sweep ran out of memory.
+python3 -c "
+print('[sweep]\nmodels = [\"tiny\"]\nhardware = [\"cpu-host\"]\nprompt = [8]\ngen = [16]\n[sweep.whatif]')
+for f in ['hbm_bandwidth_gbs', 'launch_overhead_us', 'memory_gb', 'clock_mhz', 'l2_mb', 'sm_count', 'interconnect_latency_us']:
+    print(f + ' = [' + ', '.join('\"x%.6f\"' % (1 + i / 4096) for i in range(1024)) + ']')" >"$tmp/w7.toml"
+expect_rc 2 "$LATHE" check "$tmp/w7.toml"
+grep -q "more than 2^60 points" "$tmp/err" || bad "check of 2^70 what-if points: $(cat "$tmp/err") $(head -c 300 "$tmp/out")"
+expect_rc 2 "$LATHE" sweep "$tmp/w7.toml" -o "$tmp/w7.csv"
+grep -q "more than 2^60 points" "$tmp/err" || bad "sweep of 2^70 what-if points: $(cat "$tmp/err")"
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = { from = 1, to = 1048576 }\nprompt = { from = 1, to = 16777216 }\ngen = { from = 2, to = 16777216 }\n' >"$tmp/giant.toml"
 expect_rc 2 "$LATHE" check "$tmp/giant.toml"
 grep -q "more than 2^60 points" "$tmp/err" || bad "check of a sweep of 3e20 points: $(cat "$tmp/err") $(cat "$tmp/out")"
