@@ -429,6 +429,31 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     fit_two_fixed_costs(r.int8_gops_all, r.int8_gemm_gops, r.int8_gemm_gops_short, r.int8_gemm_gops_rows, double(M),
                         2048, 512, double(kQgemmMSmall), r.int8_dot_efficiency, r.int8_dot_half_k,
                         r.int8_dot_half_rows);
+    // The integer GEMVs of decode: gemm_kernel at kGemvProbeRows = 8 rows takes its GEMV
+    // path (activations quantized once, dot products a weight row at a time, a
+    // horizontal sum per row), a different loop from the GEMMs' register tiles above.
+    // K = 2048, 256 columns, the weights kept in cache so that the dot products are
+    // what is timed (decode reads its weights from memory, which the cost model adds).
+    LatheSeq seq_gemv{0, 0, int(kGemvProbeRows), 0};
+    LatheStep step_gemv{1, int(kGemvProbeRows), &seq_gemv, row_seq.data(), row_pos.data(), nullptr, 0};
+    auto gemv_gops = [&](Qgemm fn) {
+      const long Ng = 256, K = 2048;
+      const float* x = static_cast<const float*>(X.data());
+      const auto* sc = static_cast<const unsigned short*>(S.data());
+      float* o = static_cast<float*>(O.data());
+      double best = 1e30;
+      if (!fn(&ctx, &step_gemv, x, W.data(), sc, Ng, o)) return 0.0;  // also the warm-up
+      for (int rep = 0; rep < 400; ++rep) {
+        auto t0 = Clock::now();
+        fn(&ctx, &step_gemv, x, W.data(), sc, Ng, o);
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      return 2.0 * double(kGemvProbeRows) * double(Ng) * double(K) / best / 1e9;
+    };
+    r.int_gemv_gops = gemv_gops(q2048);
+    r.int8_gemv_gops = gemv_gops(q8_2048);
+    r.int_dot_gemv_efficiency = r.int_gemv_gops / r.int8_gops_all;
+    r.int8_dot_gemv_efficiency = r.int8_gemv_gops / r.int8_gops_all;
   }
 
   // Floating-point GEMV efficiency of the f32 FMA peak: the generated kernel's own path
@@ -562,12 +587,17 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
     std::snprintf(int8_line, sizeof int8_line,
                   "int8 = %.5f                    # measured 8-bit dot-product throughput (VNNI), all threads\n",
                   p.int8_gops_all / 1e3);
-  char int_dot_line[400] = "";
+  char int_dot_line[800] = "";
   if (p.int_dot_efficiency > 0)
     std::snprintf(int_dot_line, sizeof int_dot_line,
                   "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n"
-                  "int8_dot = %.3f                # the same for int8 weights\n",
-                  p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency);
+                  "int8_dot = %.3f                # the same for int8 weights\n"
+                  "int_dot_gemv = %.3f            # measured int4 GEMV at 8 rows (weights in cache) / 8-bit dot peak\n"
+                  "int8_dot_gemv = %.3f           # the same for int8 weights\n",
+                  p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency,
+                  // 0: not measured (the GEMMs' factor)
+                  p.int_dot_gemv_efficiency > 0 ? std::clamp(p.int_dot_gemv_efficiency, 0.001, 1.5) : 0.0,
+                  p.int8_dot_gemv_efficiency > 0 ? std::clamp(p.int8_dot_gemv_efficiency, 0.001, 1.5) : 0.0);
   char gemv_line[200] = "";
   if (p.gemv_efficiency > 0)
     std::snprintf(gemv_line, sizeof gemv_line,
@@ -587,7 +617,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# gemm x M / (M + gemm_half_rows)); int_dot / int8_dot, their half_k and half_rows fit\n"
                 "# the integer GEMMs' three points (efficiency = int_dot / (1 + half_k / K + half_rows / M)).\n"
                 "# The generated f32 GEMV of decode (at most 8 rows) reached %.1f GFLOP/s at 8 rows, K 2048,\n"
-                "# its weights in cache: efficiency.gemv (its memory time is added by the cost model).\n"
+                "# its weights in cache: efficiency.gemv (its memory time is added by the cost model); the\n"
+                "# integer GEMVs %.1f (int4) and %.1f (int8) GOP/s the same way: int_dot_gemv, int8_dot_gemv.\n"
                 "# The other efficiencies are lathe's CPU defaults until `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
@@ -624,7 +655,7 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
                 p.int_gemm_gops, p.int_gemm_gops_short, p.int_gemm_gops_rows, p.int8_gemm_gops, p.int8_gemm_gops_short,
                 p.int8_gemm_gops_rows, p.attention_gflops, p.attention_gflops_short, p.attention_gflops_group1,
-                p.gemv_gflops,
+                p.gemv_gflops, p.int_gemv_gops, p.int8_gemv_gops,
                 name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
                 p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.attention_half_dim, p.attention_half_group, p.fma_gflops_all / 1e3, int8_line,
                 std::max(0.05, p.gemm_efficiency), gemv_line,
