@@ -135,7 +135,7 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
   if (!t.is_gpu()) {
     // The CPU cost model's own figures (lathe probe measures them; 0 = flat / unset).
     auto gemv = [](double v) { return v > 0 ? fmt_double(v, 3) : std::string("= GEMM"); };
-    std::cout << "  CPU GEMMs         sgemm half rows " << t.gemm_half_rows << "; f32 GEMV " << gemv(t.eff.gemv)
+    std::cout << "  CPU GEMMs         sgemm half rows " << t.gemm_half_rows << "; float GEMV " << gemv(t.eff.gemv)
               << "; int4 dot " << t.eff.int_dot
               << " (half K " << t.int_dot_half_k << ", half rows " << t.int_dot_half_rows << ", GEMV "
               << gemv(t.eff.int_dot_gemv) << "); int8 dot " << t.eff.int8_dot << " (half K " << t.int8_dot_half_k

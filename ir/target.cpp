@@ -112,7 +112,7 @@ const TargetField kTargetFields[] = {
        "CPU integer-dot-product GEMVs (decode) with int4 weights, of the 8-bit dot peak (0 = int_dot)"),
     EF("efficiency.int8_dot_gemv", int8_dot_gemv, "the same with int8 weights (0 = int8_dot)"),
     EF("efficiency.gemv", gemv,
-       "CPU floating-point GEMVs (decode, at most 8 rows), of the FP32 peak (0 = gemm)"),
+       "CPU GEMVs that multiply in floating point (decode, at most 8 rows), of the FP32 peak (0 = gemm)"),
 };
 #undef TF
 #undef EF

@@ -213,14 +213,16 @@ struct Costing {
   // weights costs a fixed gemm_half_rows rows' worth (`lathe probe` measures both at
   // two row counts).
   // `groups` GEMMs of M x N in one launch (a grouped expert GEMM) share the waves.
-  // `gemv_kernel`: a matmul or LM head, which the CPU backend runs on its GEMV path at
-  // up to kCpuGemvRows rows (not attention's qk/pv or the router, with their own loops).
+  // `gemv_kernel`: the CPU backend runs this node on its GEMV loop (a matmul or LM head
+  // of at most kCpuGemvRows rows, an expert GEMM of at most 16 token-expert pairs; not
+  // attention's qk/pv or the router, with loops of their own).
   double gemm_efficiency(double M, double N, double groups = 1, bool gemv_kernel = false) const {
     if (o.ideal) return 1.0;
     if (!t.is_gpu()) {
-      // The generated GEMV kernels (at most kCpuGemvRows rows) pack nothing, and run at
-      // their own efficiency (efficiency.gemv; unset: the GEMMs').
-      if (M <= double(kCpuGemvRows)) return gemv_kernel ? t.eff.gemv_of() : t.eff.gemm;
+      // The generated GEMV kernels pack nothing, and run at their own efficiency
+      // (efficiency.gemv; unset: the GEMMs').
+      if (gemv_kernel) return t.eff.gemv_of();
+      if (M <= double(kCpuGemvRows)) return t.eff.gemm;
       const bool blas = t.gemm_half_rows > 0;
       return t.eff.gemm * (blas ? M / (M + t.gemm_half_rows) : 1.0);
     }
@@ -289,13 +291,13 @@ struct Costing {
       // does not pick the next tile size up.
       double per_expert = pairs / std::max(1.0, touched);
       if (std::abs(per_expert - std::round(per_expert)) < 1e-6 * per_expert) per_expert = std::round(per_expert);
-      double e = gemm_efficiency(per_expert, sumN / p.num_weights, std::max(1.0, touched));
+      double e = gemm_efficiency(per_expert, sumN / p.num_weights, std::max(1.0, touched), pairs <= 16);
       c.cls = per_expert <= 16 ? KernelClass::gemv : KernelClass::gemm;
       set_compute(e, wdtype);
     } else {
       c.flops = 2.0 * M * K * sumN;
       c.cls = M <= 16 ? KernelClass::gemv : KernelClass::gemm;
-      set_compute(gemm_efficiency(M, sumN / p.num_weights, 1, true), wdtype);
+      set_compute(gemm_efficiency(M, sumN / p.num_weights, 1, M <= double(kCpuGemvRows)), wdtype);
     }
     // CPUs with 8-bit dot products (peak_int8, which `lathe probe` measures where the
     // host has VNNI): the CPU backend's integer kernels quantize the activations to

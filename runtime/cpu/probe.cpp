@@ -432,12 +432,12 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     // The integer GEMVs of decode: gemm_kernel at kGemvProbeRows = 8 rows takes its GEMV
     // path (activations quantized once, dot products a weight row at a time, a
     // horizontal sum per row), a different loop from the GEMMs' register tiles above.
-    // K = 2048, 256 columns, the weights kept in cache so that the dot products are
+    // K = 2048, 256 columns (64 a thread on larger hosts), the weights kept in cache so that the dot products are
     // what is timed (decode reads its weights from memory, which the cost model adds).
     LatheSeq seq_gemv{0, 0, int(kGemvProbeRows), 0};
     LatheStep step_gemv{1, int(kGemvProbeRows), &seq_gemv, row_seq.data(), row_pos.data(), nullptr, 0};
     auto gemv_gops = [&](Qgemm fn) {
-      const long Ng = 256, K = 2048;
+      const long Ng = std::min(N, std::max(256L, 64L * r.threads)), K = 2048;  // as the f32 GEMV's
       const float* x = static_cast<const float*>(X.data());
       const auto* sc = static_cast<const unsigned short*>(S.data());
       float* o = static_cast<float*>(O.data());
@@ -458,14 +458,16 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
 
   // Floating-point GEMV efficiency of the f32 FMA peak: the generated kernel's own path
   // (gemm_kernel with f32 weights at kGemvRows = 8 rows, the most a decode GEMV takes),
-  // K = 2048 and 256 columns, the weights (2 MB) kept in cache so that the multiply-adds
+  // K = 2048 and 256 columns (64 a thread on larger hosts), the weights (2 MB) kept in cache so that the multiply-adds
   // are what is timed: decode's GEMVs read their weights from memory, which the cost
   // model adds as memory time.
   {
     using Fgemv = void (*)(const LatheCtx*, const LatheStep*, const float*, const void*, long, float*);
     const std::string src = std::string(cpu_prelude_text()) + kProbeQgemmSource;
     auto fg = reinterpret_cast<Fgemv>(jit.get(src, "lathe_probe_fgemv_2048", "probe-qgemm"));
-    const long M = kGemvProbeRows, N = 256, K = 2048;
+    // The kernel hands out columns 16 at a time: 64 columns a thread keep every thread
+    // busy (256 at 2 threads).
+    const long M = kGemvProbeRows, N = std::max(256L, 64L * r.threads), K = 2048;
     AlignedBuffer X(size_t(M * K) * 4), W(size_t(N * K) * 4), O(size_t(M * N) * 4);
     for (long i = 0; i < M * K; ++i) static_cast<float*>(X.data())[i] = float(i % 13) * 0.1f - 0.6f;
     for (long i = 0; i < N * K; ++i) static_cast<float*>(W.data())[i] = float(i % 11) * 0.01f - 0.05f;

@@ -219,6 +219,21 @@ TEST(Cost, CpuFloatGemvEfficiency) {
   Bindings nine{kCpuGemvRows + 1, 1, 65};
   EXPECT_DOUBLE_EQ(cost_node(p.decode, dq, own, nine, co).compute_s, cost_node(p.decode, dq, shared, nine, co).compute_s)
       << "a GEMM of more rows than a GEMV takes is BLAS";
+  // Expert GEMMs of at most 16 token-expert pairs run the same GEMV loop.
+  {
+    auto m = build_plan_graphs("tiny-moe", "cpu-host", {1, 64, 4});
+    Target moe_shared = m.target, moe_own = m.target;
+    moe_own.eff.gemv = 0.1;
+    int experts = 0;
+    for (NodeId id : m.decode.topo_order()) {
+      const Node& n = m.decode.node(id);
+      if (n.kind != OpKind::expert_matmul) continue;
+      ++experts;
+      NodeCost a = cost_node(m.decode, n, moe_shared, {4, 1, 65}, co), c = cost_node(m.decode, n, moe_own, {4, 1, 65}, co);
+      EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * moe_shared.eff.gemm / 0.1) << n.name;
+    }
+    EXPECT_GT(experts, 0);
+  }
   // Unfused attention's qk and pv have loops of their own: not the GEMV path.
   for (const char* name : {"l0.qk", "l0.pv"}) {
     const Node& n = p.decode.node(p.decode.find_node(name));
