@@ -101,14 +101,15 @@ namespace {
 // --dump-dir: NN_pass.phase.ir files and this marker.
 constexpr const char* kDumpMarker = "lathe-dumps.txt";
 OutputDir dump_output_dir() {
-  return {kDumpMarker, [](const std::string& e) {
+  return {kDumpMarker,
+          [](const std::string& e) {
             return e.size() > 6 && std::isdigit((unsigned char)e[0]) && std::isdigit((unsigned char)e[1]) &&
                    e[2] == '_' && e.ends_with(".ir");
-          }};
+          },
+          "lathe's IR dumps", " (dumps of an earlier lathe, marked by a plan.json: remove them)"};
 }
 }  // namespace
 
-std::vector<std::string> plan_dir_entries() { return {"plan.json", "prefill.ir", "decode.ir", "report.md", "kernels"}; }
 
 std::map<std::string, std::string> plan_files(const Planned& p) {
   std::map<std::string, std::string> files;

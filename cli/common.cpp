@@ -219,17 +219,23 @@ std::filesystem::path output_dir_path(const std::string& dir) {
   return trimmed;
 }
 
+std::vector<std::string> plan_dir_entries() { return {"plan.json", "prefill.ir", "decode.ir", "report.md", "kernels"}; }
+
 OutputDir plan_output_dir() {
-  return {"plan.json", [](const std::string& e) {
-            return e == "plan.json" || e == "prefill.ir" || e == "decode.ir" || e == "report.md" || e == "kernels";
-          }};
+  return {"plan.json",
+          [](const std::string& e) {
+            const std::vector<std::string> entries = plan_dir_entries();
+            return std::find(entries.begin(), entries.end(), e) != entries.end();
+          },
+          "a lathe plan directory", ""};
 }
 
 namespace {
 // What an existing output directory holds: whether it carries lathe's marker, and the
 // first entry lathe did not write there (empty: none).
 struct DirContents {
-  bool exists = false, empty = true, marked = false;
+  bool exists = false, marked = false;
+  std::vector<std::string> names;  // its entries, sorted
   std::string foreign;
 };
 DirContents dir_contents(const std::filesystem::path& target, const OutputDir& kind) {
@@ -239,14 +245,12 @@ DirContents dir_contents(const std::filesystem::path& target, const OutputDir& k
   if (!fs::is_directory(target, ec)) return d;
   d.exists = true;
   d.marked = fs::exists(target / kind.marker, ec);
-  std::vector<std::string> names;
   for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
+    d.names.push_back(it->path().filename().string());
   // A folder that cannot be listed is not taken for an empty one (it would be replaced).
   if (ec) throw Error(target.string() + ": cannot list the existing directory (" + ec.message() + ")");
-  std::sort(names.begin(), names.end());
-  d.empty = names.empty();
-  for (const std::string& n : names)
+  std::sort(d.names.begin(), d.names.end());
+  for (const std::string& n : d.names)
     if (n != kind.marker && !kind.ours(n)) {
       d.foreign = n;
       break;
@@ -275,9 +279,8 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
   if (!d.exists) return;
   for (const std::string& e : entries)
     if (fs::exists(target / e, ec) && !(d.marked && (e == kind.marker || kind.ours(e))))
-      throw Error(dir + ": exists, is not " + (kind.marker == "plan.json" ? "a lathe plan directory" : "lathe output") +
-                  " (no " + kind.marker + ") and already holds '" + e + "'; refusing to overwrite it" +
-                  (kind.marker == "plan.json" ? "" : " (dumps of an earlier lathe, marked by a plan.json: remove them)"));
+      throw Error(dir + ": exists, is not " + kind.what + " (no " + kind.marker + ") and already holds '" + e +
+                  "'; refusing to overwrite it" + kind.hint);
 }
 
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files,
@@ -293,7 +296,7 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
   // holding a log, notes beside a plan): replace lathe's entries in it one by one and
   // keep the rest.
   DirContents d = dir_contents(target, kind);
-  bool merge = d.exists && !d.empty && (!d.marked || !d.foreign.empty());
+  bool merge = !d.names.empty() && (!d.marked || !d.foreign.empty());
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::path tmp = parent / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
   fs::path old = parent / (target.filename().string() + ".old." + std::to_string(::getpid()));
@@ -323,10 +326,8 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
     // moved aside and restored if a rename fails.
     std::vector<std::string> mine;
     if (d.marked)
-      for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec)) {
-        std::string n = it->path().filename().string();
+      for (const std::string& n : d.names)
         if (n == kind.marker || kind.ours(n)) mine.push_back(n);
-      }
     std::stable_partition(mine.begin(), mine.end(), [&](const std::string& t) { return t == kind.marker; });
     std::vector<std::string> order(top.begin(), top.end());
     std::stable_partition(order.begin(), order.end(), [&](const std::string& t) { return t != kind.marker; });

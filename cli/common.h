@@ -110,13 +110,16 @@ void refuse_repeats(const std::vector<std::string>& items, const std::vector<std
 std::filesystem::path output_dir_path(const std::string& dir);
 
 // What lathe writes into an output directory: `marker`, the file that says lathe wrote
-// the directory (plan.json for a plan), and `ours`, whether a top-level entry is one
-// lathe writes there.
+// the directory (plan.json for a plan), `ours`, whether a top-level entry is one lathe
+// writes there, and for messages `what` the directory is and a `hint` on a refusal.
 struct OutputDir {
   std::string marker;
   std::function<bool(const std::string&)> ours;
+  std::string what, hint;
 };
-// A plan directory (plan.json, prefill.ir, decode.ir, report.md, kernels/).
+// The top-level entries of a plan directory (plan.json, prefill.ir, decode.ir,
+// report.md, kernels/), and the directory they make.
+std::vector<std::string> plan_dir_entries();
 OutputDir plan_output_dir();
 
 // Writes a directory of files atomically: everything goes into a temporary sibling

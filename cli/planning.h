@@ -57,9 +57,6 @@ std::string pass_report_md(const Planned& p);
 // The files of a plan directory (`lathe compile`): plan.json, prefill.ir, decode.ir,
 // report.md. `lathe run DIR` executes it.
 std::map<std::string, std::string> plan_files(const Planned& p);
-// The top-level entries plan_files and the emitted kernels write (plan.json, prefill.ir,
-// decode.ir, report.md, kernels), for check_output_dir.
-std::vector<std::string> plan_dir_entries();
 
 // Applies a tuning file (`lathe tune -o FILE`) to a plan's lowered graphs; returns a
 // note for the user (how many kernels, and a warning when it was tuned on another CPU

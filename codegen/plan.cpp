@@ -355,11 +355,10 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       if (!parse_weight_format(p.weights_format, &why))
         throw Error(source + ": \"options.weights\": " + (why.empty() ? "not a weight format" : why));
     }
-    for (const std::string& pass : p.pipeline) {
-      auto known = known_pass_names();
+    const auto known = known_pass_names();
+    for (const std::string& pass : p.pipeline)
       if (std::find(known.begin(), known.end(), pass) == known.end())
         throw Error(source + ": \"pipeline\" names an unknown pass '" + pass + "'");
-    }
     for (const char* key : {"batch", "prompt", "gen"})
       if (!w.at(key).is_number_integer())
         throw Error(source + ": workload." + std::string(key) + " must be an integer");

@@ -421,11 +421,13 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   });
   // A fusion set is the passes it turns on, in any order ("all" is every one of them).
   no_dupes("fusion", s.fusion, [](const FusionSet& f) {
-    std::vector<std::string> on = f.all ? fusion_pass_names() : f.enabled;
+    if (f.all || f.enabled.size() == fusion_pass_names().size()) return std::string("all");
+    if (f.enabled.empty()) return std::string("none");
+    std::vector<std::string> on = f.enabled;
     std::sort(on.begin(), on.end());
-    std::string key = on.empty() ? "none" : "";
+    std::string key;
     for (const std::string& p : on) key += (key.empty() ? "" : "+") + p;
-    return f.all ? std::string("all") : (on.size() == fusion_pass_names().size() ? "all" : key);
+    return key;
   });
 
   if (const TomlValue* o = t.get("objectives")) {

@@ -65,6 +65,11 @@ double kv_read_run_bytes(const KvLayout& l, int64_t context, int64_t kv_heads, i
   return row;
 }
 
+int64_t kv_block_of(const Graph& decode) {
+  auto l = parse_kv_layout(decode.attrs.s("kv_layout", "LHTD"));
+  return l && l->kind == KvLayoutKind::paged ? l->block : 1;
+}
+
 double contiguity_efficiency(double run_bytes, const Target& t) {
   // Each run costs a fixed overhead: one 32-byte sector on GPUs, about two cache
   // lines of lost prefetch on CPUs. A heuristic, documented in docs/simulator.md.

@@ -107,6 +107,10 @@ std::string kernel_label(const Node& n);
 // a layout (one kv head of one sequence), and the resulting efficiency factor.
 double kv_read_run_bytes(const KvLayout& l, int64_t context, int64_t kv_heads, int64_t head_dim, double bits);
 double contiguity_efficiency(double run_bytes, const Target& t);
+// Positions one block of the decode graph's KV layout holds: N for paged:N, 1 for the
+// contiguous layouts. A sequence holds whole blocks: `positions` rounded up to them.
+int64_t kv_block_of(const Graph& decode);
+inline int64_t in_whole_kv_blocks(int64_t positions, int64_t block) { return (positions + block - 1) / block * block; }
 
 // FLOPs of causal attention of S new query rows per sequence over a context of T
 // positions (the S new ones last), B sequences, `heads` query heads of head_dim: QK^T

@@ -35,11 +35,10 @@ BeamCost beam_cost(StepCoster& c, int64_t prompt, int64_t gen, int64_t beams) {
   // A paged cache holds whole blocks: each beam's context rounds up to blocks. Shared,
   // the beams keep the prompt's full blocks once and each copies its last, partial one
   // when it writes (copy-on-write), then grows its own blocks.
-  const int64_t blk = std::max<int64_t>(1, c.kv_block());
-  auto blocks = [&](int64_t positions) { return double((positions + blk - 1) / blk * blk); };
-  b.kv_bytes = double(beams) * blocks(prompt + gen) * per_token;
+  const int64_t blk = c.kv_block();
+  b.kv_bytes = double(beams) * double(in_whole_kv_blocks(prompt + gen, blk)) * per_token;
   const int64_t shared = prompt / blk * blk;
-  b.kv_bytes_shared = (double(shared) + double(beams) * blocks(prompt - shared + gen)) * per_token;
+  b.kv_bytes_shared = (double(shared) + double(beams) * double(in_whole_kv_blocks(prompt - shared + gen, blk))) * per_token;
   b.prefill_ms = c.prefill_s(1, prompt) * 1e3;
   // Each decode step i = 1 .. gen - 1 at context prompt + i.
   const int64_t steps = gen - 1;

@@ -175,13 +175,11 @@ PreparedPlan::PreparedPlan(const Graph& prefill, const Graph& decode)
     weight_bytes_ += value_bytes(decode.value(v), {1, 1, 1});
   for (ValueId v : decode.values_of(ValueKind::state))
     state_sizes_.push_back(value_size(decode.value(v)));
-  if (auto l = parse_kv_layout(decode.attrs.s("kv_layout", "LHTD")); l && l->kind == KvLayoutKind::paged)
-    kv_block_ = l->block;
+  kv_block_ = kv_block_of(decode);
 }
 
 double PreparedPlan::kv_bytes(const Workload& w) const {
-  const int64_t ctx = (w.final_context() + kv_block_ - 1) / kv_block_ * kv_block_;
-  Bindings final_ctx{w.batch, 1, ctx};
+  Bindings final_ctx{w.batch, 1, in_whole_kv_blocks(w.final_context(), kv_block_)};
   double kv = 0;
   for (const ValueSize& v : state_sizes_) kv += v.bytes(final_ctx);
   return kv;

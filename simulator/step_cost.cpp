@@ -34,8 +34,7 @@ StepCoster::StepCoster(const Graph& prefill, const Graph& decode, const Target& 
   parts_[1] = classify(decode_);
   for (ValueId v : decode_.values_of(ValueKind::state))
     kv_bytes_per_token_ += value_bytes(decode_.value(v), {1, 1, 1});
-  if (auto l = parse_kv_layout(decode_.attrs.s("kv_layout", "LHTD")); l && l->kind == KvLayoutKind::paged)
-    kv_block_ = l->block;
+  kv_block_ = kv_block_of(decode_);
 }
 
 StepCoster::Part StepCoster::classify(const Graph& g) {

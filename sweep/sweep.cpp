@@ -726,10 +726,12 @@ SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& 
     // rows hold 7 significant digits, so applying them again could flip a row at its
     // bound (a sweep with no feasible plan merged into one with a feasible plan).
     const SweepRow& row = r;
-    uint32_t mask = 0;
-    for (size_t a = 0, b; a <= row.violates.size() && !row.violates.empty(); a = b + 1) {
-      b = std::min(row.violates.find(';', a), row.violates.size());
-      std::string_view name = std::string_view(row.violates).substr(a, b - a);
+    uint32_t mask = 0;  // bit 0: fits; bit i + 1: constraint i (as apply_constraints)
+    std::string_view rest = row.violates;
+    while (!rest.empty()) {
+      const size_t end = std::min(rest.find(';'), rest.size());
+      const std::string_view name = rest.substr(0, end);
+      rest.remove_prefix(std::min(end + 1, rest.size()));
       if (name == "fits") mask |= 1;
       for (size_t i = 0; i < spec.constraints.size(); ++i)
         if (name == metric_name(spec.constraints[i].metric)) mask |= 1u << (i + 1);
