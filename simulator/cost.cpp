@@ -325,8 +325,14 @@ struct Costing {
       double e = eff(t.eff.int_dot_of(i4, gemv_rows));
       const double half_k = i4 ? t.int_dot_half_k : t.int8_dot_half_k;
       const double half_rows = i4 ? t.int_dot_half_rows : t.int8_dot_half_rows;
-      if (!o.ideal && !gemv_rows)
-        e /= 1.0 + (half_k > 0 ? half_k / K : 0.0) + (half_rows > 0 && M > 0 ? half_rows / M : 0.0);
+      // The register tiles take kCpuQTileRows rows at a time and a partial last tile
+      // repeats a row, so the tiles' work counts whole tiles (9 rows cost 12; `lathe
+      // probe` fits the factors at 32 and 128 rows, whole tiles); the per-call term
+      // does not grow with them. Time = 2 K N (Mt (1 + half_k / K) + half_rows) / (peak e).
+      if (!o.ideal && !gemv_rows && M > 0) {
+        const double Mt = std::ceil(M / kCpuQTileRows) * kCpuQTileRows;
+        e /= Mt / M * (1.0 + (half_k > 0 ? half_k / K : 0.0)) + (half_rows > 0 ? half_rows / M : 0.0);
+      }
       c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {

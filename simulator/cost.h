@@ -53,6 +53,9 @@ struct CostOptions {
 // Rows up to which the CPU backend runs a GEMM as GEMV (lk::kGemvRows in
 // codegen/cpu/kernel_lib.h; emit_cpu.cpp checks that the two agree).
 constexpr int kCpuGemvRows = 8;
+// Activation rows of the CPU backend's integer register tiles (lk::kQRows): a GEMM on
+// 8-bit dot products runs its rows four at a time, a partial last tile repeating a row.
+constexpr int kCpuQTileRows = 4;
 
 // Everything the cost of a node depends on besides the target and the bindings, read
 // from the graph once: operand sizes as monomials in B, S, T (ir/buffers.h: ValueSize),

@@ -17,6 +17,7 @@ namespace lathe {
 std::string_view cpu_prelude_text();  // generated from abi.h, kernel_prelude.h, kernel_lib.h
 
 static_assert(lk::kGemvRows == kCpuGemvRows, "the cost model's GEMV rows must be the CPU kernels'");
+static_assert(lk::kQRows == kCpuQTileRows, "the cost model's integer tile rows must be the CPU kernels'");
 
 std::string cpu_kernel_source(const CpuKernel& k) {
   std::string s(cpu_prelude_text());

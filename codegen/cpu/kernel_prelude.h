@@ -346,6 +346,42 @@ inline void gemv_row_m(const void* w, const u16* s, i64 n, const float* x, i64 l
   float rs = row_scale<FMT, G>(s, n);
   for (int m = 0; m < M; ++m) out[m] = vsum(acc[m][0] + acc[m][1]) * rs;
 }
+// Formats whose weight vectors need no per-block scale (f32, f16, bf16, int8 with one
+// scale per row): gemv_row_m2 takes two weight rows at a time for them.
+template <int FMT, int G>
+constexpr bool gemv_unscaled_blocks() {
+  return FMT == F32 || FMT == F16 || FMT == BF16 || (FMT == I8 && G == 0);
+}
+// gemv_row_m for two weight rows at once (w0 row n0 and w1 row n1: adjacent columns,
+// or the gate and up rows of a SwiGLU) against the same M activation rows: each
+// activation vector loaded meets both rows, 0.75 loads per multiply-add at M = 4
+// instead of 1.25 (the loads, not the FMAs, bounded the one-row loop). 16 accumulators
+// at M = 4: with AVX-512's 32 registers they stay in registers.
+template <int FMT, int K, int G, int M>
+inline void gemv_row_m2(const void* w0, const u16* s0, i64 n0, const void* w1, const u16* s1, i64 n1, const float* x,
+                        i64 ldx, float* out0, float* out1) {
+  static_assert(gemv_unscaled_blocks<FMT, G>(), "grouped formats go a row at a time");
+  vf a0[M][2], a1[M][2];
+  for (int m = 0; m < M; ++m) a0[m][0] = a0[m][1] = a1[m][0] = a1[m][1] = vf{};
+  for (int kb = 0; kb < K / 32; ++kb) {
+    vf lo0, hi0, lo1, hi1;
+    wblock2<FMT, K, G>(w0, s0, n0, kb, lo0, hi0);
+    wblock2<FMT, K, G>(w1, s1, n1, kb, lo1, hi1);
+    for (int m = 0; m < M; ++m) {
+      const float* xp = x + m * ldx + kb * 32;
+      const vf xl = vload(xp), xh = vload(xp + 16);
+      a0[m][0] += lo0 * xl;
+      a0[m][1] += hi0 * xh;
+      a1[m][0] += lo1 * xl;
+      a1[m][1] += hi1 * xh;
+    }
+  }
+  const float r0 = row_scale<FMT, G>(s0, n0), r1 = row_scale<FMT, G>(s1, n1);
+  for (int m = 0; m < M; ++m) {
+    out0[m] = vsum(a0[m][0] + a0[m][1]) * r0;
+    out1[m] = vsum(a1[m][0] + a1[m][1]) * r1;
+  }
+}
 // ---------------------------------------------------------------- integer dot products
 // Quantized weights (int8, int4) against activations quantized to int8 per 32-block
 // (like llama.cpp's q8 activations): 32 products per VNNI / maddubs instruction
@@ -780,6 +816,31 @@ inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& g
   }
 #endif
   gemv_row<FMT, K, G>(w, s, n, gx.x + m0 * gx.ldx, gx.ldx, M, out);
+}
+
+// Two weight rows (w0 row n0, w1 row n1) against M activation rows prepared in `gx`:
+// out0[m] and out1[m]. Float weights without per-block scales take both rows in one
+// pass (gemv_row_m2) where AVX-512 has the registers for it; other formats (and the
+// integer dot products) go a row at a time.
+template <int FMT, int K, int G>
+inline void gemv_rows2(const void* w0, const u16* s0, i64 n0, const void* w1, const u16* s1, i64 n1,
+                       const GemvX<FMT, K>& gx, int m0, int M, float* out0, float* out1) {
+#ifdef __AVX512F__
+  if constexpr (!GemvX<FMT, K>::quantized && gemv_unscaled_blocks<FMT, G>()) {
+    for (int a = 0; a < M; a += 4) {
+      const float* x = gx.x + (m0 + a) * gx.ldx;
+      switch (M - a < 4 ? M - a : 4) {
+        case 1: gemv_row_m2<FMT, K, G, 1>(w0, s0, n0, w1, s1, n1, x, gx.ldx, out0 + a, out1 + a); break;
+        case 2: gemv_row_m2<FMT, K, G, 2>(w0, s0, n0, w1, s1, n1, x, gx.ldx, out0 + a, out1 + a); break;
+        case 3: gemv_row_m2<FMT, K, G, 3>(w0, s0, n0, w1, s1, n1, x, gx.ldx, out0 + a, out1 + a); break;
+        default: gemv_row_m2<FMT, K, G, 4>(w0, s0, n0, w1, s1, n1, x, gx.ldx, out0 + a, out1 + a); break;
+      }
+    }
+    return;
+  }
+#endif
+  gemv_rows<FMT, K, G>(w0, s0, n0, gx, m0, M, out0);
+  gemv_rows<FMT, K, G>(w1, s1, n1, gx, m0, M, out1);
 }
 
 template <int FMT, int K, int G>
