@@ -454,6 +454,16 @@ for f in "$tmp"/jc/*.o; do head -c 1000 "$f" >"$tmp/jc-part" && cat "$tmp/jc-par
 expect_rc 0 "$LATHE" run tiny --gen 4 --cache-dir "$tmp/jc"
 grep -q "JIT: [1-9][0-9]* kernels compiled" "$tmp/out" && [ "$(head -n 3 "$tmp/out" | tail -n 1)" = "$(cat "$tmp/jc-tokens")" ] ||
   bad "truncated JIT cache entries: $(head -n 3 "$tmp/out") $(cat "$tmp/err")"
+# An entry that loads but holds another kernel (no symbol of the kernel asked for) is
+# dropped and compiled again too: each entry gets the next entry's object.
+jc=("$tmp"/jc/*.o)
+[ ${#jc[@]} -ge 2 ] || bad "expected several JIT cache entries, found ${#jc[@]}"
+cp "${jc[0]}" "$tmp/jc-first"
+for ((i = 0; i + 1 < ${#jc[@]}; i++)); do cp "${jc[i + 1]}" "${jc[i]}"; done
+cp "$tmp/jc-first" "${jc[${#jc[@]} - 1]}"
+expect_rc 0 "$LATHE" run tiny --gen 4 --cache-dir "$tmp/jc"
+grep -q "JIT: [1-9][0-9]* kernels compiled" "$tmp/out" && [ "$(head -n 3 "$tmp/out" | tail -n 1)" = "$(cat "$tmp/jc-tokens")" ] ||
+  bad "JIT cache entries holding other kernels: $(head -n 3 "$tmp/out") $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run tiny --act bf16 --gen 2
 expect_rc 2 "$LATHE" run llama-3-70b --batch 4000 --prompt-tokens 4096 --gen 4096
 grep -qi "memory" "$tmp/err" || bad "KV larger than RAM is not reported: $(cat "$tmp/err")"
