@@ -12,8 +12,8 @@ kernels come from the JIT cache after the first run). Interleaving the binaries 
 shared host's drifting bandwidth from favouring one of them. The old binary must be a
 copy of the `lathe` executable built from the earlier commit: the kernel library is
 compiled into it, and the JIT it loads is the same for both.
-Prints a Markdown table (and writes it to -o): TPOT of each, and old / new (above 1:
-the new binary is faster).
+Prints a Markdown table (and writes it to -o): TPOT of each, and before / after
+(above 1: the new binary is faster).
 """
 import argparse
 import json
@@ -44,7 +44,7 @@ def main():
     formats = [f for f in a.formats.split(",") if f]
     batches = [int(b) for b in a.batches.split(",") if b]
     lines = [
-        f"| weights | batch | old TPOT ms | new TPOT ms | old / new |",
+        "| weights | batch | before: TPOT ms | after: TPOT ms | before / after |",
         "|---|---:|---:|---:|---:|",
     ]
     for fmt in formats:

@@ -165,13 +165,21 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
         seg = 0, n = g;
         while (n >= d.n[seg]) n -= d.n[seg++];
       };
+      int seg, seg1;
+      i64 n, n1;
+      if constexpr (!gemv_two_rows<FMT, K, G>()) {  // a column at a time, in order
+        for (i64 g = b; g < e; ++g) {
+          locate(g, seg, n);
+          gemv_rows<FMT, K, G>(W[seg], S[seg], n, gx, 0, int(M), acc);
+          store(seg, n, acc);
+        }
+        return;
+      }
       // Two columns a pass (they may lie in different weights): column g of the chunk's
       // first half with column g + h of its second, so the weights are read as two
       // sequential streams. Adjacent columns (rows n and n + 1 together) measured up to 3x
       // slower at hidden 512: interleaving two short rows defeats the hardware prefetch.
       const i64 h = (e - b) / 2;
-      int seg, seg1;
-      i64 n, n1;
       for (i64 g = b; g < b + h; ++g) {
         locate(g, seg, n);
         locate(g + h, seg1, n1);

@@ -352,8 +352,8 @@ template <int FMT, int G>
 constexpr bool gemv_unscaled_blocks() {
   return FMT == F32 || FMT == F16 || FMT == BF16 || (FMT == I8 && G == 0);
 }
-// gemv_row_m for two weight rows at once (w0 row n0 and w1 row n1: adjacent columns,
-// or the gate and up rows of a SwiGLU) against the same M activation rows: each
+// gemv_row_m for two weight rows at once (w0 row n0 and w1 row n1: two columns of a
+// GEMV, or the gate and up rows of a SwiGLU) against the same M activation rows: each
 // activation vector loaded meets both rows, 0.75 loads per multiply-add at M = 4
 // instead of 1.25 (the loads, not the FMAs, bounded the one-row loop). 16 accumulators
 // at M = 4: with AVX-512's 32 registers they stay in registers.
@@ -818,15 +818,23 @@ inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& g
   gemv_row<FMT, K, G>(w, s, n, gx.x + m0 * gx.ldx, gx.ldx, M, out);
 }
 
+// Whether gemv_rows2 takes its two rows in one pass: float weights without per-block
+// scales (not on integer dot products), where AVX-512 has the registers for it.
+template <int FMT, int K, int G>
+constexpr bool gemv_two_rows() {
+#ifdef __AVX512F__
+  return !GemvX<FMT, K>::quantized && gemv_unscaled_blocks<FMT, G>();
+#else
+  return false;
+#endif
+}
 // Two weight rows (w0 row n0, w1 row n1) against M activation rows prepared in `gx`:
-// out0[m] and out1[m]. Float weights without per-block scales take both rows in one
-// pass (gemv_row_m2) where AVX-512 has the registers for it; other formats (and the
-// integer dot products) go a row at a time.
+// out0[m] and out1[m]; in one pass (gemv_row_m2) where gemv_two_rows, else a row at a
+// time.
 template <int FMT, int K, int G>
 inline void gemv_rows2(const void* w0, const u16* s0, i64 n0, const void* w1, const u16* s1, i64 n1,
                        const GemvX<FMT, K>& gx, int m0, int M, float* out0, float* out1) {
-#ifdef __AVX512F__
-  if constexpr (!GemvX<FMT, K>::quantized && gemv_unscaled_blocks<FMT, G>()) {
+  if constexpr (gemv_two_rows<FMT, K, G>()) {
     for (int a = 0; a < M; a += 4) {
       const float* x = gx.x + (m0 + a) * gx.ldx;
       switch (M - a < 4 ? M - a : 4) {
@@ -838,7 +846,6 @@ inline void gemv_rows2(const void* w0, const u16* s0, i64 n0, const void* w1, co
     }
     return;
   }
-#endif
   gemv_rows<FMT, K, G>(w0, s0, n0, gx, m0, M, out0);
   gemv_rows<FMT, K, G>(w1, s1, n1, gx, m0, M, out1);
 }

@@ -312,9 +312,11 @@ extern "C" void fgemv_bf16_96(const float* x, int M, int epi, int nw, const long
                               const float* res, float* const* out) {
   runf<lk::BF16, 96>(x, M, epi, nw, n, W, res, out);
 }
-// int8 rows with one scale each, two rows a pass: rows n and n + 1 of w for M = 3.
-extern "C" void i8rows2_96(const float* x, const lk::i8* w, const lk::u16* s, long n, float* o0, float* o1) {
-  lk::gemv_row_m2<lk::I8, 96, 0, 3>(w, s, n, w, s, n + 1, x, 96, o0, o1);
+// int8 rows with one scale each, two rows a pass: row n0 of (w0, s0) and row n1 of
+// (w1, s1) for M = 3.
+extern "C" void i8rows2_96(const float* x, const lk::i8* w0, const lk::u16* s0, long n0, const lk::i8* w1,
+                           const lk::u16* s1, long n1, float* o0, float* o1) {
+  lk::gemv_row_m2<lk::I8, 96, 0, 3>(w0, s0, n0, w1, s1, n1, x, 96, o0, o1);
 }
 )";
 
@@ -378,7 +380,9 @@ TEST_P(FloatGemv, MatchesFloat64AtEveryRowCount) {
     // The residual epilogue adds res with the width of each output; the kernel takes one
     // residual pointer, so only single-weight residual cases are built.
     ASSERT_TRUE(fc.epilogue != lk::EPI_RESIDUAL || nw == 1);
-    fn(x.data(), M, fc.epilogue, nw, fc.n.data(), W.data(), res[0].data(), O.data());
+    std::vector<long> widths = fc.n;  // the harness reads four widths
+    widths.resize(4, 0);
+    fn(x.data(), M, fc.epilogue, nw, widths.data(), W.data(), res[0].data(), O.data());
     auto dot = [&](int i, long col, int m) {
       double r = 0;
       for (int k = 0; k < K; ++k) r += double(wf[size_t(i)][size_t(col) * K + k]) * x[size_t(m) * K + k];
@@ -417,29 +421,36 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(FloatGemv, Int8RowsTwoAPass) {
+  // Two weights of different scales (as a fused QKV pairs rows across weights): a pass
+  // taking row 1 of the first and row 2 of the second.
   const std::string source = std::string(cpu_prelude_text()) + kFloatHarness;
-  using Fn = void (*)(const float*, const lk::i8*, const lk::u16*, long, float*, float*);
+  using Fn = void (*)(const float*, const lk::i8*, const lk::u16*, long, const lk::i8*, const lk::u16*, long, float*,
+                      float*);
   auto fn = reinterpret_cast<Fn>(testing::test_jit().get(source, "i8rows2_96", "qgemm_test"));
   constexpr int K = 96, M = 3, N = 4;
   std::mt19937 rng(96);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(size_t(M) * K), wf(size_t(N) * K);
+  std::vector<float> x(size_t(M) * K);
   for (float& v : x) v = normal(rng);
-  for (float& v : wf) v = normal(rng);
-  std::vector<lk::i8> w(wf.size());
-  std::vector<lk::u16> s(N);
-  for (int n = 0; n < N; ++n) lk::quant_i8(&wf[size_t(n) * K], K, &w[size_t(n) * K], &s[size_t(n)]);
-  for (long n = 0; n + 1 < N; n += 2) {
-    float o0[M], o1[M];
-    fn(x.data(), w.data(), s.data(), n, o0, o1);
-    for (int m = 0; m < M; ++m)
-      for (int j = 0; j < 2; ++j) {
-        double ref = 0;
-        for (int k = 0; k < K; ++k) ref += double(w[size_t(n + j) * K + k]) * x[size_t(m) * K + k];
-        ref *= lk::h2f(s[size_t(n + j)]);
-        EXPECT_NEAR(j ? o1[m] : o0[m], ref, 1e-5 * (1 + std::abs(ref))) << "row " << n + j << " m " << m;
-      }
+  std::vector<lk::i8> w[2];
+  std::vector<lk::u16> s[2];
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> wf(size_t(N) * K);
+    for (float& v : wf) v = normal(rng) * (i ? 10.0f : 0.1f);
+    w[i].resize(wf.size());
+    s[i].resize(N);
+    for (int n = 0; n < N; ++n) lk::quant_i8(&wf[size_t(n) * K], K, &w[i][size_t(n) * K], &s[i][size_t(n)]);
   }
+  const long rows[2] = {1, 2};
+  float o[2][M];
+  fn(x.data(), w[0].data(), s[0].data(), rows[0], w[1].data(), s[1].data(), rows[1], o[0], o[1]);
+  for (int i = 0; i < 2; ++i)
+    for (int m = 0; m < M; ++m) {
+      double ref = 0;
+      for (int k = 0; k < K; ++k) ref += double(w[i][size_t(rows[i]) * K + k]) * x[size_t(m) * K + k];
+      ref *= lk::h2f(s[i][size_t(rows[i])]);
+      EXPECT_NEAR(o[i][m], ref, 1e-5 * (1 + std::abs(ref))) << "weight " << i << " m " << m;
+    }
 }
 
 }  // namespace
