@@ -108,6 +108,7 @@ int summarize_model(const ModelSpec& m, const std::string& src, const std::strin
 int summarize_target(const Target& t, const std::string& src, const std::string& format) {
   DType mat = t.peak_bf16 > 0 ? DType::bf16 : (t.peak_fp16 > 0 ? DType::f16 : DType::f32);
   double ridge = t.matrix_peak_flops(mat) / t.bandwidth_bytes_per_s();
+  for (const std::string& w : check_target(t)) std::cerr << "lathe: warning: " << w << "\n";
   if (format == "json") {
     nlohmann::json j = {{"kind", "hardware"},
                         {"name", t.name},

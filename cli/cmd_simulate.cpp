@@ -1,12 +1,14 @@
 // lathe simulate / lathe whatif: roofline predictions for a plan on one or several
 // targets.
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/plots.h"
 #include "simulator/profile.h"
@@ -131,8 +133,10 @@ Table op_table(const SimResult& r, const std::vector<KernelProfile>& prof) {
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpRow& o = r.ops[i];
     const KernelProfile& k = prof[i];
+    // gen <= 1 runs no decode step: its rows would show a step's time beside no work.
+    if (o.phase == Phase::decode && r.decode.steps == 0) continue;
     const PhaseSummary& ph = o.phase == Phase::prefill ? r.prefill : r.decode;
-    double steps = o.phase == Phase::decode ? std::max(1, r.decode.steps) : 1;
+    double steps = o.phase == Phase::decode ? r.decode.steps : 1;
     t.add({std::string(phase_name(o.phase)), o.kernel, o.name, human_count(o.flops / steps),
            human_bytes(o.bytes / steps), fmt_double(o.bytes > 0 ? o.flops / o.bytes : 0, 1),
            std::string(bound_name(o.bound)), fmt_double(o.step_time_s * 1e3, 4),
@@ -220,13 +224,19 @@ int run_simulate(const SimulateArgs& a) {
   // failure leaves neither behind.
   if (!a.plot.empty() && !a.trace.empty() && same_file_path(a.plot, a.trace))
     throw Error("--plot and --trace name the same file (" + a.trace + "): give two paths");
-  if (!a.plot.empty()) check_output_file(a.plot);
-  if (!a.trace.empty()) check_output_file(a.trace);
+  for (const auto& [flag, out] : {std::pair<const char*, const std::string&>{"--plot", a.plot}, {"--trace", a.trace}}) {
+    if (out.empty()) continue;
+    check_output_file(out);
+    // The model, hardware and plan files this command reads are not outputs.
+    for (const std::string& in : {req.model, target_spec_base(req.hardware), a.plan.plan_file})
+      refuse_input_as_output(out, in, flag);
+  }
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
   hooks.verify_each_pass = false;
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  for (const std::string& w : check_target(p.target)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
   std::string title = p.model.name + " on " + p.target.name + ", batch " + std::to_string(p.workload.batch) +
                       ", prompt " + std::to_string(p.workload.prompt) + ", gen " + std::to_string(p.workload.gen);
@@ -249,7 +259,8 @@ int run_simulate(const SimulateArgs& a) {
   if (a.per_op)
     std::cout << "\nPer kernel (decode rows: one step at the mean context; share of the phase; achieved rates and\n"
                  "utilization over busy time, of the peak the kernel runs at; L2 hit: the rate the model implies)\n"
-              << op_table(p.sim, profile_ops(p.sim, p.lowered.prefill, p.lowered.decode, p.target)).text("  ");
+              << op_table(p.sim, profile_ops(p.sim, p.lowered.prefill, p.lowered.decode, p.target)).text("  ")
+              << (p.sim.decode.steps == 0 ? "  (no decode rows: gen <= 1 runs no decode step)\n" : "");
   if (!a.plot.empty()) std::cout << "\nroofline chart: " << a.plot << "\n";
   if (!a.trace.empty()) std::cout << "trace (open in ui.perfetto.dev or chrome://tracing): " << a.trace << "\n";
   return 0;
@@ -258,8 +269,7 @@ int run_simulate(const SimulateArgs& a) {
 // ---- whatif ----
 struct WhatifArgs {
   std::string model;
-  std::string hw = "a100-80g,h100-sxm,h200";
-  std::string batches = "1", prompts, gens;
+  std::string hw, batches, prompts, gens;  // empty: the plan file's, else the defaults
   PlanFlags plan;
   std::vector<std::string> sets;
   bool ideal = false;
@@ -291,10 +301,16 @@ int run_whatif(const WhatifArgs& a) {
   PlanSpec spec = a.plan.plan_spec();
   std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
   if (model.empty()) throw Error("no MODEL given");
-  std::vector<std::string> hws = split_commas(a.hw, "--hw");
+  // A plan file's hardware and workload stand where the flags are not given.
+  std::error_code ec;  // one TOML whose path holds a comma is one target
+  std::vector<std::string> hws = std::filesystem::is_regular_file(a.hw, ec) ? std::vector<std::string>{a.hw}
+                                 : !a.hw.empty()        ? split_commas(a.hw, "--hw")
+                                 : spec.hardware ? std::vector<std::string>{*spec.hardware}
+                                                 : std::vector<std::string>{"a100-80g", "h100-sxm", "h200"};
   if (hws.empty()) throw Error("--hw: empty list");
   refuse_repeats(hws, hws, "--hw");
-  std::vector<int64_t> batches = int_list(a.batches, "--batch", 1, int64_t(1) << 20);
+  std::vector<int64_t> batches = a.batches.empty() ? std::vector<int64_t>{spec.workload.batch}
+                                                   : int_list(a.batches, "--batch", 1, int64_t(1) << 20);
   std::vector<int64_t> prompts = a.prompts.empty() ? std::vector<int64_t>{spec.workload.prompt}
                                                    : int_list(a.prompts, "--prompt", 1, int64_t(1) << 24);
   std::vector<int64_t> gens =
@@ -317,9 +333,12 @@ int run_whatif(const WhatifArgs& a) {
           cols.push_back(make_plan(req, no_records, false));
         }
   std::set<std::string> warned;
-  for (const Planned& p : cols)
+  for (const Planned& p : cols) {
     for (const std::string& w : check_workload(p.model, p.workload))
       if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
+    for (const std::string& w : check_target(p.target))
+      if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
+  }
   auto label = [&](const Planned& p) {
     std::string l = p.target.name;
     if (batches.size() > 1) l += " b" + std::to_string(p.workload.batch);
@@ -428,8 +447,10 @@ void register_simulate(CLI::App& app, Registry& r) {
   cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when the plan does not fit in memory");
   cmd->add_option("--format", a->format, "text, json or csv (csv: per-kernel rows)")
       ->check(CLI::IsMember({"text", "json", "csv"}));
-  cmd->add_option("--plot", a->plot, "write a roofline chart (SVG)");
-  cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the simulated timeline (JSON)");
+  auto path = CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); },
+                             "PATH");
+  cmd->add_option("--plot", a->plot, "write a roofline chart (SVG)")->check(path);
+  cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the simulated timeline (JSON)")->check(path);
   cmd->callback([&r, a] { r.action = [a] { return run_simulate(*a); }; });
 
   auto w = std::make_shared<WhatifArgs>();
@@ -437,10 +458,10 @@ void register_simulate(CLI::App& app, Registry& r) {
   wi->add_option("MODEL", w->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json");
   wi->add_option("--hw", w->hw,
                  "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2); "
-                 "default a100-80g,h100-sxm,h200");
-  wi->add_option("--batch", w->batches, "comma-separated batch sizes (default 1)");
-  wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default 512)");
-  wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default 128)");
+                 "default: the --plan file's hardware, else a100-80g,h100-sxm,h200");
+  wi->add_option("--batch", w->batches, "comma-separated batch sizes (default: the --plan file's, else 1)");
+  wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default: the --plan file's, else 512)");
+  wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default: the --plan file's, else 128)");
   w->plan.add_to(wi);
   wi->add_option("--set", w->sets, "override a hardware field in every column (repeatable)");
   wi->add_flag("--ideal", w->ideal, "pure roofline");

@@ -169,10 +169,14 @@ bool same_file_path(const std::string& a, const std::string& b) {
   return ea || eb ? a == b : pa == pb;
 }
 
-void refuse_input_as_output(const std::string& out, const std::string& input) {
+void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag) {
   std::error_code ec;  // a built-in name ("tiny") is no file, whatever -o says
-  if (!out.empty() && std::filesystem::exists(input, ec) && same_file_path(out, input))
-    throw Error("-o " + out + ": that is an input of this command (" + input +
+  if (out.empty() || input.empty() || !std::filesystem::exists(input, ec)) return;
+  // A model given as a Hugging Face directory is read through its config.json.
+  const std::string file =
+      std::filesystem::is_directory(input, ec) ? (std::filesystem::path(input) / "config.json").string() : input;
+  if (same_file_path(out, file))
+    throw Error(flag + " " + out + ": that is an input of this command (" + file +
                 "); writing there would replace it. Choose another output path");
 }
 

@@ -36,6 +36,19 @@ std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
   return warn;
 }
 
+std::vector<std::string> check_target(const Target& t) {
+  std::vector<std::string> warn;
+  for (const TargetField& f : target_fields()) {
+    // efficiency.dequant is a relative speed, not a fraction of a peak.
+    if (!f.eff_member || f.key == "efficiency.dequant") continue;
+    const double v = get_field(t, f);
+    if (v > 1)
+      warn.push_back(t.name + ": " + std::string(f.key) + " = " + fmt_double(v, 3) +
+                     " is above 1 (faster than the peak it scales): predictions can beat the roofline floors");
+  }
+  return warn;
+}
+
 namespace {
 std::string fmt_elements(double n) {
   char buf[32];

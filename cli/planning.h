@@ -46,6 +46,10 @@ struct Planned {
 
 // Checks the workload against the model (context) and returns warnings.
 std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w);
+// Warnings about a target's efficiency factors above 1 (accepted up to 1.5, as
+// calibration can fit them where caches carry part of the traffic): predictions with
+// them can beat the roofline floors.
+std::vector<std::string> check_target(const Target& t);
 
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per_op = true);
 

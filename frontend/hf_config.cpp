@@ -361,11 +361,30 @@ bool is_hf_model_path(std::string_view name_or_path) {
   return p.ends_with(".json") && std::filesystem::is_regular_file(p, ec);
 }
 
+// Text for a TOML comment line: control characters (a newline in a config.json string
+// or a path would end the comment and start TOML of the input's making) as \n, \t or
+// \xNN, printable text as it is.
+static std::string comment_text(const std::string& s) {
+  std::string o;
+  for (unsigned char ch : s) {
+    if (ch == '\n') o += "\\n";
+    else if (ch == '\t') o += "\\t";
+    else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      o += buf;
+    } else {
+      o += char(ch);
+    }
+  }
+  return o;
+}
+
 std::string hf_model_to_toml(const HfConfig& c) {
   const ModelSpec& m = c.model;
   std::string o;
-  o += "# Imported by `lathe import-hf` from " + c.source + " (" + c.architecture + ").\n";
-  for (const std::string& n : c.notes) o += "# Note: " + n + "\n";
+  o += "# Imported by `lathe import-hf` from " + comment_text(c.source) + " (" + comment_text(c.architecture) + ").\n";
+  for (const std::string& n : c.notes) o += "# Note: " + comment_text(n) + "\n";
   o += "[model]\n";
   o += "name = " + toml_string(m.name) + "\n";
   o += "description = " + toml_string(m.description) + "\n";

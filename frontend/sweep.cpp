@@ -149,9 +149,18 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
 
 // ---- hardware with overrides ----
 
+size_t target_spec_split(std::string_view spec) {
+  std::error_code ec;
+  auto is_file = [&](std::string_view p) { return std::filesystem::is_regular_file(std::string(p), ec); };
+  if (is_file(spec)) return std::string_view::npos;
+  for (size_t p = spec.rfind('+'); p != std::string_view::npos && p > 0; p = spec.rfind('+', p - 1))
+    if (is_file(spec.substr(0, p))) return p;
+  return spec.find('+');
+}
+
 Target load_target_spec(std::string_view spec_sv, const std::vector<std::string>& sets) {
   std::string spec(spec_sv);
-  size_t plus = spec.find('+');
+  size_t plus = target_spec_split(spec);
   Target t = load_target(spec.substr(0, plus));
   std::string suffix;  // the overrides, in the order applied
   for (const std::string& s : sets) {

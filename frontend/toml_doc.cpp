@@ -180,7 +180,8 @@ std::optional<double> TableReader::get_double(std::string_view key, double min, 
   double d = v->kind == TomlValue::Kind::integer ? double(v->integer) : v->floating;
   if (!std::isfinite(d) || ((d < min || d > max) && !(zero_ok && d == 0))) {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "expected %sa number in [%g, %g], got %g", zero_ok ? "0 or " : "", min, max, d);
+    if (min == max) std::snprintf(buf, sizeof buf, "expected %s%g, got %g", zero_ok ? "0 or " : "", min, d);
+    else std::snprintf(buf, sizeof buf, "expected %sa number in [%g, %g], got %g", zero_ok ? "0 or " : "", min, max, d);
     fail_at(*v, key, buf);
   }
   return d;

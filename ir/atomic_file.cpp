@@ -75,9 +75,24 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     f_ = dup >= 0 ? ::fdopen(dup, "wb") : nullptr;
     if (!f_ && dup >= 0) ::close(dup);
   } else if (d.in_place) {
-    f_ = std::fopen(dest_.c_str(), "ab");  // a device or FIFO
+    // A device or FIFO. Opened without blocking, so a FIFO nobody reads is an error
+    // (ENXIO) instead of a wait for ever; then written blocking, as the reader reads.
+    int fd = ::open(dest_.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENXIO) throw Error(path + ": cannot write (a FIFO that nobody is reading)");
+    if (fd >= 0) {
+      int fl = ::fcntl(fd, F_GETFL);
+      if (fl != -1) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+      f_ = ::fdopen(fd, "ab");
+      if (!f_) ::close(fd);
+    }
   } else {
-    tmp_ = dest_ + ".tmp." + std::to_string(::getpid());
+    // The temporary name beside the file; a short one where the file's name is near the
+    // 255-byte limit of a name.
+    const std::string suffix = ".tmp." + std::to_string(::getpid());
+    fs::path dp(dest_);
+    tmp_ = dp.filename().string().size() + suffix.size() <= 255
+               ? dest_ + suffix
+               : (dp.parent_path() / (".lathe" + suffix)).string();
     f_ = std::fopen(tmp_.c_str(), "wb");
   }
   if (!f_) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");

@@ -164,7 +164,8 @@ std::string target_field_list() {
 
 std::string FieldRange::text() const {
   char range[80];
-  std::snprintf(range, sizeof range, "%s[%g, %g]", zero_ok ? "0 or " : "", lo, hi);
+  if (lo == hi) std::snprintf(range, sizeof range, "%s%g", zero_ok ? "0 or " : "", lo);
+  else std::snprintf(range, sizeof range, "%s[%g, %g]", zero_ok ? "0 or " : "", lo, hi);
   return range;
 }
 
@@ -174,7 +175,8 @@ FieldRange target_field_range(const TargetField& f) {
     return {1e-3, 1.5, true};  // 0: the GEMMs' factor
   if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
-  if (f.member == &Target::nvlink_switch) return {0.0, 1.0};
+  if (f.member == &Target::nvlink_switch || f.member == &Target::unified_memory)
+    return {1.0, 1.0, true};  // a switch: 0 or 1 (0.001 read as on)
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
   // Peaks, bandwidths and capacity: 0 means absent (a format the device lacks, no
   // NVLink); anything else at least 1e-3 of the unit, so that times stay finite.
@@ -208,7 +210,8 @@ std::string apply_override(Target& t, std::string_view assignment) {
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";
   FieldRange r = target_field_range(*f);
   if (!r.contains(v))
-    return "override '" + std::string(assignment) + "': " + std::string(f->key) + " lies in " + r.text();
+    return "override '" + std::string(assignment) + "': " + std::string(f->key) + (r.lo == r.hi ? " is " : " lies in ") +
+           r.text();
   set_field(t, *f, v);
   return "";
 }

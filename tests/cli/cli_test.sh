@@ -245,6 +245,49 @@ if [ -w /dev/full ]; then
 fi
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/stdout
 grep -q traceEvents "$tmp/out" || bad "--trace /dev/stdout did not reach stdout"
+# The command's own inputs are not outputs (a trace over the model TOML replaced it).
+cp "$SRC/specs/models/tiny.toml" "$tmp/own-model.toml"
+expect_rc 2 "$LATHE" simulate "$tmp/own-model.toml" h100-sxm --prompt 8 --gen 4 --trace "$tmp/own-model.toml"
+grep -q -- "--trace .*that is an input of this command" "$tmp/err" || bad "--trace over the model: $(cat "$tmp/err")"
+cmp -s "$tmp/own-model.toml" "$SRC/specs/models/tiny.toml" || bad "--trace replaced the model TOML"
+printf '[plan]\nmodel = "tiny"\nhardware = "l4"\n[plan.workload]\nbatch = 4\nprompt = 16\ngen = 4\n' >"$tmp/l4plan.toml"
+cp "$tmp/l4plan.toml" "$tmp/l4plan.keep"
+expect_rc 2 "$LATHE" simulate --plan "$tmp/l4plan.toml" --plot "$tmp/./l4plan.toml"
+cmp -s "$tmp/l4plan.toml" "$tmp/l4plan.keep" || bad "--plot replaced the plan file"
+# whatif takes a plan file's hardware and batch as simulate does (it used its own defaults).
+expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --format csv
+[ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "l4,4 " ] || bad "whatif --plan: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --hw a100-80g,l4 --batch 2 --format csv
+[ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "a100-80g,2 l4,2 " ] || bad "whatif --plan with flags: $(cat "$tmp/out")"
+# A hardware TOML whose path holds '+' is a path, with or without overrides after it.
+mkdir -p "$tmp/c++"
+"$LATHE" check h100-sxm >/dev/null
+cp "$SRC/specs/hardware/h100-sxm.toml" "$tmp/c++/my+gpu.toml"
+expect_rc 0 "$LATHE" simulate tiny "$tmp/c++/my+gpu.toml" --prompt 8 --gen 4 --format json
+expect_rc 0 "$LATHE" simulate tiny "$tmp/c++/my+gpu.toml+hbm_bandwidth_gbs=x2" --prompt 8 --gen 4 --format json
+python3 -c "import json; assert json.load(open('$tmp/out'))['hardware'].endswith('+hbm_bandwidth_gbs=x2')" ||
+  bad "overrides after a path holding '+': $(head -c 300 "$tmp/out")"
+# Efficiency factors above 1 are accepted (to 1.5) with a warning: they can beat the floors.
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --set efficiency.memory=1.2
+grep -q "efficiency.memory = 1.200 is above 1" "$tmp/err" || bad "no warning for efficiency above 1: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4
+grep -q "above 1" "$tmp/err" && bad "a built-in spec warns: $(cat "$tmp/err")"
+# An empty output path is refused, not ignored.
+expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot ''
+# A FIFO nobody reads is an error, not a wait for ever.
+if mkfifo "$tmp/fifo" 2>/dev/null; then
+  expect_rc 2 timeout 20 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace "$tmp/fifo"
+  grep -q "nobody is reading" "$tmp/err" || bad "FIFO without a reader: $(cat "$tmp/err")"
+fi
+# A file name near the 255-byte limit (the temporary name beside it was longer).
+long=$(printf 'r%.0s' $(seq 1 250)).svg
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/$long"
+[ -s "$tmp/$long" ] || bad "--plot with a 254-byte file name"
+ls -a "$tmp" | grep -q '^\.lathe\.tmp' && bad "a temporary file was left behind"
+# gen <= 1 runs no decode step: --per-op shows no decode rows (they showed a time beside no work).
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 1 --per-op
+awk '/^Per kernel/{k=1} k && /^  decode /' "$tmp/out" | grep -q . && bad "decode rows at gen 1: $(awk '/^Per kernel/{k=1} k' "$tmp/out" | grep '^  decode ' | head -2)"
+grep -q "no decode rows" "$tmp/out" || bad "gen 1 --per-op does not say why decode has no rows"
 
 # ---- compile ----
 expect_rc 0 "$LATHE" compile llama-3-8b a100-80g -o "$tmp/plan" --report
@@ -1101,6 +1144,15 @@ grep -q "that is an input of this command" "$tmp/err" || bad "import-hf over its
 cmp -s "$tmp/hfcopy/config.json" "$HF/tiny-llama/config.json" || bad "import-hf replaced its config.json"
 expect_rc 2 "$LATHE" weights convert "$tmp/hfcopy" -o "$tmp/hfcopy/$(basename "$(ls "$tmp"/hfcopy/*.safetensors | head -1)")"
 grep -q "that is an input of this command" "$tmp/err" || bad "weights convert over its input: $(cat "$tmp/err")"
+# Strings of config.json go into comment lines escaped: a newline in rope_type made TOML.
+python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c['rope_scaling'] = {'rope_type': 'yarn\\n[model.rope_scaling]\\ntype = \"linear\"\\nfactor = 4.0\\n#', 'factor': 2.0}
+json.dump(c, open(sys.argv[2], 'w'))" "$HF/tiny-llama/config.json" "$tmp/inject.json"
+expect_rc 0 "$LATHE" import-hf "$tmp/inject.json" -o "$tmp/inject.toml"
+expect_rc 0 "$LATHE" check "$tmp/inject.toml"
+grep -q "scaling" "$tmp/out" && bad "a config.json string became TOML: $(cat "$tmp/out")"
+grep -q '^# Note: .*yarn\\n\[model.rope_scaling\]' "$tmp/inject.toml" || bad "escaped note: $(head -3 "$tmp/inject.toml")"
 expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name 'my model'
 grep -q -- "--name: contains ' '" "$tmp/err" || bad "import-hf --name with a space: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" check "$HF/tiny-llama"

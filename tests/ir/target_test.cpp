@@ -32,6 +32,11 @@ TEST(Target, OverridesByKey) {
   EXPECT_EQ(apply_override(t, "efficiency.int8_dot_gemv=0"), "");
   EXPECT_EQ(t.eff.int8_dot_gemv, 0);
   EXPECT_NE(apply_override(t, "efficiency.int_dot_gemv=1e-6").find("lies in 0 or [0.001, 1.5]"), std::string::npos);
+  // Switches are 0 or 1: a fraction was read as on.
+  EXPECT_NE(apply_override(t, "nvlink_switch=0.001").find("nvlink_switch is 0 or 1"), std::string::npos);
+  EXPECT_NE(apply_override(t, "unified_memory=7").find("unified_memory is 0 or 1"), std::string::npos);
+  EXPECT_EQ(apply_override(t, "unified_memory=1"), "");
+  EXPECT_EQ(apply_override(t, "nvlink_switch=0"), "");
   // x0.5 on an unset GEMV factor halves the GEMMs' factor it stands for.
   EXPECT_EQ(apply_override(t, "efficiency.int8_dot_gemv=x0.5"), "");
   EXPECT_DOUBLE_EQ(t.eff.int8_dot_gemv, 0.5 * t.eff.int8_dot);
