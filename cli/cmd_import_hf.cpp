@@ -46,8 +46,9 @@ void register_import_hf(CLI::App& app, Registry& r) {
                                      "Qwen2) into a lathe model spec TOML");
   cmd->add_option("CONFIG", a->config, "config.json, or a Hugging Face directory holding one")
       ->required();
-  cmd->add_option("-o,--out", a->out, "write the model TOML here (default: stdout)");
-  cmd->add_option("--name", a->name, "model name (default: from _name_or_path or the directory)");
+  cmd->add_option("-o,--out", a->out, "write the model TOML here (default: stdout)")->check(non_empty());
+  cmd->add_option("--name", a->name, "model name (default: from _name_or_path or the directory)")
+      ->check(non_empty());
   cmd->callback([&r, a] { r.action = [a] { return run_import_hf(*a); }; });
 }
 

@@ -224,6 +224,11 @@ int run_simulate(const SimulateArgs& a) {
   // failure leaves neither behind.
   if (!a.plot.empty() && !a.trace.empty() && same_file_path(a.plot, a.trace))
     throw Error("--plot and --trace name the same file (" + a.trace + "): give two paths");
+  // The trace draws one event per decode step (about 190 bytes): 2^20 steps write ~200 MB.
+  constexpr int64_t kMaxTraceSteps = int64_t(1) << 20;
+  if (!a.trace.empty() && req.workload.gen > kMaxTraceSteps)
+    throw Error("--trace: gen " + std::to_string(req.workload.gen) + " would draw one event per decode step; at most " +
+                std::to_string(kMaxTraceSteps) + " with --trace");
   for (const auto& [flag, out] : {std::pair<const char*, const std::string&>{"--plot", a.plot}, {"--trace", a.trace}}) {
     if (out.empty()) continue;
     check_output_file(out);
@@ -447,10 +452,9 @@ void register_simulate(CLI::App& app, Registry& r) {
   cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when the plan does not fit in memory");
   cmd->add_option("--format", a->format, "text, json or csv (csv: per-kernel rows)")
       ->check(CLI::IsMember({"text", "json", "csv"}));
-  auto path = CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); },
-                             "PATH");
-  cmd->add_option("--plot", a->plot, "write a roofline chart (SVG)")->check(path);
-  cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the simulated timeline (JSON)")->check(path);
+  cmd->add_option("--plot", a->plot, "write a roofline chart (SVG)")->check(non_empty());
+  cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the simulated timeline (JSON)")
+      ->check(non_empty());
   cmd->callback([&r, a] { r.action = [a] { return run_simulate(*a); }; });
 
   auto w = std::make_shared<WhatifArgs>();

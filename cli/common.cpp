@@ -169,6 +169,11 @@ bool same_file_path(const std::string& a, const std::string& b) {
   return ea || eb ? a == b : pa == pb;
 }
 
+CLI::Validator non_empty() {
+  return CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value") : std::string(); },
+                        "NONEMPTY");
+}
+
 void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag) {
   std::error_code ec;  // a built-in name ("tiny") is no file, whatever -o says
   if (out.empty() || input.empty() || !std::filesystem::exists(input, ec)) return;

@@ -91,6 +91,9 @@ void check_output_file(const std::string& path);
 bool same_file_path(const std::string& a, const std::string& b);
 // Refuses an output path that names one of the command's inputs: the input would be
 // replaced (atomically, but replaced) by the output.
+// A CLI11 check refusing an empty value ("--plot ''" was ignored as if not given).
+CLI::Validator non_empty();
+
 void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag = "-o");
 
 using lathe::AtomicFile;  // ir/atomic_file.h

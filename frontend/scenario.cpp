@@ -139,8 +139,8 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   // Alternatives: a stream of `requests` arrivals, or arrivals over `duration_s`.
   if (t.get("duration_s") && t.get("requests") && a.requests > 0)
     r.fail_at(*t.get("requests"), "requests", "give duration_s or requests, not both");
-  x.distribution("prompt", a.prompt);
-  x.distribution("output", a.output);
+  x.distribution("prompt", a.prompt, double(kMaxRequestTokens));
+  x.distribution("output", a.output, double(kMaxRequestTokens));
   if (auto m = x.numbers("priority_mix", 0, kHuge)) {
     double sum = 0;
     for (double v : *m) sum += v;

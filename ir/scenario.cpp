@@ -90,7 +90,9 @@ std::optional<Distribution> parse_unbounded(std::string_view s, std::string* why
 std::optional<Distribution> parse_distribution(std::string_view s, std::string* why, double hi) {
   std::optional<Distribution> d = parse_unbounded(s, why);
   if (d && hi > 0 && (d->a > hi || (d->kind == Distribution::Kind::uniform && d->b > hi))) {
-    if (why) *why = "values above " + num(hi) + " (got '" + std::string(s) + "')";
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%.15g", hi);
+    if (why) *why = std::string("values above ") + bound + " (got '" + std::string(s) + "')";
     return std::nullopt;
   }
   return d;

@@ -23,6 +23,9 @@ struct Distribution {
   double mean() const;
   double min() const;  // the smallest value it can produce (0 for lognormal)
 };
+// The most tokens a request's prompt or output may have (arrival files, scenario
+// files, serve-sim flags; a draw of 1e19 wrapped to a negative count).
+constexpr int64_t kMaxRequestTokens = int64_t(1) << 24;
 // `hi` > 0 bounds the values (V, LO and HI, MEDIAN) at hi.
 std::optional<Distribution> parse_distribution(std::string_view s, std::string* why = nullptr, double hi = 0);
 std::string distribution_name(const Distribution& d);

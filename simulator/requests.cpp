@@ -11,9 +11,6 @@ namespace lathe {
 
 namespace {
 
-// Token counts above this are refused (as in a CSV trace): a draw of 1e19 wrapped to a
-// negative count.
-constexpr int64_t kMaxRequestTokens = int64_t(1) << 24;
 constexpr double kMaxArrivalSeconds = 1e9;  // as --duration
 
 int64_t draw_tokens(Random& rng, const Distribution& d, const char* what) {

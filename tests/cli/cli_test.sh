@@ -272,6 +272,15 @@ expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --set efficiency.
 grep -q "efficiency.memory = 1.200 is above 1" "$tmp/err" || bad "no warning for efficiency above 1: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4
 grep -q "above 1" "$tmp/err" && bad "a built-in spec warns: $(cat "$tmp/err")"
+# A trace draws an event per decode step: a gen of 2^24 ran out of memory after 33 s.
+expect_rc 2 timeout 60 "$LATHE" simulate tiny h100-sxm --prompt 1 --gen 16777216 --trace "$tmp/huge-trace.json"
+grep -q -- "--trace: gen 16777216" "$tmp/err" && [ ! -e "$tmp/huge-trace.json" ] || bad "huge --trace: $(cat "$tmp/err")"
+# A scenario's token distributions are bounded where the file is read (check said OK).
+sed 's/^prompt = .*/prompt = "fixed:1e30"/' "$SRC/specs/scenarios/serve-chat.toml" >"$tmp/huge-prompt.toml"
+grep -q 'fixed:1e30' "$tmp/huge-prompt.toml" || bad "the scenario fixture lost its prompt line"
+expect_rc 2 "$LATHE" check "$tmp/huge-prompt.toml"
+grep -q "huge-prompt.toml:[0-9]*:[0-9]*: .*prompt" "$tmp/err" || bad "huge scenario prompt: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" serve-sim --scenario serve-chat --prompt fixed:1e30
 # An empty output path is refused, not ignored.
 expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot ''
 # A FIFO nobody reads is an error, not a wait for ever.
@@ -1155,6 +1164,8 @@ grep -q "scaling" "$tmp/out" && bad "a config.json string became TOML: $(cat "$t
 grep -q '^# Note: .*yarn\\n\[model.rope_scaling\]' "$tmp/inject.toml" || bad "escaped note: $(head -3 "$tmp/inject.toml")"
 expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name 'my model'
 grep -q -- "--name: contains ' '" "$tmp/err" || bad "import-hf --name with a space: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name ''
+expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" -o ''
 expect_rc 0 "$LATHE" check "$HF/tiny-llama"
 grep -q "tiny-llama" "$tmp/out" || bad "check HF dir: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" check "$HF/tiny-mixtral/config.json" --format json
