@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -87,12 +88,13 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     }
   } else {
     // The temporary name beside the file; a short one where the file's name is near the
-    // 255-byte limit of a name.
+    // 255-byte limit of a name (numbered: two such files of one process in one directory).
+    static std::atomic<int> short_names{0};
     const std::string suffix = ".tmp." + std::to_string(::getpid());
     fs::path dp(dest_);
     tmp_ = dp.filename().string().size() + suffix.size() <= 255
                ? dest_ + suffix
-               : (dp.parent_path() / (".lathe" + suffix)).string();
+               : (dp.parent_path() / (".lathe" + suffix + "." + std::to_string(short_names++))).string();
     f_ = std::fopen(tmp_.c_str(), "wb");
   }
   if (!f_) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");

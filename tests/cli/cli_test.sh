@@ -290,8 +290,11 @@ if mkfifo "$tmp/fifo" 2>/dev/null; then
 fi
 # A file name near the 255-byte limit (the temporary name beside it was longer).
 long=$(printf 'r%.0s' $(seq 1 250)).svg
-expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/$long"
+long2=$(printf 't%.0s' $(seq 1 250)).json
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/$long" --trace "$tmp/$long2"
 [ -s "$tmp/$long" ] || bad "--plot with a 254-byte file name"
+python3 -c "import json,sys; json.load(open(sys.argv[1]))['traceEvents']" "$tmp/$long2" ||
+  bad "--trace with a 255-byte file name beside a long --plot name: $(head -c 200 "$tmp/$long2")"
 ls -a "$tmp" | grep -q '^\.lathe\.tmp' && bad "a temporary file was left behind"
 # gen <= 1 runs no decode step: --per-op shows no decode rows (they showed a time beside no work).
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 1 --per-op
