@@ -10,6 +10,7 @@
 #include "cli/scenario_args.h"
 #include "ir/assert.h"
 #include "simulator/serve.h"
+#include "frontend/sweep.h"
 #include "simulator/serve_trace.h"
 
 namespace lathe::cli {
@@ -306,6 +307,13 @@ int run_serve(const ServeArgs& a) {
   apply_flags(a, probe);
   ScenarioSpec& s = probe;
   validate_serve_options(s.serve);
+  if (!a.trace.empty()) {  // checked before the simulation; never a file this command reads
+    check_output_file(a.trace);
+    for (const auto& [folder, in] : {std::pair<std::string_view, std::string>{"scenarios", a.common.scenario},
+                                     {"models", req.model}, {"hardware", target_spec_base(req.hardware)},
+                                     {"plans", a.common.plan.plan_file}, {"", s.arrivals_csv.value_or("")}})
+      if (folder.empty() || !is_builtin_name(folder, in)) refuse_input_as_output(a.trace, in, "--trace");
+  }
   std::vector<Request> reqs = s.arrivals_csv
                                   ? parse_trace_csv(read_file(*s.arrivals_csv, uint64_t(4) << 30), *s.arrivals_csv)
                                   : generate_requests(s.arrivals);
@@ -405,7 +413,8 @@ void register_serve(CLI::App& app, Registry& r) {
   cmd->add_option("--slo-tpot", a->slo_tpot_ms, "TPOT SLO in ms for goodput (0 = none)")
       ->check(number_in(0.0, 1e9));
   cmd->add_option("--trace", a->trace,
-                  "write a Perfetto timeline (JSON): one track per batch slot, the first 20,000 steps");
+                  "write a Perfetto timeline (JSON): one track per batch slot, the first 20,000 steps")
+      ->check(non_empty());
   cmd->callback([&r, a] { r.action = [a] { return run_serve(*a); }; });
 }
 

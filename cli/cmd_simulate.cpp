@@ -229,26 +229,33 @@ int run_simulate(const SimulateArgs& a) {
   if (!a.trace.empty() && req.workload.gen > kMaxTraceSteps)
     throw Error("--trace: gen " + std::to_string(req.workload.gen) + " would draw one event per decode step; at most " +
                 std::to_string(kMaxTraceSteps) + " with --trace");
+  // The model, hardware and plan files this command reads are not outputs (a built-in
+  // name is read from the library, whatever a file of that name holds).
+  std::vector<std::string> inputs;
+  if (!is_builtin_name("models", req.model)) inputs.push_back(req.model);
+  if (const std::string hw = target_spec_base(req.hardware); !is_builtin_name("hardware", hw)) inputs.push_back(hw);
+  if (!is_builtin_name("plans", a.plan.plan_file)) inputs.push_back(a.plan.plan_file);
   for (const auto& [flag, out] : {std::pair<const char*, const std::string&>{"--plot", a.plot}, {"--trace", a.trace}}) {
     if (out.empty()) continue;
     check_output_file(out);
-    // The model, hardware and plan files this command reads are not outputs.
-    for (const std::string& in : {req.model, target_spec_base(req.hardware), a.plan.plan_file})
-      refuse_input_as_output(out, in, flag);
+    for (const std::string& in : inputs) refuse_input_as_output(out, in, flag);
   }
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
   hooks.verify_each_pass = false;
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
-  for (const std::string& w : check_target(p.target)) std::cerr << "lathe: warning: " << w << "\n";
+  if (!a.ideal)  // --ideal uses no efficiency factor
+    for (const std::string& w : check_target(p.target)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits && !a.allow_oom) throw Error(oom_message(p) + " (--allow-oom prints the figures anyway)");
   std::string title = p.model.name + " on " + p.target.name + ", batch " + std::to_string(p.workload.batch) +
                       ", prompt " + std::to_string(p.workload.prompt) + ", gen " + std::to_string(p.workload.gen);
   {
-    std::optional<AtomicFile> plot, trace;
-    if (!a.plot.empty()) plot.emplace(a.plot), plot->write(roofline_svg(p.sim, p.target, title));
-    if (!a.trace.empty()) trace.emplace(a.trace), trace->write(trace_json(p.sim, title));
+    std::optional<AtomicFile> plot, trace;  // both opened before either is written
+    if (!a.plot.empty()) plot.emplace(a.plot);
+    if (!a.trace.empty()) trace.emplace(a.trace);
+    if (plot) plot->write(roofline_svg(p.sim, p.target, title));
+    if (trace) trace->write(trace_json(p.sim, title));
     if (plot) plot->commit();
     if (trace) trace->commit();
   }
@@ -341,8 +348,9 @@ int run_whatif(const WhatifArgs& a) {
   for (const Planned& p : cols) {
     for (const std::string& w : check_workload(p.model, p.workload))
       if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
-    for (const std::string& w : check_target(p.target))
-      if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
+    if (!a.ideal)
+      for (const std::string& w : check_target(p.target))
+        if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
   }
   auto label = [&](const Planned& p) {
     std::string l = p.target.name;
@@ -462,10 +470,14 @@ void register_simulate(CLI::App& app, Registry& r) {
   wi->add_option("MODEL", w->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json");
   wi->add_option("--hw", w->hw,
                  "comma-separated targets; NAME+key=value adds overrides (a100-80g+hbm_bandwidth_gbs=x2); "
-                 "default: the --plan file's hardware, else a100-80g,h100-sxm,h200");
-  wi->add_option("--batch", w->batches, "comma-separated batch sizes (default: the --plan file's, else 1)");
-  wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default: the --plan file's, else 512)");
-  wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default: the --plan file's, else 128)");
+                 "default: the --plan file's hardware, else a100-80g,h100-sxm,h200")
+      ->check(non_empty());
+  wi->add_option("--batch", w->batches, "comma-separated batch sizes (default: the --plan file's, else 1)")
+      ->check(non_empty());
+  wi->add_option("--prompt", w->prompts, "comma-separated prompt lengths (default: the --plan file's, else 512)")
+      ->check(non_empty());
+  wi->add_option("--gen", w->gens, "comma-separated generated-token counts (default: the --plan file's, else 128)")
+      ->check(non_empty());
   w->plan.add_to(wi);
   wi->add_option("--set", w->sets, "override a hardware field in every column (repeatable)");
   wi->add_flag("--ideal", w->ideal, "pure roofline");

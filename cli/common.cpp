@@ -174,6 +174,12 @@ CLI::Validator non_empty() {
                         "NONEMPTY");
 }
 
+bool is_builtin_name(std::string_view folder, const std::string& name) {
+  for (const std::string& b : builtin_names(folder))
+    if (b == name) return true;
+  return false;
+}
+
 void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag) {
   std::error_code ec;  // a built-in name ("tiny") is no file, whatever -o says
   if (out.empty() || input.empty() || !std::filesystem::exists(input, ec)) return;

@@ -94,6 +94,10 @@ bool same_file_path(const std::string& a, const std::string& b);
 // A CLI11 check refusing an empty value ("--plot ''" was ignored as if not given).
 CLI::Validator non_empty();
 
+// Whether `name` is a built-in spec of `folder` ("models", "hardware", "plans",
+// "scenarios"): commands read the built-in, never a file of that name.
+bool is_builtin_name(std::string_view folder, const std::string& name);
+
 void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag = "-o");
 
 using lathe::AtomicFile;  // ir/atomic_file.h

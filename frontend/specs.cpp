@@ -408,13 +408,21 @@ std::vector<std::string> builtin_names(std::string_view folder) {
 
 std::string resolve_spec_reference(const std::string& ref, std::string_view source) {
   namespace fs = std::filesystem;
-  size_t plus = ref.find('+');
-  std::string path = ref.substr(0, plus), rest = plus == std::string::npos ? "" : ref.substr(plus);
-  fs::path p(path), dir = fs::path(std::string(source)).parent_path();
-  if (!looks_like_path(path) || p.is_absolute() || dir.empty() || source.starts_with("<built-in>")) return ref;
+  fs::path dir = fs::path(std::string(source)).parent_path();
+  if (dir.empty() || source.starts_with("<built-in>")) return ref;
+  // The path ends where "+key=value" overrides begin: the whole reference, else the
+  // longest prefix before a '+' that is a file beside the spec (a path may hold '+'),
+  // else the first '+'.
   std::error_code ec;
-  fs::path beside = dir / p;
-  return fs::exists(beside, ec) ? beside.string() + rest : ref;
+  std::vector<size_t> ends = {ref.size()};
+  for (size_t p = ref.rfind('+'); p != std::string::npos && p > 0; p = ref.rfind('+', p - 1)) ends.push_back(p);
+  for (size_t end : ends) {
+    const std::string path = ref.substr(0, end);
+    const fs::path p(path);
+    if (!looks_like_path(path) || p.is_absolute()) continue;
+    if (fs::exists(dir / p, ec)) return (dir / p).string() + ref.substr(end);
+  }
+  return ref;
 }
 
 bool looks_like_path(std::string_view arg) {

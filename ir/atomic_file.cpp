@@ -79,7 +79,11 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     // A device or FIFO. Opened without blocking, so a FIFO nobody reads is an error
     // (ENXIO) instead of a wait for ever; then written blocking, as the reader reads.
     int fd = ::open(dest_.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ENXIO) throw Error(path + ": cannot write (a FIFO that nobody is reading)");
+    const int err = errno;
+    std::error_code ec;
+    if (fd < 0 && err == ENXIO && fs::is_fifo(dest_, ec))
+      throw Error(path + ": cannot write (a FIFO that nobody is reading)");
+    errno = err;
     if (fd >= 0) {
       int fl = ::fcntl(fd, F_GETFL);
       if (fl != -1) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -92,6 +96,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     static std::atomic<int> short_names{0};
     const std::string suffix = ".tmp." + std::to_string(::getpid());
     fs::path dp(dest_);
+    // Refused here, before any work, rather than at the rename after it.
+    if (dp.filename().string().size() > 255) throw Error(path + ": cannot write (File name too long)");
     tmp_ = dp.filename().string().size() + suffix.size() <= 255
                ? dest_ + suffix
                : (dp.parent_path() / (".lathe" + suffix + "." + std::to_string(short_names++))).string();

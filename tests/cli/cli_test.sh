@@ -253,25 +253,59 @@ cmp -s "$tmp/own-model.toml" "$SRC/specs/models/tiny.toml" || bad "--trace repla
 printf '[plan]\nmodel = "tiny"\nhardware = "l4"\n[plan.workload]\nbatch = 4\nprompt = 16\ngen = 4\n' >"$tmp/l4plan.toml"
 cp "$tmp/l4plan.toml" "$tmp/l4plan.keep"
 expect_rc 2 "$LATHE" simulate --plan "$tmp/l4plan.toml" --plot "$tmp/./l4plan.toml"
+grep -q -- "--plot .*that is an input of this command" "$tmp/err" || bad "--plot over the plan: $(cat "$tmp/err")"
 cmp -s "$tmp/l4plan.toml" "$tmp/l4plan.keep" || bad "--plot replaced the plan file"
+# A built-in name is read from the library, so a file of that name may be written again.
+lathe_abs=$(realpath "$LATHE")
+(cd "$tmp" && "$lathe_abs" simulate tiny h100-sxm --prompt 8 --gen 4 --plot tiny >/dev/null &&
+  "$lathe_abs" simulate tiny h100-sxm --prompt 8 --gen 4 --plot tiny >/dev/null) || bad "--plot named like a built-in model, run twice"
+# serve-sim's --trace is checked the same way, before the simulation.
+cp "$SRC/specs/scenarios/serve-chat.toml" "$tmp/own-scenario.toml"
+expect_rc 2 "$LATHE" serve-sim --scenario "$tmp/own-scenario.toml" --requests 5 --trace "$tmp/own-scenario.toml"
+grep -q -- "--trace .*that is an input of this command" "$tmp/err" || bad "serve-sim --trace over its scenario: $(cat "$tmp/err")"
+cmp -s "$tmp/own-scenario.toml" "$SRC/specs/scenarios/serve-chat.toml" || bad "serve-sim --trace replaced the scenario"
+expect_rc 2 "$LATHE" serve-sim --scenario serve-chat --requests 5 --trace ''
+grep -q -- "--trace: an empty value" "$tmp/err" || bad "serve-sim --trace '': $(cat "$tmp/err")"
 # whatif takes a plan file's hardware and batch as simulate does (it used its own defaults).
 expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --format csv
 [ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "l4,4 " ] || bad "whatif --plan: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --hw a100-80g,l4 --batch 2 --format csv
 [ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "a100-80g,2 l4,2 " ] || bad "whatif --plan with flags: $(cat "$tmp/out")"
+expect_rc 2 "$LATHE" whatif tiny --hw ''
+grep -q -- "--hw: an empty value" "$tmp/err" || bad "whatif --hw '': $(cat "$tmp/err")"
 # A hardware TOML whose path holds '+' is a path, with or without overrides after it.
 mkdir -p "$tmp/c++"
-"$LATHE" check h100-sxm >/dev/null
 cp "$SRC/specs/hardware/h100-sxm.toml" "$tmp/c++/my+gpu.toml"
 expect_rc 0 "$LATHE" simulate tiny "$tmp/c++/my+gpu.toml" --prompt 8 --gen 4 --format json
+cp "$tmp/out" "$tmp/plus-plain.json"
 expect_rc 0 "$LATHE" simulate tiny "$tmp/c++/my+gpu.toml+hbm_bandwidth_gbs=x2" --prompt 8 --gen 4 --format json
-python3 -c "import json; assert json.load(open('$tmp/out'))['hardware'].endswith('+hbm_bandwidth_gbs=x2')" ||
+python3 -c "
+import json; a = json.load(open('$tmp/plus-plain.json')); b = json.load(open('$tmp/out'))
+assert b['hardware'].endswith('+hbm_bandwidth_gbs=x2') and b['tpot_ms'] < a['tpot_ms'], (a['tpot_ms'], b['tpot_ms'])" ||
   bad "overrides after a path holding '+': $(head -c 300 "$tmp/out")"
+expect_rc 2 "$LATHE" simulate tiny "$tmp/c++/no+gpu.toml" --prompt 8 --gen 4
+grep -q "no+gpu.toml: no such file" "$tmp/err" || bad "a missing path holding '+': $(cat "$tmp/err")"
+# ... and so it is in a plan file, beside the plan, run from elsewhere.
+printf '[plan]\nmodel = "tiny"\nhardware = "my+gpu.toml+hbm_bandwidth_gbs=x2"\n[plan.workload]\nprompt = 8\ngen = 4\n' >"$tmp/c++/plan.toml"
+expect_rc 0 "$LATHE" simulate --plan "$tmp/c++/plan.toml" --format json
+python3 -c "import json; assert json.load(open('$tmp/out'))['hardware'].endswith('+hbm_bandwidth_gbs=x2')" ||
+  bad "a plan's hardware path holding '+': $(head -c 300 "$tmp/out") $(cat "$tmp/err")"
+# whatif --hw: one existing file whose name holds a comma is one target.
+cp "$SRC/specs/hardware/l4.toml" "$tmp/a,b.toml"
+expect_rc 0 "$LATHE" whatif tiny --hw "$tmp/a,b.toml" --prompt 8 --gen 4 --format csv
+[ "$(tail -n +2 "$tmp/out" | wc -l)" = 1 ] || bad "whatif --hw with a comma in the file name: $(cat "$tmp/out")"
+# Switches are 0 or 1 in a hardware TOML too (0.001 was read as on).
+sed 's/^nvlink_switch = .*/nvlink_switch = 0.001/' "$SRC/specs/hardware/h100-sxm.toml" >"$tmp/nvsw.toml"
+grep -q '^nvlink_switch = 0.001' "$tmp/nvsw.toml" || bad "h100-sxm.toml has no nvlink_switch line to edit"
+expect_rc 2 "$LATHE" check "$tmp/nvsw.toml"
+grep -q "nvlink_switch: expected 0 or 1, got 0.001" "$tmp/err" || bad "nvlink_switch 0.001: $(cat "$tmp/err")"
 # Efficiency factors above 1 are accepted (to 1.5) with a warning: they can beat the floors.
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --set efficiency.memory=1.2
 grep -q "efficiency.memory = 1.200 is above 1" "$tmp/err" || bad "no warning for efficiency above 1: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4
 grep -q "above 1" "$tmp/err" && bad "a built-in spec warns: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --set efficiency.memory=1.2 --ideal
+grep -q "above 1" "$tmp/err" && bad "--ideal (no efficiency factors) warns about one: $(cat "$tmp/err")"
 # A trace draws an event per decode step: a gen of 2^24 ran out of memory after 33 s.
 expect_rc 2 timeout 60 "$LATHE" simulate tiny h100-sxm --prompt 1 --gen 16777216 --trace "$tmp/huge-trace.json"
 grep -q -- "--trace: gen 16777216" "$tmp/err" && [ ! -e "$tmp/huge-trace.json" ] || bad "huge --trace: $(cat "$tmp/err")"
@@ -281,8 +315,10 @@ grep -q 'fixed:1e30' "$tmp/huge-prompt.toml" || bad "the scenario fixture lost i
 expect_rc 2 "$LATHE" check "$tmp/huge-prompt.toml"
 grep -q "huge-prompt.toml:[0-9]*:[0-9]*: .*prompt" "$tmp/err" || bad "huge scenario prompt: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" serve-sim --scenario serve-chat --prompt fixed:1e30
+grep -q -- "--prompt: values above 16777216" "$tmp/err" || bad "serve-sim --prompt fixed:1e30: $(cat "$tmp/err")"
 # An empty output path is refused, not ignored.
 expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot ''
+grep -q -- "--plot: an empty value" "$tmp/err" || bad "--plot '': $(cat "$tmp/err")"
 # A FIFO nobody reads is an error, not a wait for ever.
 if mkfifo "$tmp/fifo" 2>/dev/null; then
   expect_rc 2 timeout 20 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace "$tmp/fifo"
@@ -295,6 +331,9 @@ expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/$lon
 [ -s "$tmp/$long" ] || bad "--plot with a 254-byte file name"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))['traceEvents']" "$tmp/$long2" ||
   bad "--trace with a 255-byte file name beside a long --plot name: $(head -c 200 "$tmp/$long2")"
+# A name over 255 bytes is refused before the simulation, and the other file is not written.
+expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/ok-beside.svg" --trace "$tmp/$(printf 'u%.0s' $(seq 1 300)).json"
+grep -q "File name too long" "$tmp/err" && [ ! -e "$tmp/ok-beside.svg" ] || bad "a 305-byte --trace name: $(cat "$tmp/err")"
 ls -a "$tmp" | grep -q '^\.lathe\.tmp' && bad "a temporary file was left behind"
 # gen <= 1 runs no decode step: --per-op shows no decode rows (they showed a time beside no work).
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 1 --per-op
@@ -510,7 +549,8 @@ expect_rc 0 "$LATHE" run tiny --gen 4 --cache-dir "$tmp/jc"
 grep -q "JIT: [1-9][0-9]* kernels compiled" "$tmp/out" && [ "$(head -n 3 "$tmp/out" | tail -n 1)" = "$(cat "$tmp/jc-tokens")" ] ||
   bad "truncated JIT cache entries: $(head -n 3 "$tmp/out") $(cat "$tmp/err")"
 # An entry that loads but holds another kernel (no symbol of the kernel asked for) is
-# dropped and compiled again too: each entry gets the next entry's object.
+# dropped and compiled again too: each entry gets the next entry's object. (Entries read
+# after the kernel they hold was loaded fail to load instead: a duplicate definition.)
 jc=("$tmp"/jc/*.o)
 [ ${#jc[@]} -ge 2 ] || bad "expected several JIT cache entries, found ${#jc[@]}"
 cp "${jc[0]}" "$tmp/jc-first"
@@ -1168,7 +1208,9 @@ grep -q '^# Note: .*yarn\\n\[model.rope_scaling\]' "$tmp/inject.toml" || bad "es
 expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name 'my model'
 grep -q -- "--name: contains ' '" "$tmp/err" || bad "import-hf --name with a space: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" --name ''
+grep -q -- "--name: an empty value" "$tmp/err" || bad "import-hf --name '': $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" import-hf "$HF/tiny-llama" -o ''
+grep -q -- "--out: an empty value" "$tmp/err" || bad "import-hf -o '': $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" check "$HF/tiny-llama"
 grep -q "tiny-llama" "$tmp/out" || bad "check HF dir: $(cat "$tmp/out")"
 expect_rc 0 "$LATHE" check "$HF/tiny-mixtral/config.json" --format json
