@@ -188,7 +188,7 @@ void refuse_input_as_output(const std::string& out, const std::string& input, co
       std::filesystem::is_directory(input, ec) ? (std::filesystem::path(input) / "config.json").string() : input;
   if (same_file_path(out, file))
     throw Error(flag + " " + out + ": that is an input of this command (" + file +
-                "); writing there would replace it. Choose another output path");
+                "); writing there would overwrite it. Choose another output path");
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -361,10 +361,9 @@ bool is_hf_model_path(std::string_view name_or_path) {
   return p.ends_with(".json") && std::filesystem::is_regular_file(p, ec);
 }
 
-// Text for a TOML comment line: control characters (a newline in a config.json string
-// or a path would end the comment and start TOML of the input's making) as \n, \t or
-// \xNN, printable text as it is.
-static std::string comment_text(const std::string& s) {
+// A newline in a config.json string or a path would end a comment line and start TOML
+// of the input's making.
+std::string escape_control_chars(const std::string& s) {
   std::string o;
   for (unsigned char ch : s) {
     if (ch == '\n') o += "\\n";
@@ -383,8 +382,8 @@ static std::string comment_text(const std::string& s) {
 std::string hf_model_to_toml(const HfConfig& c) {
   const ModelSpec& m = c.model;
   std::string o;
-  o += "# Imported by `lathe import-hf` from " + comment_text(c.source) + " (" + comment_text(c.architecture) + ").\n";
-  for (const std::string& n : c.notes) o += "# Note: " + comment_text(n) + "\n";
+  o += "# Imported by `lathe import-hf` from " + escape_control_chars(c.source) + " (" + escape_control_chars(c.architecture) + ").\n";
+  for (const std::string& n : c.notes) o += "# Note: " + escape_control_chars(n) + "\n";
   o += "[model]\n";
   o += "name = " + toml_string(m.name) + "\n";
   o += "description = " + toml_string(m.description) + "\n";

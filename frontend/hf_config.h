@@ -44,5 +44,8 @@ bool is_hf_model_path(std::string_view name_or_path);
 // A model spec TOML that parse_model_toml reads back to `c.model`, with the source
 // and the notes as comments.
 std::string hf_model_to_toml(const HfConfig& c);
+// `s` with control characters (newlines, escapes from a config.json string) written as
+// \n, \t or \xNN: for TOML comment lines and terminal warnings.
+std::string escape_control_chars(const std::string& s);
 
 }  // namespace lathe

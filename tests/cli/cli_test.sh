@@ -1202,6 +1202,8 @@ import json, sys
 c = json.load(open(sys.argv[1])); c['rope_scaling'] = {'rope_type': 'yarn\\n[model.rope_scaling]\\ntype = \"linear\"\\nfactor = 4.0\\n#', 'factor': 2.0}
 json.dump(c, open(sys.argv[2], 'w'))" "$HF/tiny-llama/config.json" "$tmp/inject.json"
 expect_rc 0 "$LATHE" import-hf "$tmp/inject.json" -o "$tmp/inject.toml"
+[ "$(grep -c . "$tmp/err")" = 1 ] && grep -q 'yarn\\n\[model.rope_scaling\]' "$tmp/err" ||
+  bad "import-hf warning with raw control characters: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" check "$tmp/inject.toml"
 grep -q "scaling" "$tmp/out" && bad "a config.json string became TOML: $(cat "$tmp/out")"
 grep -q '^# Note: .*yarn\\n\[model.rope_scaling\]' "$tmp/inject.toml" || bad "escaped note: $(head -3 "$tmp/inject.toml")"
