@@ -1,6 +1,8 @@
 #include "frontend/specs.h"
 
+
 #include <algorithm>
+#include <tuple>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include "frontend/embedded_specs.h"
 #include "frontend/hf_config.h"
 #include "frontend/plan_keys.h"
+#include "frontend/sweep.h"
 #include "frontend/toml_doc.h"
 #include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
@@ -293,6 +296,20 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   p.hardware = r.get_string("hardware");
   if (p.model) p.model = resolve_spec_reference(*p.model, source);
   if (p.hardware) p.hardware = resolve_spec_reference(*p.hardware, source);
+  // A path that is no file is named here, with the plan's line (the command that loads
+  // it later knows neither).
+  for (const auto& [key, folder, ref] : {std::tuple<std::string_view, std::string_view, const std::optional<std::string>&>{
+                                             "model", "models", p.model},
+                                         {"hardware", "hardware", p.hardware}}) {
+    if (!ref) continue;
+    const std::string path = key == "hardware" ? target_spec_base(*ref) : *ref;
+    const std::vector<std::string> builtins = builtin_names(folder);
+    std::error_code ec;
+    if (looks_like_path(path) && std::find(builtins.begin(), builtins.end(), path) == builtins.end() &&
+        !std::filesystem::exists(path, ec))
+      r.fail_at(*t.get(key), key,
+                "no such file: " + path + " (a relative path is read beside the plan file, else from the working directory)");
+  }
   read_plan_options(r, t, p.options);
   if (const TomlValue* w = r.get_table("workload")) {
     TableReader wr(*w, "plan.workload", source);

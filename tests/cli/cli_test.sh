@@ -266,6 +266,11 @@ grep -q -- "--trace .*that is an input of this command" "$tmp/err" || bad "serve
 cmp -s "$tmp/own-scenario.toml" "$SRC/specs/scenarios/serve-chat.toml" || bad "serve-sim --trace replaced the scenario"
 expect_rc 2 "$LATHE" serve-sim --scenario serve-chat --requests 5 --trace ''
 grep -q -- "--trace: an empty value" "$tmp/err" || bad "serve-sim --trace '': $(cat "$tmp/err")"
+# A plan naming a model file that does not exist is reported at the plan's line.
+printf '[plan]\nmodel = "no-such-model.toml"\nhardware = "l4"\n' >"$tmp/missing-model-plan.toml"
+expect_rc 2 "$LATHE" simulate --plan "$tmp/missing-model-plan.toml"
+grep -q "missing-model-plan.toml:2:[0-9]*: plan.model: no such file: no-such-model.toml" "$tmp/err" ||
+  bad "a plan's missing model file: $(cat "$tmp/err")"
 # whatif takes a plan file's hardware and batch as simulate does (it used its own defaults).
 expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --format csv
 [ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "l4,4 " ] || bad "whatif --plan: $(cat "$tmp/out")"
