@@ -9,4 +9,10 @@ namespace lathe {
 
 void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o);
 
+// A model or hardware reference (`folder` "models" or "hardware"; resolved beside the
+// spec file) that is a path but no file fails here at `at`, the value's line: the
+// command that loads it later knows neither the spec file nor the line.
+void check_spec_reference(const TableReader& r, const TomlValue& at, std::string_view key, std::string_view folder,
+                          const std::string& ref);
+
 }  // namespace lathe

@@ -318,6 +318,8 @@ ScenarioSpec parse_scenario_toml(std::string_view text, std::string_view source_
   s.hardware = r.get_string("hardware");
   if (s.model) s.model = resolve_spec_reference(*s.model, source);
   if (s.hardware) s.hardware = resolve_spec_reference(*s.hardware, source);
+  if (s.model) check_spec_reference(r, *t.get("model"), "model", "models", *s.model);
+  if (s.hardware) check_spec_reference(r, *t.get("hardware"), "hardware", "hardware", *s.hardware);
   read_plan_options(r, t, s.options);
   // Only the table of the scenario's own kind (and arrivals for serve) may appear.
   for (const char* name : tables) {

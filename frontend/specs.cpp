@@ -2,7 +2,6 @@
 
 
 #include <algorithm>
-#include <tuple>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -238,6 +237,17 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   return tg;
 }
 
+void check_spec_reference(const TableReader& r, const TomlValue& at, std::string_view key, std::string_view folder,
+                          const std::string& ref) {
+  const std::string path = folder == "hardware" ? target_spec_base(ref) : ref;
+  const std::vector<std::string> builtins = builtin_names(folder);
+  std::error_code ec;
+  if (looks_like_path(path) && std::find(builtins.begin(), builtins.end(), path) == builtins.end() &&
+      !std::filesystem::exists(path, ec))
+    r.fail_at(at, key,
+              "no such file: " + path + " (a relative path is read beside this file, else from the working directory)");
+}
+
 void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
   std::string why;
   if (auto w = r.get_string("weights")) {
@@ -296,20 +306,8 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   p.hardware = r.get_string("hardware");
   if (p.model) p.model = resolve_spec_reference(*p.model, source);
   if (p.hardware) p.hardware = resolve_spec_reference(*p.hardware, source);
-  // A path that is no file is named here, with the plan's line (the command that loads
-  // it later knows neither).
-  for (const auto& [key, folder, ref] : {std::tuple<std::string_view, std::string_view, const std::optional<std::string>&>{
-                                             "model", "models", p.model},
-                                         {"hardware", "hardware", p.hardware}}) {
-    if (!ref) continue;
-    const std::string path = key == "hardware" ? target_spec_base(*ref) : *ref;
-    const std::vector<std::string> builtins = builtin_names(folder);
-    std::error_code ec;
-    if (looks_like_path(path) && std::find(builtins.begin(), builtins.end(), path) == builtins.end() &&
-        !std::filesystem::exists(path, ec))
-      r.fail_at(*t.get(key), key,
-                "no such file: " + path + " (a relative path is read beside the plan file, else from the working directory)");
-  }
+  if (p.model) check_spec_reference(r, *t.get("model"), "model", "models", *p.model);
+  if (p.hardware) check_spec_reference(r, *t.get("hardware"), "hardware", "hardware", *p.hardware);
   read_plan_options(r, t, p.options);
   if (const TomlValue* w = r.get_table("workload")) {
     TableReader wr(*w, "plan.workload", source);

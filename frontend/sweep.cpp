@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "frontend/plan_keys.h"
 #include "frontend/specs.h"
 #include "frontend/toml_doc.h"
 #include "ir/assert.h"
@@ -347,6 +348,10 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   // Paths are relative to the sweep file, as in plan and scenario files.
   for (std::string& m : s.models) m = resolve_spec_reference(m, source);
   for (std::string& h : s.hardware) h = resolve_spec_reference(h, source);
+  const char* mk = t.get("models") ? "models" : "model";
+  const char* hk = t.get("hardware") ? "hardware" : "hw";
+  for (const std::string& m : s.models) check_spec_reference(r, *t.get(mk), mk, "models", m);
+  for (const std::string& h : s.hardware) check_spec_reference(r, *t.get(hk), hk, "hardware", h);
 
   if (auto v = ax.integers("batch", 1, 1 << 20)) s.batch = *v;
   if (auto v = ax.integers("prompt", 1, 1 << 24)) s.prompt = *v;

@@ -271,6 +271,16 @@ printf '[plan]\nmodel = "no-such-model.toml"\nhardware = "l4"\n' >"$tmp/missing-
 expect_rc 2 "$LATHE" simulate --plan "$tmp/missing-model-plan.toml"
 grep -q "missing-model-plan.toml:2:[0-9]*: plan.model: no such file: no-such-model.toml" "$tmp/err" ||
   bad "a plan's missing model file: $(cat "$tmp/err")"
+# ... and so do scenario and sweep files.
+sed 's/^model = .*/model = "gone\/m.toml"/' "$SRC/specs/scenarios/serve-chat.toml" >"$tmp/missing-model-scenario.toml"
+expect_rc 2 "$LATHE" check "$tmp/missing-model-scenario.toml"
+grep -q "missing-model-scenario.toml:[0-9]*:[0-9]*: scenario.model: no such file: gone/m.toml" "$tmp/err" ||
+  bad "a scenario's missing model file: $(cat "$tmp/err")"
+sed 's/^hardware = .*/hardware = ["a100-80g", "gpus\/x.toml+hbm_bandwidth_gbs=x2"]/' \
+  "$SRC/specs/sweeps/batch-quant-llama3-8b-a100.toml" >"$tmp/missing-hw-sweep.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/missing-hw-sweep.toml"
+grep -q "missing-hw-sweep.toml:[0-9]*:[0-9]*: sweep.hardware: no such file: gpus/x.toml" "$tmp/err" ||
+  bad "a sweep's missing hardware file: $(cat "$tmp/err")"
 # whatif takes a plan file's hardware and batch as simulate does (it used its own defaults).
 expect_rc 0 "$LATHE" whatif --plan "$tmp/l4plan.toml" --format csv
 [ "$(tail -n +2 "$tmp/out" | cut -d, -f2,3 | tr '\n' ' ')" = "l4,4 " ] || bad "whatif --plan: $(cat "$tmp/out")"
