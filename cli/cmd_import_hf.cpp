@@ -1,6 +1,5 @@
 // lathe import-hf: a Hugging Face config.json (or the directory holding it) -> a lathe
 // model spec TOML.
-#include <filesystem>
 #include <iostream>
 
 #include "cli/common.h"
@@ -18,8 +17,7 @@ struct ImportHfArgs {
 int run_import_hf(const ImportHfArgs& a) {
   if (!a.name.empty())
     if (std::string why = name_problem(a.name); !why.empty()) throw Error("--name: " + why);
-  std::error_code ec;
-  refuse_input_as_output(a.out, std::filesystem::is_directory(a.config, ec) ? a.config + "/config.json" : a.config);
+  refuse_input_as_output(a.out, a.config);  // a directory: its config.json
   HfConfig c = load_hf_config(a.config);
   if (!a.name.empty()) c.model.name = a.name;
   std::string toml = hf_model_to_toml(c);

@@ -8,9 +8,9 @@
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "cli/scenario_args.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/serve.h"
-#include "frontend/sweep.h"
 #include "simulator/serve_trace.h"
 
 namespace lathe::cli {
@@ -309,10 +309,11 @@ int run_serve(const ServeArgs& a) {
   validate_serve_options(s.serve);
   if (!a.trace.empty()) {  // checked before the simulation; never a file this command reads
     check_output_file(a.trace);
-    for (const auto& [folder, in] : {std::pair<std::string_view, std::string>{"scenarios", a.common.scenario},
-                                     {"models", req.model}, {"hardware", target_spec_base(req.hardware)},
-                                     {"plans", a.common.plan.plan_file}, {"", s.arrivals_csv.value_or("")}})
-      if (folder.empty() || !is_builtin_name(folder, in)) refuse_input_as_output(a.trace, in, "--trace");
+    refuse_input_as_output(a.trace, a.common.scenario, "--trace", "scenarios");
+    refuse_input_as_output(a.trace, req.model, "--trace", "models");
+    refuse_input_as_output(a.trace, target_spec_base(req.hardware), "--trace", "hardware");
+    refuse_input_as_output(a.trace, a.common.plan.plan_file, "--trace", "plans");
+    refuse_input_as_output(a.trace, s.arrivals_csv.value_or(""), "--trace");
   }
   std::vector<Request> reqs = s.arrivals_csv
                                   ? parse_trace_csv(read_file(*s.arrivals_csv, uint64_t(4) << 30), *s.arrivals_csv)

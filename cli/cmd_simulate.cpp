@@ -229,16 +229,13 @@ int run_simulate(const SimulateArgs& a) {
   if (!a.trace.empty() && req.workload.gen > kMaxTraceSteps)
     throw Error("--trace: gen " + std::to_string(req.workload.gen) + " would draw one event per decode step; at most " +
                 std::to_string(kMaxTraceSteps) + " with --trace");
-  // The model, hardware and plan files this command reads are not outputs (a built-in
-  // name is read from the library, whatever a file of that name holds).
-  std::vector<std::string> inputs;
-  if (!is_builtin_name("models", req.model)) inputs.push_back(req.model);
-  if (const std::string hw = target_spec_base(req.hardware); !is_builtin_name("hardware", hw)) inputs.push_back(hw);
-  if (!is_builtin_name("plans", a.plan.plan_file)) inputs.push_back(a.plan.plan_file);
+  // The model, hardware and plan files this command reads are not outputs.
   for (const auto& [flag, out] : {std::pair<const char*, const std::string&>{"--plot", a.plot}, {"--trace", a.trace}}) {
     if (out.empty()) continue;
     check_output_file(out);
-    for (const std::string& in : inputs) refuse_input_as_output(out, in, flag);
+    refuse_input_as_output(out, req.model, flag, "models");
+    refuse_input_as_output(out, target_spec_base(req.hardware), flag, "hardware");
+    refuse_input_as_output(out, a.plan.plan_file, flag, "plans");
   }
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here
@@ -314,11 +311,11 @@ int run_whatif(const WhatifArgs& a) {
   std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
   if (model.empty()) throw Error("no MODEL given");
   // A plan file's hardware and workload stand where the flags are not given.
-  std::error_code ec;  // one TOML whose path holds a comma is one target
-  std::vector<std::string> hws = std::filesystem::is_regular_file(a.hw, ec) ? std::vector<std::string>{a.hw}
-                                 : !a.hw.empty()        ? split_commas(a.hw, "--hw")
-                                 : spec.hardware ? std::vector<std::string>{*spec.hardware}
-                                                 : std::vector<std::string>{"a100-80g", "h100-sxm", "h200"};
+  std::vector<std::string> hws = {"a100-80g", "h100-sxm", "h200"};
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(a.hw, ec)) hws = {a.hw};  // one TOML whose path holds a comma
+  else if (!a.hw.empty()) hws = split_commas(a.hw, "--hw");
+  else if (spec.hardware) hws = {*spec.hardware};
   if (hws.empty()) throw Error("--hw: empty list");
   refuse_repeats(hws, hws, "--hw");
   std::vector<int64_t> batches = a.batches.empty() ? std::vector<int64_t>{spec.workload.batch}

@@ -29,7 +29,7 @@ int run_init(const InitArgs& a) {
   std::string why;
   auto fmt = parse_weight_format(a.weights, &why);
   if (!fmt) throw Error("--weights: " + why);
-  refuse_input_as_output(a.out, a.model);
+  refuse_input_as_output(a.out, a.model, "-o", "models");
   ModelSpec m = load_model(a.model);
   write_synthetic_gguf(m, a.seed, *fmt, a.out);
   auto f = gguf::File::open(a.out);

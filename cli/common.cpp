@@ -174,15 +174,11 @@ CLI::Validator non_empty() {
                         "NONEMPTY");
 }
 
-bool is_builtin_name(std::string_view folder, const std::string& name) {
-  for (const std::string& b : builtin_names(folder))
-    if (b == name) return true;
-  return false;
-}
-
-void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag) {
-  std::error_code ec;  // a built-in name ("tiny") is no file, whatever -o says
+void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag,
+                            std::string_view builtin_folder) {
+  std::error_code ec;
   if (out.empty() || input.empty() || !std::filesystem::exists(input, ec)) return;
+  if (!builtin_folder.empty() && is_builtin_name(builtin_folder, input)) return;
   // A model given as a Hugging Face directory is read through its config.json.
   const std::string file =
       std::filesystem::is_directory(input, ec) ? (std::filesystem::path(input) / "config.json").string() : input;

@@ -90,15 +90,15 @@ void check_output_file(const std::string& path);
 // symbolic link), so that a command writing both would overwrite one with the other.
 bool same_file_path(const std::string& a, const std::string& b);
 // Refuses an output path that names one of the command's inputs: the input would be
-// replaced (atomically, but replaced) by the output.
+// replaced (atomically, but replaced) by the output. An `input` that is a built-in spec
+// name of `builtin_folder` ("models", "hardware", "plans", "scenarios"; "" for none) is
+// read from the library, so no file of that name is an input; a Hugging Face directory
+// is read through its config.json. `flag` names `out` in the message.
+void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag = "-o",
+                            std::string_view builtin_folder = "");
+
 // A CLI11 check refusing an empty value ("--plot ''" was ignored as if not given).
 CLI::Validator non_empty();
-
-// Whether `name` is a built-in spec of `folder` ("models", "hardware", "plans",
-// "scenarios"): commands read the built-in, never a file of that name.
-bool is_builtin_name(std::string_view folder, const std::string& name);
-
-void refuse_input_as_output(const std::string& out, const std::string& input, const std::string& flag = "-o");
 
 using lathe::AtomicFile;  // ir/atomic_file.h
 

@@ -1,6 +1,5 @@
 #include "frontend/specs.h"
 
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -240,10 +239,8 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
 void check_spec_reference(const TableReader& r, const TomlValue& at, std::string_view key, std::string_view folder,
                           const std::string& ref) {
   const std::string path = folder == "hardware" ? target_spec_base(ref) : ref;
-  const std::vector<std::string> builtins = builtin_names(folder);
   std::error_code ec;
-  if (looks_like_path(path) && std::find(builtins.begin(), builtins.end(), path) == builtins.end() &&
-      !std::filesystem::exists(path, ec))
+  if (looks_like_path(path) && !is_builtin_name(folder, path) && !std::filesystem::exists(path, ec))
     r.fail_at(at, key,
               "no such file: " + path + " (a relative path is read beside this file, else from the working directory)");
 }
@@ -421,23 +418,32 @@ std::vector<std::string> builtin_names(std::string_view folder) {
   return out;
 }
 
+bool is_builtin_name(std::string_view folder, std::string_view name) {
+  for (const BuiltinSpec& b : builtin_specs(folder))
+    if (b.name == name) return true;
+  return false;
+}
+
+size_t existing_path_end(std::string_view ref, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto exists = [&](size_t end) { return fs::exists(fs::path(dir) / std::string(ref.substr(0, end)), ec); };
+  if (!ref.empty() && exists(ref.size())) return ref.size();
+  for (size_t p = ref.rfind('+'); p != std::string_view::npos && p > 0; p = ref.rfind('+', p - 1))
+    if (exists(p)) return p;
+  return std::string_view::npos;
+}
+
 std::string resolve_spec_reference(const std::string& ref, std::string_view source) {
   namespace fs = std::filesystem;
   fs::path dir = fs::path(std::string(source)).parent_path();
   if (dir.empty() || source.starts_with("<built-in>")) return ref;
-  // The path ends where "+key=value" overrides begin: the whole reference, else the
-  // longest prefix before a '+' that is a file beside the spec (a path may hold '+'),
-  // else the first '+'.
-  std::error_code ec;
-  std::vector<size_t> ends = {ref.size()};
-  for (size_t p = ref.rfind('+'); p != std::string::npos && p > 0; p = ref.rfind('+', p - 1)) ends.push_back(p);
-  for (size_t end : ends) {
-    const std::string path = ref.substr(0, end);
-    const fs::path p(path);
-    if (!looks_like_path(path) || p.is_absolute()) continue;
-    if (fs::exists(dir / p, ec)) return (dir / p).string() + ref.substr(end);
-  }
-  return ref;
+  // A relative path beside the spec file, overrides ("+key=value") kept after it.
+  const size_t end = existing_path_end(ref, dir.string());
+  if (end == std::string::npos) return ref;
+  const std::string path = ref.substr(0, end);
+  if (!looks_like_path(path) || fs::path(path).is_absolute()) return ref;
+  return (dir / path).string() + ref.substr(end);
 }
 
 bool looks_like_path(std::string_view arg) {

@@ -50,6 +50,9 @@ struct BuiltinSpec {
 };
 std::vector<BuiltinSpec> builtin_specs(std::string_view folder);  // "models", "hardware", ...
 std::vector<std::string> builtin_names(std::string_view folder);
+// Whether `name` is a built-in spec of `folder`: every command reads the built-in, never
+// a file of that name.
+bool is_builtin_name(std::string_view folder, std::string_view name);
 
 bool looks_like_path(std::string_view arg);
 // kMaxLayers (ir/model.h) bounds model TOML, config.json and GGUF alike.
@@ -58,6 +61,10 @@ bool looks_like_path(std::string_view arg);
 // (relative to the working directory). Names, absolute paths, references in built-in
 // specs and hardware overrides ("x.toml+key=value") keep their meaning.
 std::string resolve_spec_reference(const std::string& ref, std::string_view source);
+// Where the path in a spec reference "PATH[+key=value...]" ends, judged by what exists
+// under `dir` (a path may hold '+'): the whole reference when it exists, else the
+// longest prefix before a '+' that does; npos when none does.
+size_t existing_path_end(std::string_view ref, const std::string& dir = "");
 
 // Resolves a built-in name, a TOML path or a .gguf file (the model its llama.*
 // metadata describes). Unknown names list the built-ins.

@@ -154,13 +154,9 @@ size_t target_spec_split(std::string_view spec) {
   const size_t first = spec.find('+');
   if (first == std::string_view::npos) return first;
   // A built-in name wins over a file, as everywhere a spec is named.
-  for (const std::string& b : builtin_names("hardware"))
-    if (spec.substr(0, first) == b) return first;
-  std::error_code ec;
-  auto is_file = [&](std::string_view p) { return std::filesystem::is_regular_file(std::string(p), ec); };
-  if (is_file(spec)) return std::string_view::npos;
-  for (size_t p = spec.rfind('+'); p != std::string_view::npos && p > 0; p = spec.rfind('+', p - 1))
-    if (is_file(spec.substr(0, p))) return p;
+  if (is_builtin_name("hardware", spec.substr(0, first))) return first;
+  if (const size_t end = existing_path_end(spec); end != std::string_view::npos)
+    return end == spec.size() ? std::string_view::npos : end;
   // No file: "c++/gpu.toml" (no '=' after the '+') is a path that does not exist, not
   // the target "c" with an override.
   const std::string_view after = spec.substr(first + 1, spec.find('+', first + 1) - first - 1);

@@ -89,7 +89,10 @@ bool sweep_uses_metric(const SweepSpec& spec, SweepMetric m) {
   return false;
 }
 
-void check_sweep_metrics(const SweepSpec& spec) {
+void check_sweep_spec(const SweepSpec& spec) {
+  // The count saturates: 7 what-if axes of 1024 values are above the bound, not 0.
+  if (sweep_point_count(spec) > (uint64_t(1) << 60))
+    throw Error(spec.source + ": the sweep has more than 2^60 points; narrow the axes");
   // Metrics of generated tokens have no value where none is generated, only a
   // convention that would win: cost 0 at gen = 0; tpot_ms and decode_tokens_per_s are
   // figures of decode steps, and gen = 0 and 1 run none (the prefill makes the first
@@ -114,10 +117,9 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   SweepSpace s;
   s.spec = spec;
   for (const std::string& m : spec.models) s.models.push_back(load_model(m));
-  // Counted before the hardware x what-if list is built (2^70 combinations ran out of
-  // memory before the 2^60 check below).
-  if (sweep_point_count(spec) > (uint64_t(1) << 60))
-    throw Error(spec.source + ": the sweep has more than 2^60 points; narrow the axes");
+  // Before the hardware x what-if list is built (2^70 combinations ran out of memory
+  // before the count was checked).
+  check_sweep_spec(spec);
   // Hardware x what-if values (the first what-if axis slowest).
   std::vector<std::string> specs = spec.hardware;
   for (const WhatifAxis& a : spec.whatif) {
@@ -147,7 +149,6 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
   for (const Target& t : s.targets) target_names.push_back(t.name);
   unique_names("models", spec.models, model_names);
   unique_names("hardware", s.target_specs, target_names);
-  check_sweep_metrics(spec);
   const bool uses_cost = sweep_uses_metric(spec, SweepMetric::cost_per_mtok);
   if (uses_cost)
     for (const Target& t : s.targets)
@@ -162,9 +163,7 @@ SweepSpace expand_sweep(const SweepSpec& spec, int64_t samples, uint64_t seed) {
       uint64_t(spec.prompt.size()), uint64_t(spec.gen.size())};
   s.size = 1;
   for (uint64_t r : s.radix) {
-    LATHE_ASSERT(r > 0, "empty sweep axis");
-    if (s.size > (uint64_t(1) << 60) / r)
-      throw Error(spec.source + ": the sweep has more than 2^60 points; narrow the axes");
+    LATHE_ASSERT(r > 0 && s.size <= (uint64_t(1) << 60) / r, "sweep size beyond check_sweep_spec's bound");
     s.size *= r;
   }
   // The id names the rows' content: the sweep file's text and what its model and
@@ -721,11 +720,10 @@ SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& 
   std::vector<int64_t> violations(spec.constraints.size() + 1, 0);
   std::vector<SweepRow> feasible;
   sum.best.assign(spec.objectives.size(), std::nullopt);
-  for (const SweepRow& r : rows) {
+  for (const SweepRow& row : rows) {
     // The rows' own verdict: the sweep applied the constraints to exact values, and the
     // rows hold 7 significant digits, so applying them again could flip a row at its
     // bound (a sweep with no feasible plan merged into one with a feasible plan).
-    const SweepRow& row = r;
     uint32_t mask = 0;  // bit 0: fits; bit i + 1: constraint i (as apply_constraints)
     std::string_view rest = row.violates;
     while (!rest.empty()) {

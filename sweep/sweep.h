@@ -141,10 +141,10 @@ SimResult simulate_point(const SweepSpace& s, uint64_t point);
 
 // Whether an objective or constraint of the sweep reads metric m.
 bool sweep_uses_metric(const SweepSpec& spec, SweepMetric m);
-// Throws lathe::Error where a metric the sweep reads has no value on its gen axis
-// (cost at gen 0; tpot_ms and decode_tokens_per_s at gen 0 and 1). expand_sweep and
-// `lathe check` run it.
-void check_sweep_metrics(const SweepSpec& spec);
+// What `lathe sweep` refuses before it costs anything, as lathe::Error: more than 2^60
+// points, and a metric the sweep reads with no value on its gen axis (cost at gen 0;
+// tpot_ms and decode_tokens_per_s at gen 0 and 1). expand_sweep and `lathe check` run it.
+void check_sweep_spec(const SweepSpec& spec);
 
 // Summary of rows read back from files (lathe merge): front, best and counts. The rows'
 // own feasible/violates columns are kept (the sweep decided them on exact values); the
