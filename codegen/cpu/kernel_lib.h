@@ -140,7 +140,7 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
       A = c->shared;
     }
     GemvX<FMT, K> gx;
-    gx.prepare(A, K, int(M), c->shared + kGemvRows * K);
+    gx.prepare(c, A, K, int(M), c->shared + kGemvRows * K);
     i64 total = d.epilogue == EPI_SILU_MUL ? d.n[0] : 0;
     if (d.epilogue != EPI_SILU_MUL)
       for (int i = 0; i < d.nw; ++i) total += d.n[i];
@@ -265,7 +265,7 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
     // Activation rows: the token rows when gathering, else one per pair.
     const i64 R = d.prologue == PRO_GATHER ? rows : P;
     GemvX<FMT, K> gx;
-    gx.prepare(x, K, int(R), c->shared);
+    gx.prepare(c, x, K, int(R), c->shared);
     auto xm = [&](i64 p) { return int(d.prologue == PRO_GATHER ? p / d.top_k : p); };
     i64 total = 0;
     if (d.epilogue == EPI_SILU_MUL || combine) total = d.n[0];

@@ -397,38 +397,24 @@ typedef int v8i __attribute__((vector_size(32)));
 typedef short v16s __attribute__((vector_size(32)));
 typedef char v32c __attribute__((vector_size(32)));
 typedef float v8fl __attribute__((vector_size(32)));
-// x quantized: q[M][K] int8, per-32-block scale d[M][K/32] and offset term c[M][K/32]
-// = o x sum(q) x d (the correction of the weight code offset o).
-// PAIRED (int4): the codes of blocks 2p and 2p + 1 are stored as [2p: 0-15, 2p+1: 0-15,
-// 2p: 16-31, 2p+1: 16-31], the order of the low and high nibbles of the two blocks' 32
-// weight bytes (gemv_row_q4p); a last odd block keeps element order.
 // One block of 32 activations: codes 0-15 at qb, 16-31 at qb + half_stride; *d the
 // scale; returns the sum of the codes.
 inline int quant_xblock(const float* x, i8* qb, int half_stride, float* d) {
-  float amax = 0;
-  for (int j = 0; j < 32; ++j) amax = __builtin_fmaxf(amax, __builtin_fabsf(x[j]));
-  float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
-  int sum = 0;
-  for (int j = 0; j < 32; ++j) {
-    int v = int(__builtin_roundf(x[j] * id));
-    qb[j < 16 ? j : j - 16 + half_stride] = i8(v);
-    sum += v;
-  }
+  const vf a = vload(x), b = vload(x + 16);
+  const vf aa = (vf)((vi)a & 0x7fffffff), ab = (vf)((vi)b & 0x7fffffff);
+  const float amax = vmax_lanes(aa > ab ? aa : ab);
+  const float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
+  // round half away from zero, as roundf: trunc(v + copysign(0.5 - 2^-25, v)), exact
+  // (0.5 itself would round 0.49999997 up).
+  const vf sa = a * id, sb = b * id;
+  const vf half = vsplat(0.49999997f);
+  const vi qa = __builtin_convertvector(sa + (vf)(((vi)sa & (int)0x80000000) | (vi)half), vi);
+  const vi qv = __builtin_convertvector(sb + (vf)(((vi)sb & (int)0x80000000) | (vi)half), vi);
+  const vsb ca = __builtin_convertvector(qa, vsb), cb = __builtin_convertvector(qv, vsb);
+  __builtin_memcpy(qb, &ca, 16);
+  __builtin_memcpy(qb + half_stride, &cb, 16);
   *d = db;
-  return sum;
-}
-template <int K, int O, bool PAIRED = false>
-inline void quant_x(const float* x, i8* q, float* d, float* c) {
-  for (int b = 0; b < K / 32; ++b) {
-    i8* qb = q + b * 32;
-    int half_stride = 16;  // where elements 16-31 of the block go, from its first element
-    if (PAIRED && (b | 1) < K / 32) {
-      qb = q + (b & ~1) * 32 + (b & 1) * 16;
-      half_stride = 32;
-    }
-    int sum = quant_xblock(x + b * 32, qb, half_stride, d + b);
-    c[b] = float(O) * float(sum) * d[b];
-  }
+  return int(vsum(__builtin_convertvector(qa + qv, vf)));  // at most 32 x 127: exact
 }
 inline v8i dot32(v32c w, v32c x) {  // 8 lanes, each the sum of 4 u8 x s8 products
 #ifdef LATHE_VNNI
@@ -471,93 +457,10 @@ inline v8fl block_scales8(const u16* srow, int b) {
   for (int j = 0; j < 8; ++j) r[j] = h2f(srow[((b + j) * 32) / G]);
   return r;
 }
-// A step of eight blocks for M activation rows (row m's per-block scales at xd + m x
-// nbk, offset terms at xc + m x nbk): sc[m] = the combined scales (weight dw x
-// activation), corr[m] += the code-offset correction dw x offset term.
-template <int M>
-inline void step_scales(v8fl dw, const float* xd, const float* xc, int nbk, v8fl* sc, v8fl* corr) {
-  for (int m = 0; m < M; ++m) {
-    v8fl xdv, xcv;
-    __builtin_memcpy(&xdv, xd + m * nbk, 32);
-    __builtin_memcpy(&xcv, xc + m * nbk, 32);
-    corr[m] += dw * xcv;
-    sc[m] = dw * xdv;
-  }
-}
-// One pair of int4 blocks (b, b + 1) of a row against M activation rows: one 32-byte
-// load holds the codes of both blocks (16 bytes each); its low nibbles meet elements
-// 0-15 of both blocks and its high nibbles elements 16-31 (the PAIRED activation
-// layout), so no byte shuffles are needed and both products land in the same lanes
-// (0-3: block b, 4-7: block b + 1). sc[m] holds the 8 combined scales (weight x
-// activation) of blocks b - J .. b - J + 7; lanes J and J + 1 scale this pair.
-template <int K, int J, int M>
-inline void q4_pair(const u8* p, int b, const i8* xq, const v8fl* sc, v8fl* acc) {
-  typedef unsigned char v32u __attribute__((vector_size(32)));
-  v32u wb;
-  __builtin_memcpy(&wb, p + b * 16, 32);
-  v32c lo = (v32c)(wb & 15), hi = (v32c)(wb >> 4);
-  for (int m = 0; m < M; ++m) {
-    v32c xa, xb;
-    __builtin_memcpy(&xa, xq + m * K + b * 32, 32);
-    __builtin_memcpy(&xb, xq + m * K + b * 32 + 32, 32);
-#ifdef LATHE_VNNI
-    v8i dot = __builtin_ia32_vpdpbusd256(__builtin_ia32_vpdpbusd256(v8i{}, (v8i)lo, (v8i)xa), (v8i)hi, (v8i)xb);
-#else
-    v8i dot = dot32(lo, xa) + dot32(hi, xb);
-#endif
-    acc[m] += __builtin_convertvector(dot, v8fl) * __builtin_shufflevector(sc[m], sc[m], J, J, J, J, J + 1, J + 1, J + 1, J + 1);
-  }
-}
 inline float hsum8(v8fl v) {
   typedef float v4fl __attribute__((vector_size(16)));
   v4fl a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
   return (a[0] + a[2]) + (a[1] + a[3]);
-}
-// int4 rows, eight blocks per step: the eight weight scales are converted at once and
-// multiplied by the activation scales in one vector, the code offset's correction is
-// one vector FMA, and each pair of blocks costs a load, two nibble masks, two integer
-// dot products and one FMA (1.6x fewer instructions per weight than scalar scales).
-// Remaining blocks (K / 32 not a multiple of 8) go a pair at a time, a last odd one in
-// element order.
-template <int K, int G, int M>
-inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
-  constexpr int NBK = K / 32, NB8 = NBK - NBK % 8;
-  const u8* p = (const u8*)w + n * (K / 2);
-  const u16* srow = s + n * (K / G);
-  v8fl acc[M], corr[M];
-  float tail_corr[M];
-  for (int m = 0; m < M; ++m) acc[m] = corr[m] = v8fl{}, tail_corr[m] = 0;
-  for (int b = 0; b < NB8; b += 8) {
-    v8fl sc[M];
-    step_scales<M>(block_scales8<G>(srow, b), xd + b, xc + b, NBK, sc, corr);
-    q4_pair<K, 0, M>(p, b, xq, sc, acc);
-    q4_pair<K, 2, M>(p, b + 2, xq, sc, acc);
-    q4_pair<K, 4, M>(p, b + 4, xq, sc, acc);
-    q4_pair<K, 6, M>(p, b + 6, xq, sc, acc);
-  }
-  for (int b = NB8; b + 1 < NBK; b += 2) {
-    float d0 = h2f(srow[(b * 32) / G]), d1 = h2f(srow[(b * 32 + 32) / G]);
-    v8fl sc[M];
-    for (int m = 0; m < M; ++m) {
-      float s0 = d0 * xd[m * NBK + b], s1 = d1 * xd[m * NBK + b + 1];
-      sc[m] = v8fl{s0, s1, s0, s0, s0, s0, s0, s0};
-      tail_corr[m] += d0 * xc[m * NBK + b] + d1 * xc[m * NBK + b + 1];
-    }
-    // lanes 0 and 1 of sc are this pair's scales
-    q4_pair<K, 0, M>(p, b, xq, sc, acc);
-  }
-  if constexpr (NBK % 2 == 1) {  // a last odd block, in element order
-    constexpr int b = NBK - 1;
-    v32c wc = wcodes<I4, K>(w, n, b);
-    float d0 = h2f(srow[(b * 32) / G]);
-    for (int m = 0; m < M; ++m) {
-      v32c xv;
-      __builtin_memcpy(&xv, xq + m * K + b * 32, 32);
-      acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * (d0 * xd[m * NBK + b]);
-      tail_corr[m] += d0 * xc[m * NBK + b];
-    }
-  }
-  for (int m = 0; m < M; ++m) out[m] = hsum8(acc[m] - corr[m]) - tail_corr[m];
 }
 // ---- int4 / int8 GEMM on int8 activations (prefill): register tiles of RM activation
 // rows x RN weight rows, so each unpacked weight vector meets RM rows and each activation
@@ -565,8 +468,10 @@ inline void gemv_row_q4p(const void* w, const u16* s, i64 n, const i8* xq, const
 // as unsigned w + 128) is folded into the integer accumulator's start value (-O x the
 // block's activation code sum), so no correction is left per output.
 // An activation row (qgemm_row_bytes) is a run of slots, one per pair of blocks 2p,
-// 2p + 1 (a last odd block has a slot of its own, in element order): 64 code bytes in
-// the PAIRED order of quant_x, the scale vector {d(2p) x4, d(2p+1) x4} and the start
+// 2p + 1 (a last odd block has a slot of its own, in element order): 64 code bytes (the
+// codes of blocks 2p and 2p + 1 as [2p: 0-15, 2p+1: 0-15, 2p: 16-31, 2p+1: 16-31], the
+// order of the low and high nibbles of the two blocks' 16 int4 weight bytes each), the
+// scale vector {d(2p) x4, d(2p+1) x4} and the start
 // vector {-O sum(2p), 0, 0, 0, -O sum(2p+1), 0, 0, 0} (int32). int4 weight bytes hold
 // the two blocks' codes in that order already (low and high nibbles); int8 rows are
 // regrouped at load (elements 0-15 of both blocks, then 16-31), which needs no shuffle
@@ -695,59 +600,176 @@ inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const fl
     }
 }
 
-// One block (J of a step of eight from block b) of an int8 row against M activation
-// rows, scaled by lane J of sc[m].
-template <int K, int J, int M>
-inline void q8_block(const void* w, i64 n, int b, const i8* xq, const v8fl* sc, v8fl* acc) {
-  v32c wc = wcodes<I8, K>(w, n, b + J);
-  for (int m = 0; m < M; ++m) {
-    v32c xv;
-    __builtin_memcpy(&xv, xq + m * K + (b + J) * 32, 32);
-    acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * __builtin_shufflevector(sc[m], sc[m], J, J, J, J, J, J, J, J);
-  }
+// ---- int4 / int8 GEMV on int8 activations (decode, at most kGemvRows rows): a weight
+// row against M activation rows. The row is taken in groups of 8 blocks (256 elements):
+// the group's weight bytes are transposed as 4 x 4 dwords per 128-bit lane so that
+// lane L of every code vector holds 4 bytes of block qgemv_block(L), and the activation
+// rows are stored in the same order (qgemv_xrow). Eight dot products (VNNI) then
+// accumulate a whole group into one int32 vector whose lanes are the 8 blocks' sums:
+// one conversion and one FMA with the 8 blocks' scales per group and activation row,
+// where a pass a pair of blocks at a time needed four of each (the FMAs share the two
+// pipes of the dot products). The weight code offset O (8: int4 codes; 128: int8 read as
+// w + 128) starts the accumulator as -O x the block's activation code sum.
+//   int4 (16 bytes a block, element j in the low nibble of byte j, j + 16 in the high
+//   one): a 32-byte load holds blocks 2q and 2q + 1; after the transpose lane 4h + p
+//   holds block 2p + h, nibbles split by masks.
+//   int8 (32 bytes a block): vector q is built from the first 16 bytes of blocks q and
+//   q + 4 (lo) or the last 16 (hi); lane L holds block L.
+// A row is ceil(K / 256) groups of qgemv_group_bytes: code vectors lo0..lo3 and hi0..hi3
+// (lane L of lo_r: elements 4r .. 4r + 3 of block qgemv_block(L); of hi_r: 16 + 4r ..),
+// then the 8 activation scales and the 8 start values (int32), in lane order. Blocks past
+// K / 32 in a last group have zero codes, scales and start values (their weight bytes
+// are read from a zeroed copy).
+template <int FMT>
+constexpr int qgemv_block(int L) {
+  return FMT == I4 ? (L % 4) * 2 + L / 4 : L;
 }
-// out[m] = W[n] . x_m for M rows of quantized activations (int8 weights here; int4
-// goes through gemv_row_q4p). Eight blocks per step with their scales in one vector,
-// as in gemv_row_q4p; a tail of K / 32 mod 8 blocks one at a time.
-template <int FMT, int K, int G, int M>
-inline void gemv_row_q(const void* w, const u16* s, i64 n, const i8* xq, const float* xd, const float* xc, float* out) {
-  static_assert(FMT == I8, "int4 rows go through gemv_row_q4p");
-  constexpr int NBK = K / 32, NB8 = NBK - NBK % 8;
-  v8fl acc[M], corr[M];
-  float tail_corr[M];
-  for (int m = 0; m < M; ++m) acc[m] = corr[m] = v8fl{}, tail_corr[m] = 0;
-  const u16* srow = G > 0 ? s + n * (K / G) : nullptr;
-  for (int b = 0; b < NB8; b += 8) {
-    v8fl dw = v8fl{} + 1.0f, sc[M];
-    if constexpr (G > 0) dw = block_scales8<G>(srow, b);
-    step_scales<M>(dw, xd + b, xc + b, NBK, sc, corr);
-    q8_block<K, 0, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 1, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 2, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 3, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 4, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 5, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 6, M>(w, n, b, xq, sc, acc);
-    q8_block<K, 7, M>(w, n, b, xq, sc, acc);
-  }
-  for (int kb = NB8; kb < NBK; ++kb) {
-    v32c wc = wcodes<FMT, K>(w, n, kb);
-    float dw = G > 0 ? h2f(srow[(kb * 32) / G]) : 1.0f;
-    for (int m = 0; m < M; ++m) {
-      v32c xv;
-      __builtin_memcpy(&xv, xq + m * K + kb * 32, 32);
-      acc[m] += __builtin_convertvector(dot32(wc, xv), v8fl) * (dw * xd[m * NBK + kb]);
-      tail_corr[m] += dw * xc[m * NBK + kb];
+constexpr i64 qgemv_group_bytes = 320;
+template <int K>
+constexpr i64 qgemv_row_bytes() {
+  return (K / 32 + 7) / 8 * qgemv_group_bytes;
+}
+template <int FMT, int K>
+inline void qgemv_xrow(const float* x, u8* row) {
+  constexpr int NBK = K / 32, O = FMT == I4 ? 8 : 128;
+  for (int g = 0; g < (NBK + 7) / 8; ++g) {
+    i8 q[8][32];
+    float d[8];
+    int sum[8];
+    for (int k = 0; k < 8; ++k) {
+      if (g * 8 + k < NBK) {
+        sum[k] = quant_xblock(x + (g * 8 + k) * 32, q[k], 16, &d[k]);
+      } else {
+        __builtin_memset(q[k], 0, 32);
+        d[k] = 0, sum[k] = 0;
+      }
+    }
+    u8* p = row + g * qgemv_group_bytes;
+    float* dp = (float*)(p + 256);
+    int* ip = (int*)(p + 288);
+    for (int L = 0; L < 8; ++L) {
+      const int k = qgemv_block<FMT>(L);
+      for (int r = 0; r < 4; ++r) {
+        __builtin_memcpy(p + r * 32 + L * 4, &q[k][4 * r], 4);
+        __builtin_memcpy(p + 128 + r * 32 + L * 4, &q[k][16 + 4 * r], 4);
+      }
+      dp[L] = d[k];
+      ip[L] = -O * sum[k];
     }
   }
-  float rs = row_scale<FMT, G>(s, n);
-  for (int m = 0; m < M; ++m) out[m] = (hsum8(acc[m] - corr[m]) - tail_corr[m]) * rs;
+}
+// 4 x 4 transpose of dwords within each 128-bit lane: out r, lane p = in p, lane r.
+inline void transpose4_dw(v8i* t) {
+  const v8i a = __builtin_shufflevector(t[0], t[1], 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8i b = __builtin_shufflevector(t[0], t[1], 2, 10, 3, 11, 6, 14, 7, 15);
+  const v8i c = __builtin_shufflevector(t[2], t[3], 0, 8, 1, 9, 4, 12, 5, 13);
+  const v8i d = __builtin_shufflevector(t[2], t[3], 2, 10, 3, 11, 6, 14, 7, 15);
+  t[0] = __builtin_shufflevector(a, c, 0, 1, 8, 9, 4, 5, 12, 13);
+  t[1] = __builtin_shufflevector(a, c, 2, 3, 10, 11, 6, 7, 14, 15);
+  t[2] = __builtin_shufflevector(b, d, 0, 1, 8, 9, 4, 5, 12, 13);
+  t[3] = __builtin_shufflevector(b, d, 2, 3, 10, 11, 6, 7, 14, 15);
+}
+// Group g of weight row n as code vectors lo[4], hi[4] (unsigned) in qgemv lane order,
+// and its 8 weight scales in lane order (1 for int8 with one scale per row).
+template <int FMT, int K, int G>
+inline void qgemv_wgroup(const void* w, const u16* s, i64 n, int g, v8i* lo, v8i* hi, v8fl& dw) {
+  constexpr int NBK = K / 32, BB = FMT == I4 ? 16 : 32;  // bytes a block
+  const int nb = NBK - g * 8 < 8 ? NBK - g * 8 : 8;
+  const u8* src = (const u8*)w + n * (i64(NBK) * BB) + i64(g) * 8 * BB;
+  u8 pad[8 * BB];
+  if (nb < 8) {  // a last partial group: its blocks, then zeros
+    __builtin_memset(pad, 0, sizeof pad);
+    __builtin_memcpy(pad, src, nb * BB);
+    src = pad;
+  }
+  if constexpr (FMT == I4) {
+    v8i t[4];
+    __builtin_memcpy(t, src, 128);
+    transpose4_dw(t);
+    for (int r = 0; r < 4; ++r) {
+      lo[r] = t[r] & 0x0f0f0f0f;
+      hi[r] = (t[r] >> 4) & 0x0f0f0f0f;
+    }
+  } else {
+    for (int q = 0; q < 4; ++q) {
+      __builtin_memcpy(&lo[q], src + q * 32, 16);
+      __builtin_memcpy((char*)&lo[q] + 16, src + (q + 4) * 32, 16);
+      __builtin_memcpy(&hi[q], src + q * 32 + 16, 16);
+      __builtin_memcpy((char*)&hi[q] + 16, src + (q + 4) * 32 + 16, 16);
+    }
+    transpose4_dw(lo);
+    transpose4_dw(hi);
+    for (int r = 0; r < 4; ++r) {
+      lo[r] ^= (int)0x80808080;  // s8 -> u8 = w + 128
+      hi[r] ^= (int)0x80808080;
+    }
+  }
+  dw = v8fl{} + 1.0f;
+  if constexpr (G > 0) {
+    const u16* srow = s + n * (K / G);
+    v8fl d;
+    if (nb == 8) {
+      d = block_scales8<G>(srow, g * 8);
+    } else {
+      for (int k = 0; k < 8; ++k) d[k] = k < nb ? h2f(srow[((g * 8 + k) * 32) / G]) : 0.0f;
+    }
+    if constexpr (FMT == I4) dw = __builtin_shufflevector(d, d, 0, 2, 4, 6, 1, 3, 5, 7);
+    else dw = d;
+  }
+}
+// out[m] = W[n] . x_m for M activation rows at xr (qgemv_xrow, qgemv_row_bytes apart).
+template <int FMT, int K, int G, int M>
+inline void qgemv_row(const void* w, const u16* s, i64 n, const u8* xr, float* out) {
+  static_assert(FMT == I4 || FMT == I8, "integer weights only");
+  constexpr int NG = (K / 32 + 7) / 8;
+  constexpr bool SCALED = G > 0;  // block scales (else one scale per row, applied last)
+  v8fl acc[M];
+  for (int m = 0; m < M; ++m) acc[m] = v8fl{};
+  for (int g = 0; g < NG; ++g) {
+    v8i lo[4], hi[4];
+    v8fl dw;
+    qgemv_wgroup<FMT, K, G>(w, s, n, g, lo, hi, dw);
+    for (int m = 0; m < M; ++m) {
+      const u8* p = xr + m * qgemv_row_bytes<K>() + g * qgemv_group_bytes;
+      v8i xv[8], a;
+      v8fl xd;
+      __builtin_memcpy(xv, p, 256);
+      __builtin_memcpy(&xd, p + 256, 32);
+      __builtin_memcpy(&a, p + 288, 32);
+      v8i b = v8i{};
+#ifdef LATHE_VNNI
+      for (int r = 0; r < 4; ++r) {
+        a = __builtin_ia32_vpdpbusd256(a, lo[r], xv[r]);
+        b = __builtin_ia32_vpdpbusd256(b, hi[r], xv[4 + r]);
+      }
+#else
+      for (int r = 0; r < 4; ++r) {
+        a += dot32((v32c)lo[r], (v32c)xv[r]);
+        b += dot32((v32c)hi[r], (v32c)xv[4 + r]);
+      }
+#endif
+      if constexpr (SCALED) acc[m] += __builtin_convertvector(a + b, v8fl) * (dw * xd);
+      else acc[m] += __builtin_convertvector(a + b, v8fl) * xd;
+    }
+  }
+  const float rs = SCALED ? 1.0f : h2f(s[n]);
+  for (int m = 0; m < M; ++m) out[m] = hsum8(acc[m]) * rs;
 }
 #endif
 
 
-// Scratch floats for M rows of K quantized activations (codes, scales, offsets).
-constexpr i64 gemv_x_floats(i64 K, i64 M) { return M * (K / 4 + 2 * (K / 32)) + 16; }
+// ---------------------------------------------------------------- parallel loops
+template <class F>
+inline void par(const LatheCtx* c, i64 n, i64 grain, const F& f) {
+  struct Box {
+    const F* f;
+  } box{&f};
+  c->parallel_for(
+      c->pool, n, grain, [](void* p, long b, long e, int t) { (*static_cast<Box*>(p)->f)(b, e, t); }, &box);
+}
+
+// Scratch floats for M rows of K quantized activations (qgemv_xrow).
+constexpr i64 gemv_x_floats(i64 K, i64 M) { return M * ((K / 32 + 7) / 8 * 80) + 16; }
 
 // Activations of a GEMV in the form its weight format wants: floats as they are, or
 // (integer formats with integer dot products) quantized once for all output rows.
@@ -763,19 +785,22 @@ struct GemvX {
 #endif
   const float* x = nullptr;
   i64 ldx = K;
-  i8* q = nullptr;
-  float *d = nullptr, *c = nullptr;
+  u8* xq = nullptr;  // rows of qgemv_xrow
   // Scratch floats needed for M rows.
   static constexpr i64 scratch_floats(int M) { return quantized ? gemv_x_floats(K, M) : 0; }
-  void prepare(const float* xs, i64 ld, int M, float* scratch) {
+  // Quantizes the M rows (when the format wants it) on the context's threads; ctx null:
+  // on the calling thread.
+  void prepare(const LatheCtx* ctx, const float* xs, i64 ld, int M, float* scratch) {
     x = xs;
     ldx = ld;
 #ifdef LATHE_INT_DOT
     if constexpr (quantized) {
-      q = (i8*)scratch;
-      d = scratch + M * (K / 4);
-      c = d + M * (K / 32);
-      for (int m = 0; m < M; ++m) quant_x<K, FMT == I4 ? 8 : 128, FMT == I4>(xs + m * ld, q + m * K, d + m * (K / 32), c + m * (K / 32));
+      xq = (u8*)scratch;
+      auto rows = [&](i64 b, i64 e, int) {
+        for (i64 m = b; m < e; ++m) qgemv_xrow<FMT, K>(xs + m * ld, xq + m * qgemv_row_bytes<K>());
+      };
+      if (ctx && M > 1) par(ctx, M, 1, rows);
+      else rows(0, M, 0);
     }
 #endif
   }
@@ -789,30 +814,20 @@ template <int FMT, int K, int G>
 inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& gx, int m0, int M, float* out) {
 #ifdef LATHE_INT_DOT
   if constexpr (GemvX<FMT, K>::quantized) {
-    const i8* q = gx.q + m0 * K;
-    const float* d = gx.d + m0 * (K / 32);
-    const float* c = gx.c + m0 * (K / 32);
-    if constexpr (FMT == I4) {
-      switch (M) {
-        case 1: return gemv_row_q4p<K, G, 1>(w, s, n, q, d, c, out);
-        case 2: return gemv_row_q4p<K, G, 2>(w, s, n, q, d, c, out);
-        case 3: return gemv_row_q4p<K, G, 3>(w, s, n, q, d, c, out);
-        case 4: return gemv_row_q4p<K, G, 4>(w, s, n, q, d, c, out);
-        default:
-          for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
-          return;
-      }
-    } else {
-      switch (M) {
-        case 1: return gemv_row_q<FMT, K, G, 1>(w, s, n, q, d, c, out);
-        case 2: return gemv_row_q<FMT, K, G, 2>(w, s, n, q, d, c, out);
-        case 3: return gemv_row_q<FMT, K, G, 3>(w, s, n, q, d, c, out);
-        case 4: return gemv_row_q<FMT, K, G, 4>(w, s, n, q, d, c, out);
-        default:
-          for (int a = 0; a < M; a += 4) gemv_rows<FMT, K, G>(w, s, n, gx, m0 + a, M - a < 4 ? M - a : 4, out + a);
-          return;
+    for (int a = 0; a < M; a += 8) {
+      const u8* xr = gx.xq + (m0 + a) * qgemv_row_bytes<K>();
+      switch (M - a < 8 ? M - a : 8) {
+        case 1: qgemv_row<FMT, K, G, 1>(w, s, n, xr, out + a); break;
+        case 2: qgemv_row<FMT, K, G, 2>(w, s, n, xr, out + a); break;
+        case 3: qgemv_row<FMT, K, G, 3>(w, s, n, xr, out + a); break;
+        case 4: qgemv_row<FMT, K, G, 4>(w, s, n, xr, out + a); break;
+        case 5: qgemv_row<FMT, K, G, 5>(w, s, n, xr, out + a); break;
+        case 6: qgemv_row<FMT, K, G, 6>(w, s, n, xr, out + a); break;
+        case 7: qgemv_row<FMT, K, G, 7>(w, s, n, xr, out + a); break;
+        default: qgemv_row<FMT, K, G, 8>(w, s, n, xr, out + a); break;
       }
     }
+    return;
   }
 #endif
   gemv_row<FMT, K, G>(w, s, n, gx.x + m0 * gx.ldx, gx.ldx, M, out);
@@ -883,16 +898,6 @@ inline void gemm_block(const LatheCtx* c, float* wbuf, const float* A, i64 lda, 
     }
     c->sgemm_nt(mt, nb, K, A, lda, wbuf, K, C, ldc, beta);
   }
-}
-
-// ---------------------------------------------------------------- parallel loops
-template <class F>
-inline void par(const LatheCtx* c, i64 n, i64 grain, const F& f) {
-  struct Box {
-    const F* f;
-  } box{&f};
-  c->parallel_for(
-      c->pool, n, grain, [](void* p, long b, long e, int t) { (*static_cast<Box*>(p)->f)(b, e, t); }, &box);
 }
 
 // ---------------------------------------------------------------- norms, RoPE

@@ -1,15 +1,17 @@
 // The int4 x int8 register-tiled GEMM of prefill (qgemm_tile in
 // codegen/cpu/kernel_prelude.h), JIT-compiled like a kernel, against
-//  - the decode GEMV on the same quantized activations (gemv_row_q4p): the same
-//    integer products summed in another order, so within float rounding (largest
-//    difference below 1e-5 of the outputs' RMS);
-//  - the GEMV over several activation rows at once (gemv_row_q4p with M = 1-4): the
-//    same bound against the one-row GEMV;
+//  - the decode GEMV on the same quantized activations (qgemv_row through gemv_rows,
+//    one activation row at a time): the same integer products summed in another
+//    order, so within float rounding (largest difference below 1e-5 of the outputs'
+//    RMS);
+//  - the GEMV over all M activation rows at once (qgemv_row with M = 1-8): the same
+//    bound against the one-row GEMV;
 //  - a float64 product of the dequantized weights with the unquantized activations:
 //    within the error of quantizing activations to int8 per 32-element block
 //    (relative RMS 1/254 = 0.0039 per element; the test allows 0.01).
-// Shapes cover an odd number of blocks (K = 96: the last block has its own slot),
-// group sizes 32, 64 and 128, and tiles cut by the edges of M and N.
+// Shapes cover an odd number of blocks (K = 96: the last block has its own slot), K
+// that is no multiple of 256 (the GEMV's last group of 8 blocks is partial: K = 96,
+// 320, 352), group sizes 32, 64 and 128, and tiles cut by the edges of M and N.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,12 +36,10 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
   typedef lk::QGemm<K> Q;
   static lk::u8 xq[8 * Q::row_bytes];
   static float ws[8 * Q::wscale_floats];
-  static lk::i8 gq[8 * K];
-  static float gd[8 * (K / 32)], gc[8 * (K / 32)];
-  for (int m = 0; m < M; ++m) {
-    lk::qgemm_xrow<K>(x + m * K, xq + m * Q::row_bytes);
-    lk::quant_x<K, 8, true>(x + m * K, gq + m * K, gd + m * (K / 32), gc + m * (K / 32));
-  }
+  static float gs[lk::gemv_x_floats(K, 8)];
+  lk::GemvX<lk::I4, K> gx;
+  for (int m = 0; m < M; ++m) lk::qgemm_xrow<K>(x + m * K, xq + m * Q::row_bytes);
+  gx.prepare(nullptr, x, K, M, gs);
   for (int n = 0; n < N; ++n) lk::qgemm_wscales<K, G>(s, n, ws + n * Q::wscale_floats);
   for (int i0 = 0; i0 < M; i0 += lk::kQRows)
     for (int j0 = 0; j0 < N; j0 += lk::kQCols) {
@@ -57,21 +57,12 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
         for (int j = 0; j < lk::kQCols && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * lk::kQCols + j];
     }
   for (int n = 0; n < N; ++n)
-    for (int m = 0; m < M; ++m)
-      lk::gemv_row_q4p<K, G, 1>(w, s, n, gq + m * K, gd + m * (K / 32), gc + m * (K / 32), gemv_out + m * N + n);
-  for (int n = 0; n < N; ++n)
-    for (int m0 = 0; m0 < M; m0 += 4) {
-      float o[4];
-      const lk::i8* q = gq + m0 * K;
-      const float *d = gd + m0 * (K / 32), *c = gc + m0 * (K / 32);
-      switch (M - m0 < 4 ? M - m0 : 4) {
-        case 1: lk::gemv_row_q4p<K, G, 1>(w, s, n, q, d, c, o); break;
-        case 2: lk::gemv_row_q4p<K, G, 2>(w, s, n, q, d, c, o); break;
-        case 3: lk::gemv_row_q4p<K, G, 3>(w, s, n, q, d, c, o); break;
-        default: lk::gemv_row_q4p<K, G, 4>(w, s, n, q, d, c, o); break;
-      }
-      for (int i = 0; i < 4 && m0 + i < M; ++i) multi_out[(m0 + i) * N + n] = o[i];
-    }
+    for (int m = 0; m < M; ++m) lk::gemv_rows<lk::I4, K, G>(w, s, n, gx, m, 1, gemv_out + m * N + n);
+  for (int n = 0; n < N; ++n) {
+    float o[8];
+    lk::gemv_rows<lk::I4, K, G>(w, s, n, gx, 0, M, o);
+    for (int m = 0; m < M; ++m) multi_out[m * N + n] = o[m];
+  }
   return 1;
 #else
   return 0;
@@ -88,6 +79,14 @@ extern "C" int qgemm_256_64(const float* x, int M, const lk::u8* w, const lk::u1
 extern "C" int qgemm_768_128(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
                            float* c) {
   return run<768, 128>(x, M, w, s, N, a, b, c);
+}
+extern "C" int qgemm_352_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                           float* c) {
+  return run<352, 32>(x, M, w, s, N, a, b, c);
+}
+extern "C" int qgemm_320_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                           float* c) {
+  return run<320, 64>(x, M, w, s, N, a, b, c);
 }
 extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
                            float* c) {
@@ -151,26 +150,27 @@ TEST_P(QGemm, MatchesGemvAndFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QGemm,
                          ::testing::Values(Shape{96, 32, 5, 4}, Shape{256, 64, 8, 6}, Shape{768, 128, 7, 5},
-                                           Shape{768, 32, 4, 3}, Shape{768, 32, 1, 1}, Shape{256, 64, 3, 7}),
+                                           Shape{768, 32, 4, 3}, Shape{768, 32, 1, 1}, Shape{256, 64, 3, 7},
+                                           Shape{352, 32, 8, 5}, Shape{320, 64, 6, 4}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
                          });
 
-// The int8 decode GEMV on int8 activations (gemv_row_q, through gemv_rows with M rows
+// The int8 decode GEMV on int8 activations (qgemv_row, through gemv_rows with M rows
 // at once) and the prefill GEMM's register tiles (qgemm_tile with int8 weights) against
 // a float64 product of the dequantized weights with the activations
 // quantized as the kernel does (int8 per 32-block, scale amax / 127): the same
 // integers, so within float rounding (1e-5 of the outputs' RMS). Per-row scales
-// (G 0) and per-32 scales (Q8_0), K with and without a tail of blocks after steps of
-// eight.
+// (G 0) and per-32 scales (Q8_0), K with and without a partial last group of eight
+// blocks (288, 352).
 const char* kInt8Harness = R"(
 template <int K, int G>
 static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* out, float* tile_out) {
 #ifdef LATHE_VNNI
   static float scratch[lk::gemv_x_floats(K, 8)];
   lk::GemvX<lk::I8, K> gx;
-  gx.prepare(x, K, M, scratch);
+  gx.prepare(nullptr, x, K, M, scratch);
   for (int n = 0; n < N; ++n) {
     float o[8];
     lk::gemv_rows<lk::I8, K, G>(w, s, n, gx, 0, M, o);
@@ -205,6 +205,10 @@ static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N,
 extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
                            float* t) {
   return run8<256, 0>(x, M, w, s, N, o, t);
+}
+extern "C" int gemv8_352_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<352, 0>(x, M, w, s, N, o, t);
 }
 extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
                            float* t) {
@@ -266,7 +270,7 @@ TEST_P(Int8Gemv, MatchesFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Gemv,
                          ::testing::Values(Shape{256, 0, 1, 9}, Shape{256, 0, 4, 3}, Shape{288, 32, 3, 5},
                                            Shape{768, 32, 1, 4}, Shape{768, 32, 2, 4}, Shape{288, 32, 7, 8},
-                                           Shape{256, 0, 8, 7}),
+                                           Shape{256, 0, 8, 7}, Shape{352, 0, 5, 6}, Shape{352, 0, 8, 3}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
@@ -451,6 +455,71 @@ TEST(FloatGemv, Int8RowsTwoAPass) {
       ref *= lk::h2f(s[i][size_t(rows[i])]);
       EXPECT_NEAR(o[i][m], ref, 1e-5 * (1 + std::abs(ref))) << "weight " << i << " m " << m;
     }
+}
+
+// The activation quantizer of the integer paths (quant_xblock, vectorized) against the
+// scalar rule it replaced: scale max|x| / 127, codes roundf(x x 127 / max|x|) (half away
+// from zero), elements 16-31 at qb + half_stride, the returned sum of the codes. Values
+// that land exactly on a half (x = max|x| x (k + 0.5) / 127 for powers of two) and just
+// below one (0.49999997 must round to 0), zeros, and blocks of one sign.
+const char* kQuantHarness = R"(
+extern "C" int quant_block(const float* x, lk::i8* q, int half_stride, float* d) {
+#ifdef LATHE_INT_DOT
+  return lk::quant_xblock(x, q, half_stride, d);
+#else
+  return -1000000;
+#endif
+}
+)";
+
+TEST(QuantXBlock, MatchesScalarRule) {
+  const std::string source = std::string(cpu_prelude_text()) + kQuantHarness;
+  using Fn = int (*)(const float*, lk::i8*, int, float*);
+  auto fn = reinterpret_cast<Fn>(testing::test_jit().get(source, "quant_block", "qgemm_test"));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> blocks;
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<float> b(32);
+    for (float& v : b) {
+      v = normal(rng) * (i % 7 == 0 ? 1e-3f : 1.0f);
+      if (i % 5 == 0) v = std::abs(v);  // one sign
+    }
+    blocks.push_back(b);
+  }
+  std::vector<float> ties(32), below(32, 0.0f), zeros(32, 0.0f);
+  for (int j = 0; j < 32; ++j) ties[j] = (j % 2 ? -1.0f : 1.0f) * (float(j) + 0.5f);  // amax 127 x 0.25
+  ties[31] = 127.0f / 4;  // then x x 127 / amax = 4 x x: k + 0.5 for x = (2k + 1) / 8
+  for (int j = 0; j < 31; ++j) ties[j] = (j % 2 ? -1.0f : 1.0f) * (2.0f * float(j) + 1.0f) / 8.0f;
+  below[0] = 127.0f;
+  below[1] = 0.49999997f;
+  below[2] = -0.49999997f;
+  below[3] = 0.5f;
+  below[4] = -0.5f;
+  below[5] = 126.5f;
+  blocks.push_back(ties);
+  blocks.push_back(below);
+  blocks.push_back(zeros);
+  for (const int stride : {16, 32}) {
+    for (size_t bi = 0; bi < blocks.size(); ++bi) {
+      const std::vector<float>& x = blocks[bi];
+      lk::i8 q[64] = {};
+      float d = -1;
+      const int sum = fn(x.data(), q, stride, &d);
+      if (sum == -1000000) GTEST_SKIP() << "no integer dot products on this host";
+      float amax = 0;
+      for (float v : x) amax = std::fmax(amax, std::fabs(v));
+      const float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
+      ASSERT_EQ(d, db) << "block " << bi;
+      int ref_sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int v = int(std::round(x[j] * id));
+        ref_sum += v;
+        ASSERT_EQ(int(q[j < 16 ? j : j - 16 + stride]), v) << "block " << bi << " element " << j << " x " << x[j];
+      }
+      ASSERT_EQ(sum, ref_sum) << "block " << bi;
+    }
+  }
 }
 
 }  // namespace
