@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Decode speed of two lathe binaries side by side (A/B of a CPU kernel change).
+"""Decode (or prefill) speed of two lathe binaries side by side (A/B of a CPU kernel change).
 
 Usage: bench/decode_ab.py --old /tmp/lathe-before --new build/cli/lathe
                           [--model small] [--formats f32,f16,bf16] [--batches 1,4,8]
-                          [--rounds 3] [-o table.md]
+                          [--phase decode|prefill] [--prompt 64] [--rounds 3] [-o table.md]
 
 For each weight format and batch, the two binaries run `lathe run MODEL --batch B
 --weights W --repeat 3 --format json` one after the other, `--rounds` times, and each
@@ -13,7 +13,8 @@ shared host's drifting bandwidth from favouring one of them. The old binary must
 copy of the `lathe` executable built from the earlier commit: the kernel library is
 compiled into it, and the JIT it loads is the same for both.
 Prints a Markdown table (and writes it to -o): TPOT of each, and before / after
-(above 1: the new binary is faster).
+(above 1: the new binary is faster). With --phase prefill the runs take --prompt tokens
+per sequence and generate 2, and the table compares the prefill time (all sequences).
 """
 import argparse
 import json
@@ -21,12 +22,14 @@ import subprocess
 import sys
 
 
-def tpot(lathe, model, fmt, batch):
+def measure(lathe, model, fmt, batch, phase, prompt):
     cmd = [lathe, "run", model, "--batch", str(batch), "--weights", fmt, "--repeat", "3", "--format", "json"]
+    if phase == "prefill":
+        cmd += ["--prompt-tokens", str(prompt), "--gen", "2"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
-    return float(json.loads(p.stdout)["tpot_ms"])
+    return float(json.loads(p.stdout)["prefill_ms" if phase == "prefill" else "tpot_ms"])
 
 
 def main():
@@ -36,24 +39,29 @@ def main():
     ap.add_argument("--model", default="small")
     ap.add_argument("--formats", default="f32,f16,bf16")
     ap.add_argument("--batches", default="1,4,8")
+    ap.add_argument("--phase", choices=["decode", "prefill"], default="decode")
+    ap.add_argument("--prompt", type=int, default=64, help="prompt tokens per sequence with --phase prefill")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
     if a.rounds < 1:
         sys.exit("--rounds must be at least 1")
+    if a.prompt < 1:
+        sys.exit("--prompt must be at least 1")
+    what = "prefill ms" if a.phase == "prefill" else "TPOT ms"
     formats = [f for f in a.formats.split(",") if f]
     batches = [int(b) for b in a.batches.split(",") if b]
     lines = [
-        "| weights | batch | before: TPOT ms | after: TPOT ms | before / after |",
+        f"| weights | batch | before: {what} | after: {what} | before / after |",
         "|---|---:|---:|---:|---:|",
     ]
     for fmt in formats:
         for b in batches:
             old, new = float("inf"), float("inf")
             for r in range(a.rounds):
-                print(f"decode_ab: {fmt} batch {b} round {r + 1}/{a.rounds}", file=sys.stderr)
-                old = min(old, tpot(a.old, a.model, fmt, b))
-                new = min(new, tpot(a.new, a.model, fmt, b))
+                print(f"decode_ab: {a.phase} {fmt} batch {b} round {r + 1}/{a.rounds}", file=sys.stderr)
+                old = min(old, measure(a.old, a.model, fmt, b, a.phase, a.prompt))
+                new = min(new, measure(a.new, a.model, fmt, b, a.phase, a.prompt))
             lines.append(f"| {fmt} | {b} | {old:.2f} | {new:.2f} | {old / new:.2f} |")
     table = "\n".join(lines) + "\n"
     print(table, end="")

@@ -189,6 +189,11 @@ struct Emitter {
     }
     int64_t tile_rows = rows > 0 ? rows : lk::kTileRows;
     k.shared_floats = std::max<int64_t>(tile_rows, lk::kGemvRows) * K + lk::gemv_x_floats(K, lk::kGemvRows);
+    // The integer GEMM path: its quantized row tile in shared, [2][cb] prepared weight
+    // rows in each thread's scratch (qgemm_kernel).
+    const int64_t cb = cols > 0 ? cols : lk::kTileCols;
+    k.shared_floats = std::max(k.shared_floats, tile_rows * lk::qgemv_row_bytes(K) / 4 + 16);
+    k.scratch_floats = std::max(k.scratch_floats, 2 * cb * lk::qgemm_wrow_bytes(K) / 4 + 16);
     code += "  static const lk::GemmDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +
             ", " + std::to_string(iepi) + ", " + num(n.attrs.f("eps", 1e-5)) + "f, " +
             std::to_string(n.kind == OpKind::lm_head ? 1 : 0) + "};\n";

@@ -41,14 +41,14 @@ constexpr int kQRows = 4, kQCols = 3;  // register tile of qgemm_tile: activatio
 // The GEMM path of gemm_kernel for int4 weights on hosts with integer dot products (and
 // int8 weights on hosts with VNNI, whose dot products do not saturate):
 // each tile of TR rows is quantized to int8 once (prologue applied on the way,
-// qgemm_xrow), then every thread takes column blocks of CB weight rows, expands their
-// scales (qgemm_wscales) and runs register tiles over them, writing the epilogue
-// straight into the output: no dequantized weights, no f32 GEMM.
+// qgemv_xrow), then every thread takes column blocks of CB weight rows, prepares them in
+// the dot products' lane order (qgemm_wrow) and runs register tiles over them, writing
+// the epilogue straight into the output: no dequantized weights, no f32 GEMM.
 template <int FMT, int K, int G, int TR, i64 CB, class SrcRow>
 void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src_row, const float* x,
                   const float* norm, const void* const* W, const u16* const* S, float* const* out, const float* res) {
   static_assert(FMT == I8 || G > 0, "int4 weights have group scales");
-  typedef QGemm<K> Q;
+  constexpr i64 XB = qgemv_row_bytes(K), WB = qgemm_wrow_bytes(K);
   u8* xq = (u8*)c->shared;  // [TR] quantized rows
   for (i64 r0 = 0; r0 < M; r0 += TR) {
     const i64 mt = min64(TR, M - r0);
@@ -60,38 +60,34 @@ void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src
           rms_norm_row<K>(src, norm, d.eps, tmp);
           src = tmp;
         }
-        qgemm_xrow<K, FMT == I4 ? 8 : 128>(src, xq + i * Q::row_bytes);
+        qgemv_xrow<FMT, K>(src, xq + i * XB);
       }
     });
     const bool gated = d.epilogue == EPI_SILU_MUL;
     const int segs = gated ? 1 : d.nw;
     for (int seg = 0; seg < segs; ++seg) {
       const i64 N = d.n[seg], blocks = (N + CB - 1) / CB;
-      const u8* wa = (const u8*)W[seg];
-      const u8* wb = gated ? (const u8*)W[1] : nullptr;
       par(c, blocks, 1, [&](i64 b, i64 e, int t) {
-        float* ws = c->scratch[t];  // [2][CB] row scales
+        u8* wt = (u8*)c->scratch[t];  // [2][CB] prepared weight rows
         for (i64 blk = b; blk < e; ++blk) {
           const i64 n0 = blk * CB, nb = min64(CB, N - n0);
           for (i64 j = 0; j < nb; ++j) {
-            qgemm_wscales<K, G>(S[seg], n0 + j, ws + j * Q::wscale_floats);
-            if (gated) qgemm_wscales<K, G>(S[1], n0 + j, ws + (CB + j) * Q::wscale_floats);
+            qgemm_wrow<FMT, K, G>(W[seg], S[seg], n0 + j, wt + j * WB);
+            if (gated) qgemm_wrow<FMT, K, G>(W[1], S[1], n0 + j, wt + (CB + j) * WB);
           }
           for (i64 i0 = 0; i0 < mt; i0 += kQRows) {
             const u8* xr[kQRows];
-            for (int i = 0; i < kQRows; ++i) xr[i] = xq + min64(i0 + i, mt - 1) * Q::row_bytes;  // tails repeat a row
+            for (int i = 0; i < kQRows; ++i) xr[i] = xq + min64(i0 + i, mt - 1) * XB;  // tails repeat a row
             for (i64 j0 = 0; j0 < nb; j0 += kQCols) {
-              i64 wn[kQCols];
-              const float *wsa[kQCols], *wsb[kQCols];
+              const u8 *wa[kQCols], *wb[kQCols];
               for (int j = 0; j < kQCols; ++j) {
-                i64 jj = min64(j0 + j, nb - 1);
-                wn[j] = n0 + jj;
-                wsa[j] = ws + jj * Q::wscale_floats;
-                wsb[j] = ws + (CB + jj) * Q::wscale_floats;
+                const i64 jj = min64(j0 + j, nb - 1);
+                wa[j] = wt + jj * WB;
+                wb[j] = wt + (CB + jj) * WB;
               }
               float ta[kQRows * kQCols], tb[kQRows * kQCols];
-              qgemm_tile<K, kQRows, kQCols, FMT>(xr, wa, wn, wsa, ta, kQCols);
-              if (gated) qgemm_tile<K, kQRows, kQCols, FMT>(xr, wb, wn, wsb, tb, kQCols);
+              qgemm_tile<K, kQRows, kQCols>(xr, wa, ta, kQCols);
+              if (gated) qgemm_tile<K, kQRows, kQCols>(xr, wb, tb, kQCols);
               const i64 ni = min64(kQRows, mt - i0), nj = min64(kQCols, nb - j0);
               for (i64 i = 0; i < ni; ++i) {
                 const i64 o = (r0 + i0 + i) * N + n0 + j0;

@@ -388,6 +388,11 @@ inline void gemv_row_m2(const void* w0, const u16* s0, i64 n0, const void* w1, c
 // instead of a dozen float conversions per block. Unsigned weight codes (int4 q in
 // 0..15; int8 w + 128) meet signed activations; the offset comes back per block:
 //   sum (q - o) x = dw dx (sum q xq - o sum xq),  o = 8 (int4) or 128 (int8).
+// Bytes of one activation row quantized for the integer GEMV and GEMM (qgemv_xrow), and
+// of one weight row prepared for the GEMM (qgemm_wrow): groups of 8 blocks.
+constexpr i64 qgemv_group_bytes = 320, qgemm_wgroup_bytes = 288;
+constexpr i64 qgemv_row_bytes(i64 K) { return (K / 32 + 7) / 8 * qgemv_group_bytes; }
+constexpr i64 qgemm_wrow_bytes(i64 K) { return (K / 32 + 7) / 8 * qgemm_wgroup_bytes; }
 #if defined(__AVX2__) && defined(__clang__)
 #define LATHE_INT_DOT 1
 #if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
@@ -462,144 +467,6 @@ inline float hsum8(v8fl v) {
   v4fl a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
   return (a[0] + a[2]) + (a[1] + a[3]);
 }
-// ---- int4 / int8 GEMM on int8 activations (prefill): register tiles of RM activation
-// rows x RN weight rows, so each unpacked weight vector meets RM rows and each activation
-// vector RN rows. The weight code offset O (8 for int4 codes, 128 for int8 weights read
-// as unsigned w + 128) is folded into the integer accumulator's start value (-O x the
-// block's activation code sum), so no correction is left per output.
-// An activation row (qgemm_row_bytes) is a run of slots, one per pair of blocks 2p,
-// 2p + 1 (a last odd block has a slot of its own, in element order): 64 code bytes (the
-// codes of blocks 2p and 2p + 1 as [2p: 0-15, 2p+1: 0-15, 2p: 16-31, 2p+1: 16-31], the
-// order of the low and high nibbles of the two blocks' 16 int4 weight bytes each), the
-// scale vector {d(2p) x4, d(2p+1) x4} and the start
-// vector {-O sum(2p), 0, 0, 0, -O sum(2p+1), 0, 0, 0} (int32). int4 weight bytes hold
-// the two blocks' codes in that order already (low and high nibbles); int8 rows are
-// regrouped at load (elements 0-15 of both blocks, then 16-31), which needs no shuffle
-// across 128-bit lanes.
-template <int K>
-struct QGemm {
-  static constexpr int NBK = K / 32, NS = (NBK + 1) / 2;
-  static constexpr i64 slot_bytes = 128, row_bytes = NS * slot_bytes;
-  static constexpr i64 row_floats = row_bytes / 4;
-  // Weight row scales for one slot, as lanes of the dot products: {dw(2p) x4, dw(2p+1) x4}.
-  static constexpr i64 wscale_floats = NS * 8;
-};
-template <int K, int O = 8>
-inline void qgemm_xrow(const float* x, u8* row) {
-  constexpr int NBK = K / 32;
-  for (int p = 0; p < QGemm<K>::NS; ++p) {
-    u8* slot = row + p * QGemm<K>::slot_bytes;
-    float d[8];
-    int init[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int b = 2 * p;
-    if (b + 1 < NBK) {
-      init[0] = -O * quant_xblock(x + b * 32, (i8*)slot, 32, &d[0]);
-      init[4] = -O * quant_xblock(x + b * 32 + 32, (i8*)slot + 16, 32, &d[4]);
-      for (int i = 1; i < 4; ++i) d[i] = d[0], d[4 + i] = d[4];
-    } else {
-      init[0] = -O * quant_xblock(x + b * 32, (i8*)slot, 16, &d[0]);
-      for (int i = 1; i < 8; ++i) d[i] = d[0];
-    }
-    __builtin_memcpy(slot + 64, d, 32);
-    __builtin_memcpy(slot + 96, init, 32);
-  }
-}
-template <int K, int G>
-inline void qgemm_wscales(const u16* s, i64 n, float* out) {
-  constexpr int NBK = K / 32;
-  const u16* srow = s + n * (G > 0 ? K / G : 1);  // G 0: one scale per row (int8)
-  for (int p = 0; p < QGemm<K>::NS; ++p) {
-    int b = 2 * p;
-    float d0, d1;
-    if constexpr (G == 0) {
-      d0 = d1 = h2f(srow[0]);
-    } else {
-      d0 = h2f(srow[(b * 32) / G]);
-      d1 = b + 1 < NBK ? h2f(srow[(b * 32 + 32) / G]) : d0;
-    }
-    for (int i = 0; i < 4; ++i) out[p * 8 + i] = d0, out[p * 8 + 4 + i] = d1;
-  }
-}
-// out[m][j] = W[wn[j]] . x_m for RM activation rows xr[m] (qgemm_xrow) and RN weight
-// rows; ws[j]: the row's qgemm_wscales.
-template <int K, int RM, int RN, int FMT = I4>
-inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const float* const* ws, float* out, i64 ldo) {
-  static_assert(FMT == I4 || FMT == I8, "integer weights only");
-  constexpr int NBK = K / 32;
-  typedef unsigned char v32u __attribute__((vector_size(32)));
-  typedef char v16c __attribute__((vector_size(16)));
-  v8fl acc[RM][RN];
-  for (int m = 0; m < RM; ++m)
-    for (int j = 0; j < RN; ++j) acc[m][j] = v8fl{};
-  for (int p = 0; p < NBK / 2; ++p) {
-    v32c lo[RN], hi[RN];
-    v8fl dw[RN];
-    for (int j = 0; j < RN; ++j) {
-      if constexpr (FMT == I4) {
-        v32u wb;
-        __builtin_memcpy(&wb, w + wn[j] * (K / 2) + p * 32, 32);
-        lo[j] = (v32c)(wb & 15);
-        hi[j] = (v32c)(wb >> 4);
-      } else {  // blocks 2p and 2p + 1 of an int8 row: elements 0-15 of both, then 16-31
-        const u8* r = w + wn[j] * K + p * 64;
-        v16c a0, a1, b0, b1;
-        __builtin_memcpy(&a0, r, 16);
-        __builtin_memcpy(&a1, r + 16, 16);
-        __builtin_memcpy(&b0, r + 32, 16);
-        __builtin_memcpy(&b1, r + 48, 16);
-        lo[j] = __builtin_shufflevector(a0, b0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31) ^ (char)0x80;
-        hi[j] = __builtin_shufflevector(a1, b1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31) ^ (char)0x80;
-      }
-      __builtin_memcpy(&dw[j], ws[j] + p * 8, 32);
-    }
-    for (int m = 0; m < RM; ++m) {
-      const u8* slot = xr[m] + p * QGemm<K>::slot_bytes;
-      v32c xa, xb;
-      v8fl dx;
-      v8i init;
-      __builtin_memcpy(&xa, slot, 32);
-      __builtin_memcpy(&xb, slot + 32, 32);
-      __builtin_memcpy(&dx, slot + 64, 32);
-      __builtin_memcpy(&init, slot + 96, 32);
-      for (int j = 0; j < RN; ++j) {
-#ifdef LATHE_VNNI
-        v8i dot = __builtin_ia32_vpdpbusd256(__builtin_ia32_vpdpbusd256(init, (v8i)lo[j], (v8i)xa), (v8i)hi[j], (v8i)xb);
-#else
-        v8i dot = init + dot32(lo[j], xa) + dot32(hi[j], xb);
-#endif
-        acc[m][j] += __builtin_convertvector(dot, v8fl) * (dw[j] * dx);
-      }
-    }
-  }
-  if constexpr (NBK % 2 == 1) {  // the last odd block's slot, in element order
-    constexpr int p = NBK / 2;
-    for (int j = 0; j < RN; ++j) {
-      v32c wc = wcodes<FMT, K>(w, wn[j], NBK - 1);
-      v8fl dw;
-      __builtin_memcpy(&dw, ws[j] + p * 8, 32);
-      for (int m = 0; m < RM; ++m) {
-        const u8* slot = xr[m] + p * QGemm<K>::slot_bytes;
-        v32c xa;
-        v8fl dx;
-        v8i init;
-        __builtin_memcpy(&xa, slot, 32);
-        __builtin_memcpy(&dx, slot + 64, 32);
-        __builtin_memcpy(&init, slot + 96, 32);
-        acc[m][j] += __builtin_convertvector(init + dot32(wc, xa), v8fl) * (dw * dx);
-      }
-    }
-  }
-  for (int m = 0; m < RM; ++m)
-    for (int j = 0; j < RN; ++j) {
-      typedef float f4 __attribute__((vector_size(16)));
-      v8fl a = acc[m][j];
-      f4 h = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-      out[m * ldo + j] = (h[0] + h[2]) + (h[1] + h[3]);
-    }
-}
-
 // ---- int4 / int8 GEMV on int8 activations (decode, at most kGemvRows rows): a weight
 // row against M activation rows. The row is taken in groups of 8 blocks (256 elements):
 // the group's weight bytes are transposed as 4 x 4 dwords per 128-bit lane so that
@@ -623,11 +490,6 @@ inline void qgemm_tile(const u8* const* xr, const u8* w, const i64* wn, const fl
 template <int FMT>
 constexpr int qgemv_block(int L) {
   return FMT == I4 ? (L % 4) * 2 + L / 4 : L;
-}
-constexpr i64 qgemv_group_bytes = 320;
-template <int K>
-constexpr i64 qgemv_row_bytes() {
-  return (K / 32 + 7) / 8 * qgemv_group_bytes;
 }
 template <int FMT, int K>
 inline void qgemv_xrow(const float* x, u8* row) {
@@ -730,7 +592,7 @@ inline void qgemv_row(const void* w, const u16* s, i64 n, const u8* xr, float* o
     v8fl dw;
     qgemv_wgroup<FMT, K, G>(w, s, n, g, lo, hi, dw);
     for (int m = 0; m < M; ++m) {
-      const u8* p = xr + m * qgemv_row_bytes<K>() + g * qgemv_group_bytes;
+      const u8* p = xr + m * qgemv_row_bytes(K) + g * qgemv_group_bytes;
       v8i xv[8], a;
       v8fl xd;
       __builtin_memcpy(xv, p, 256);
@@ -754,6 +616,70 @@ inline void qgemv_row(const void* w, const u16* s, i64 n, const u8* xr, float* o
   }
   const float rs = SCALED ? 1.0f : h2f(s[n]);
   for (int m = 0; m < M; ++m) out[m] = hsum8(acc[m]) * rs;
+}
+// ---- int4 / int8 GEMM on int8 activations (prefill): register tiles of RM activation
+// rows x RN weight rows on the GEMV's groups of 8 blocks. The activation rows are
+// quantized as for the GEMV (qgemv_xrow); each weight row of a column block is prepared
+// once into the same lane order, codes unpacked and its 8 scales per group beside them
+// (qgemm_wrow: 288 bytes a group; int8 with one scale per row carries it in every lane).
+// A tile takes a group as 8 slices of 32 code bytes: each slice loads RM activation and
+// RN weight vectors and makes RM x RN dot products into int32 accumulators (one per
+// output, started at the activation's -O x code sums), so a loaded vector meets RN or
+// RM others; after the 8 slices each output takes one conversion and one FMA with its
+// 8 blocks' scales (weight x activation).
+template <int FMT, int K, int G>
+inline void qgemm_wrow(const void* w, const u16* s, i64 n, u8* out) {
+  for (int g = 0; g < (K / 32 + 7) / 8; ++g) {
+    v8i lo[4], hi[4];
+    v8fl dw;
+    qgemv_wgroup<FMT, K, G>(w, s, n, g, lo, hi, dw);
+    if constexpr (G == 0) dw = v8fl{} + h2f(s[n]);  // int8 with one scale per row
+    u8* o = out + g * qgemm_wgroup_bytes;
+    __builtin_memcpy(o, lo, 128);
+    __builtin_memcpy(o + 128, hi, 128);
+    __builtin_memcpy(o + 256, &dw, 32);
+  }
+}
+// out[m x ldo + j] = W_j . x_m for RM activation rows xr[m] (qgemv_xrow) and RN weight
+// rows wr[j] (qgemm_wrow).
+template <int K, int RM, int RN>
+inline void qgemm_tile(const u8* const* xr, const u8* const* wr, float* out, i64 ldo) {
+  constexpr int NG = (K / 32 + 7) / 8;
+  v8fl acc[RM][RN];
+  for (int m = 0; m < RM; ++m)
+    for (int j = 0; j < RN; ++j) acc[m][j] = v8fl{};
+  for (int g = 0; g < NG; ++g) {
+    v8i a[RM][RN];
+    for (int m = 0; m < RM; ++m) {
+      v8i start;
+      __builtin_memcpy(&start, xr[m] + g * qgemv_group_bytes + 288, 32);
+      for (int j = 0; j < RN; ++j) a[m][j] = start;
+    }
+    for (int r = 0; r < 8; ++r) {  // lo0..lo3 meet the activations' slices 0-3, hi0..hi3 4-7
+      v8i xv[RM], wv[RN];
+      for (int m = 0; m < RM; ++m) __builtin_memcpy(&xv[m], xr[m] + g * qgemv_group_bytes + r * 32, 32);
+      for (int j = 0; j < RN; ++j) __builtin_memcpy(&wv[j], wr[j] + g * qgemm_wgroup_bytes + r * 32, 32);
+      for (int m = 0; m < RM; ++m)
+        for (int j = 0; j < RN; ++j) {
+#ifdef LATHE_VNNI
+          a[m][j] = __builtin_ia32_vpdpbusd256(a[m][j], wv[j], xv[m]);
+#else
+          a[m][j] += dot32((v32c)wv[j], (v32c)xv[m]);
+#endif
+        }
+    }
+    for (int j = 0; j < RN; ++j) {
+      v8fl dw;
+      __builtin_memcpy(&dw, wr[j] + g * qgemm_wgroup_bytes + 256, 32);
+      for (int m = 0; m < RM; ++m) {
+        v8fl xd;
+        __builtin_memcpy(&xd, xr[m] + g * qgemv_group_bytes + 256, 32);
+        acc[m][j] += __builtin_convertvector(a[m][j], v8fl) * (dw * xd);
+      }
+    }
+  }
+  for (int m = 0; m < RM; ++m)
+    for (int j = 0; j < RN; ++j) out[m * ldo + j] = hsum8(acc[m][j]);
 }
 #endif
 
@@ -797,7 +723,7 @@ struct GemvX {
     if constexpr (quantized) {
       xq = (u8*)scratch;
       auto rows = [&](i64 b, i64 e, int) {
-        for (i64 m = b; m < e; ++m) qgemv_xrow<FMT, K>(xs + m * ld, xq + m * qgemv_row_bytes<K>());
+        for (i64 m = b; m < e; ++m) qgemv_xrow<FMT, K>(xs + m * ld, xq + m * qgemv_row_bytes(K));
       };
       if (ctx && M > 1) par(ctx, M, 1, rows);
       else rows(0, M, 0);
@@ -815,7 +741,7 @@ inline void gemv_rows(const void* w, const u16* s, i64 n, const GemvX<FMT, K>& g
 #ifdef LATHE_INT_DOT
   if constexpr (GemvX<FMT, K>::quantized) {
     for (int a = 0; a < M; a += 8) {
-      const u8* xr = gx.xq + (m0 + a) * qgemv_row_bytes<K>();
+      const u8* xr = gx.xq + (m0 + a) * qgemv_row_bytes(K);
       switch (M - a < 8 ? M - a : 8) {
         case 1: qgemv_row<FMT, K, G, 1>(w, s, n, xr, out + a); break;
         case 2: qgemv_row<FMT, K, G, 2>(w, s, n, xr, out + a); break;

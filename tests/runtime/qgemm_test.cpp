@@ -1,5 +1,6 @@
-// The int4 x int8 register-tiled GEMM of prefill (qgemm_tile in
-// codegen/cpu/kernel_prelude.h), JIT-compiled like a kernel, against
+// The int4 x int8 register-tiled GEMM of prefill (qgemm_tile on rows prepared by
+// qgemv_xrow and qgemm_wrow, codegen/cpu/kernel_prelude.h), JIT-compiled like a
+// kernel, against
 //  - the decode GEMV on the same quantized activations (qgemv_row through gemv_rows,
 //    one activation row at a time): the same integer products summed in another
 //    order, so within float rounding (largest difference below 1e-5 of the outputs'
@@ -9,9 +10,8 @@
 //  - a float64 product of the dequantized weights with the unquantized activations:
 //    within the error of quantizing activations to int8 per 32-element block
 //    (relative RMS 1/254 = 0.0039 per element; the test allows 0.01).
-// Shapes cover an odd number of blocks (K = 96: the last block has its own slot), K
-// that is no multiple of 256 (the GEMV's last group of 8 blocks is partial: K = 96,
-// 320, 352), group sizes 32, 64 and 128, and tiles cut by the edges of M and N.
+// Shapes cover K that is no multiple of 256 (the last group of 8 blocks is partial:
+// K = 96, 320, 352), group sizes 32, 64 and 128, and tiles cut by the edges of M and N.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,26 +33,20 @@ template <int K, int G>
 static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* tile_out, float* gemv_out,
                float* multi_out) {
 #ifdef LATHE_INT_DOT
-  typedef lk::QGemm<K> Q;
-  static lk::u8 xq[8 * Q::row_bytes];
-  static float ws[8 * Q::wscale_floats];
+  constexpr long XB = lk::qgemv_row_bytes(K), WB = lk::qgemm_wrow_bytes(K);
+  static lk::u8 xq[8 * XB], wt[8 * WB];
   static float gs[lk::gemv_x_floats(K, 8)];
   lk::GemvX<lk::I4, K> gx;
-  for (int m = 0; m < M; ++m) lk::qgemm_xrow<K>(x + m * K, xq + m * Q::row_bytes);
+  for (int m = 0; m < M; ++m) lk::qgemv_xrow<lk::I4, K>(x + m * K, xq + m * XB);
   gx.prepare(nullptr, x, K, M, gs);
-  for (int n = 0; n < N; ++n) lk::qgemm_wscales<K, G>(s, n, ws + n * Q::wscale_floats);
+  for (int n = 0; n < N; ++n) lk::qgemm_wrow<lk::I4, K, G>(w, s, n, wt + n * WB);
   for (int i0 = 0; i0 < M; i0 += lk::kQRows)
     for (int j0 = 0; j0 < N; j0 += lk::kQCols) {
-      const lk::u8* xr[lk::kQRows];
-      lk::i64 wn[lk::kQCols];
-      const float* wsp[lk::kQCols];
-      for (int i = 0; i < lk::kQRows; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * Q::row_bytes;
-      for (int j = 0; j < lk::kQCols; ++j) {
-        wn[j] = j0 + j < N ? j0 + j : N - 1;
-        wsp[j] = ws + wn[j] * Q::wscale_floats;
-      }
+      const lk::u8 *xr[lk::kQRows], *wr[lk::kQCols];
+      for (int i = 0; i < lk::kQRows; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * XB;
+      for (int j = 0; j < lk::kQCols; ++j) wr[j] = wt + (j0 + j < N ? j0 + j : N - 1) * WB;
       float t[lk::kQRows * lk::kQCols];
-      lk::qgemm_tile<K, lk::kQRows, lk::kQCols>(xr, w, wn, wsp, t, lk::kQCols);
+      lk::qgemm_tile<K, lk::kQRows, lk::kQCols>(xr, wr, t, lk::kQCols);
       for (int i = 0; i < lk::kQRows && i0 + i < M; ++i)
         for (int j = 0; j < lk::kQCols && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * lk::kQCols + j];
     }
@@ -177,23 +171,17 @@ static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N,
     for (int m = 0; m < M; ++m) out[m * N + n] = o[m];
   }
   // The prefill GEMM's register tiles on the same weights (int8 read as w + 128).
-  typedef lk::QGemm<K> Q;
-  static lk::u8 xq[8 * Q::row_bytes];
-  static float ws[16 * Q::wscale_floats];
-  for (int m = 0; m < M; ++m) lk::qgemm_xrow<K, 128>(x + m * K, xq + m * Q::row_bytes);
-  for (int n = 0; n < N; ++n) lk::qgemm_wscales<K, G>(s, n, ws + n * Q::wscale_floats);
+  constexpr long XB = lk::qgemv_row_bytes(K), WB = lk::qgemm_wrow_bytes(K);
+  static lk::u8 xq[8 * XB], wt[16 * WB];
+  for (int m = 0; m < M; ++m) lk::qgemv_xrow<lk::I8, K>(x + m * K, xq + m * XB);
+  for (int n = 0; n < N; ++n) lk::qgemm_wrow<lk::I8, K, G>(w, s, n, wt + n * WB);
   for (int i0 = 0; i0 < M; i0 += 4)
     for (int j0 = 0; j0 < N; j0 += 3) {
-      const lk::u8* xr[4];
-      lk::i64 wn[3];
-      const float* wsp[3];
-      for (int i = 0; i < 4; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * Q::row_bytes;
-      for (int j = 0; j < 3; ++j) {
-        wn[j] = j0 + j < N ? j0 + j : N - 1;
-        wsp[j] = ws + wn[j] * Q::wscale_floats;
-      }
+      const lk::u8 *xr[4], *wr[3];
+      for (int i = 0; i < 4; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * XB;
+      for (int j = 0; j < 3; ++j) wr[j] = wt + (j0 + j < N ? j0 + j : N - 1) * WB;
       float t[12];
-      lk::qgemm_tile<K, 4, 3, lk::I8>(xr, (const lk::u8*)w, wn, wsp, t, 3);
+      lk::qgemm_tile<K, 4, 3>(xr, wr, t, 3);
       for (int i = 0; i < 4 && i0 + i < M; ++i)
         for (int j = 0; j < 3 && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * 3 + j];
     }
