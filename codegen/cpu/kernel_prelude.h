@@ -430,24 +430,6 @@ inline v8i dot32(v32c w, v32c x) {  // 8 lanes, each the sum of 4 u8 x s8 produc
   return __builtin_ia32_pmaddwd256(p, v16s{} + 1);
 #endif
 }
-// Unsigned codes of a 32-element weight block, in element order.
-template <int FMT, int K>
-inline v32c wcodes(const void* w, i64 n, int kb) {
-  v32c r;
-  if constexpr (FMT == I4) {
-    const u8* p = (const u8*)w + n * (K / 2) + kb * 16;
-    typedef unsigned char v16u __attribute__((vector_size(16)));
-    v16u b;
-    __builtin_memcpy(&b, p, 16);
-    v16u lo = b & 15, hi = b >> 4;
-    __builtin_memcpy(&r, &lo, 16);
-    __builtin_memcpy((char*)&r + 16, &hi, 16);
-  } else {
-    __builtin_memcpy(&r, (const i8*)w + n * K + kb * 32, 32);
-    r ^= (char)0x80;  // s8 -> u8 = w + 128
-  }
-  return r;
-}
 // Weight scales of blocks b .. b + 7 (one per 32 elements) as floats.
 template <int G>
 inline v8fl block_scales8(const u16* srow, int b) {
@@ -473,9 +455,9 @@ inline float hsum8(v8fl v) {
 // lane L of every code vector holds 4 bytes of block qgemv_block(L), and the activation
 // rows are stored in the same order (qgemv_xrow). Eight dot products (VNNI) then
 // accumulate a whole group into one int32 vector whose lanes are the 8 blocks' sums:
-// one conversion and one FMA with the 8 blocks' scales per group and activation row,
-// where a pass a pair of blocks at a time needed four of each (the FMAs share the two
-// pipes of the dot products). The weight code offset O (8: int4 codes; 128: int8 read as
+// one conversion and one FMA with the 8 blocks' scales per group and activation row
+// (a pair of blocks at a time would take four of each, and the FMAs share the two pipes
+// of the dot products). The weight code offset O (8: int4 codes; 128: int8 read as
 // w + 128) starts the accumulator as -O x the block's activation code sum.
 //   int4 (16 bytes a block, element j in the low nibble of byte j, j + 16 in the high
 //   one): a 32-byte load holds blocks 2q and 2q + 1; after the transpose lane 4h + p
@@ -707,7 +689,7 @@ inline void par(const LatheCtx* c, i64 n, i64 grain, const F& f) {
 }
 
 // Scratch floats for M rows of K quantized activations (qgemv_xrow).
-constexpr i64 gemv_x_floats(i64 K, i64 M) { return M * ((K / 32 + 7) / 8 * 80) + 16; }
+constexpr i64 gemv_x_floats(i64 K, i64 M) { return M * qgemv_row_bytes(K) / 4 + 16; }
 
 // Activations of a GEMV in the form its weight format wants: floats as they are, or
 // (integer formats with integer dot products) quantized once for all output rows.
