@@ -253,6 +253,8 @@ int run_simulate(const SimulateArgs& a) {
     if (!a.trace.empty()) trace.emplace(a.trace);
     if (plot) plot->write(roofline_svg(p.sim, p.target, title));
     if (trace) trace->write(trace_json(p.sim, title));
+    if (plot) plot->finish();  // both written out before either replaces its destination
+    if (trace) trace->finish();
     if (plot) plot->commit();
     if (trace) trace->commit();
   }

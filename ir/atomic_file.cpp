@@ -127,12 +127,17 @@ void AtomicFile::write(const void* data, size_t bytes) {
     throw Error(path_ + ": write failed (" + std::strerror(errno) + ")");
 }
 
-void AtomicFile::commit() {
+void AtomicFile::finish() {
+  if (!f_) return;
   bool ok = std::fflush(f_) == 0;  // a device such as /dev/full reports ENOSPC here
   int err = ok ? 0 : errno;
   if (std::fclose(f_) != 0 && ok) ok = false, err = errno;
   f_ = nullptr;
   if (!ok) throw Error(path_ + ": write failed (" + std::strerror(err) + ")");
+}
+
+void AtomicFile::commit() {
+  finish();
   if (!tmp_.empty()) {
     std::error_code ec;
     fs::rename(tmp_, dest_, ec);

@@ -25,6 +25,10 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, size_t bytes);
   void write(const std::string& chunk) { write(chunk.data(), chunk.size()); }
+  // Flushes and closes the file, throwing on a write error (a full disk); the data is
+  // not in place yet. commit() does this itself; call it first when several files must
+  // all be written before any replaces its destination.
+  void finish();
   void commit();
 
   // Throws the error the constructor would (missing directory, a directory, no

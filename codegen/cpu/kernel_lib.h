@@ -14,7 +14,7 @@ namespace lk {
 
 constexpr int kGemvRows = 8;    // up to this many rows a GEMM runs as GEMV (decode)
 constexpr int kTileRows = 256;  // row tile of the GEMM path
-constexpr int kTileCols = 128;  // column block of the GEMM path (dequantized weights, epilogues)
+constexpr int kTileCols = 128;  // column block of the GEMM path (dequantized or prepared integer weights)
 
 // Column blocks of a GEMM over N columns: f32 weights without an epilogue tile give
 // each thread one wide sgemm (BLAS packs its operands once); otherwise blocks of

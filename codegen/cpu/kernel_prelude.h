@@ -404,8 +404,12 @@ typedef char v32c __attribute__((vector_size(32)));
 typedef float v8fl __attribute__((vector_size(32)));
 // One block of 32 activations: codes 0-15 at qb, 16-31 at qb + half_stride; *d the
 // scale; returns the sum of the codes.
+// NaN activations count as 0 (the scalar rule's fmaxf skipped them too).
 inline int quant_xblock(const float* x, i8* qb, int half_stride, float* d) {
-  const vf a = vload(x), b = vload(x + 16);
+#pragma clang fp contract(off)  // x id + half as two roundings, as roundf(x id) (the JIT contracts)
+  vf a = vload(x), b = vload(x + 16);
+  a = a == a ? a : vf{};
+  b = b == b ? b : vf{};
   const vf aa = (vf)((vi)a & 0x7fffffff), ab = (vf)((vi)b & 0x7fffffff);
   const float amax = vmax_lanes(aa > ab ? aa : ab);
   const float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
@@ -449,8 +453,8 @@ inline float hsum8(v8fl v) {
   v4fl a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
   return (a[0] + a[2]) + (a[1] + a[3]);
 }
-// ---- int4 / int8 GEMV on int8 activations (decode, at most kGemvRows rows): a weight
-// row against M activation rows. The row is taken in groups of 8 blocks (256 elements):
+// ---- int4 / int8 GEMV on int8 activations (decode: at most kGemvRows rows, or the
+// expert GEMVs' pairs, up to 16, 8 at a time): a weight row against M activation rows. The row is taken in groups of 8 blocks (256 elements):
 // the group's weight bytes are transposed as 4 x 4 dwords per 128-bit lane so that
 // lane L of every code vector holds 4 bytes of block qgemv_block(L), and the activation
 // rows are stored in the same order (qgemv_xrow). Eight dot products (VNNI) then
@@ -489,16 +493,14 @@ inline void qgemv_xrow(const float* x, u8* row) {
       }
     }
     u8* p = row + g * qgemv_group_bytes;
-    float* dp = (float*)(p + 256);
-    int* ip = (int*)(p + 288);
     for (int L = 0; L < 8; ++L) {
-      const int k = qgemv_block<FMT>(L);
+      const int k = qgemv_block<FMT>(L), start = -O * sum[k];
       for (int r = 0; r < 4; ++r) {
         __builtin_memcpy(p + r * 32 + L * 4, &q[k][4 * r], 4);
         __builtin_memcpy(p + 128 + r * 32 + L * 4, &q[k][16 + 4 * r], 4);
       }
-      dp[L] = d[k];
-      ip[L] = -O * sum[k];
+      __builtin_memcpy(p + 256 + L * 4, &d[k], 4);
+      __builtin_memcpy(p + 288 + L * 4, &start, 4);
     }
   }
 }
@@ -579,8 +581,8 @@ inline void qgemv_row(const void* w, const u16* s, i64 n, const u8* xr, float* o
       // tinyllama int8 decode 10-15% slower, and at int8 4 rows 3-4%. Prefetches do not
       // fault past the end of the weights.
       constexpr i64 BB = FMT == I4 ? 16 : 32, RB = K / 32 * BB;
-      const char* ahead = (const char*)w + n * RB + g * 8 * BB + 2048;
-      for (int l = 0; l < 8 * BB; l += 64) __builtin_prefetch(ahead + l);
+      const unsigned long ahead = (unsigned long)w + n * RB + g * 8 * BB + 2048;  // may pass the end
+      for (int l = 0; l < 8 * BB; l += 64) __builtin_prefetch((const void*)(ahead + l));
     }
     v8i lo[4], hi[4];
     v8fl dw;

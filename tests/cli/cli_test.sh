@@ -242,6 +242,10 @@ expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace "$tmp/tra
 if [ -w /dev/full ]; then
   expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/full
   [ -c /dev/full ] || bad "--trace /dev/full replaced /dev/full"
+  # A failed --trace leaves no --plot either (here the trace fails while being written;
+  # a failure at its final flush is covered by AtomicFileTest.FinishReportsErrorsBeforeAnyCommit).
+  expect_rc 2 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --plot "$tmp/full-beside.svg" --trace /dev/full
+  [ ! -e "$tmp/full-beside.svg" ] || bad "--plot landed although --trace failed"
 fi
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --trace /dev/stdout
 grep -q traceEvents "$tmp/out" || bad "--trace /dev/stdout did not reach stdout"

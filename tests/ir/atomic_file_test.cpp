@@ -48,6 +48,31 @@ TEST_F(AtomicFileTest, CommitsAndLeavesNothingOnFailure) {
   EXPECT_EQ(entries(), 1u);
 }
 
+// finish() flushes and closes, reporting a write error before anything is in place, so
+// a command writing two files (simulate --plot --trace) finishes both, then commits:
+// a full disk under the second leaves neither. /dev/full takes a small write into the
+// stdio buffer and fails at the flush.
+TEST_F(AtomicFileTest, FinishReportsErrorsBeforeAnyCommit) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no writable /dev/full";
+  {
+    AtomicFile a(path("a.txt")), b("/dev/full");
+    a.write("first");
+    b.write("x");
+    a.finish();
+    EXPECT_THROW(b.finish(), Error);
+  }
+  EXPECT_FALSE(fs::exists(path("a.txt")));
+  EXPECT_EQ(entries(), 0u) << "a temporary file was left";
+  {
+    AtomicFile a(path("a.txt"));
+    a.write("data");
+    a.finish();
+    a.finish();  // a second finish does nothing
+    a.commit();
+  }
+  EXPECT_EQ(read(path("a.txt")), "data");
+}
+
 TEST_F(AtomicFileTest, FollowsSymbolicLinksAndKeepsThem) {
   fs::create_directories(dir_ / "real");
   std::ofstream(path("real/target.csv")) << "old";

@@ -82,6 +82,10 @@ extern "C" int qgemm_320_64(const float* x, int M, const lk::u8* w, const lk::u1
                            float* c) {
   return run<320, 64>(x, M, w, s, N, a, b, c);
 }
+extern "C" int qgemm_64_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
+                           float* c) {
+  return run<64, 64>(x, M, w, s, N, a, b, c);
+}
 extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
                            float* c) {
   return run<768, 32>(x, M, w, s, N, a, b, c);
@@ -145,7 +149,7 @@ TEST_P(QGemm, MatchesGemvAndFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, QGemm,
                          ::testing::Values(Shape{96, 32, 5, 4}, Shape{256, 64, 8, 6}, Shape{768, 128, 7, 5},
                                            Shape{768, 32, 4, 3}, Shape{768, 32, 1, 1}, Shape{256, 64, 3, 7},
-                                           Shape{352, 32, 8, 5}, Shape{320, 64, 6, 4}),
+                                           Shape{352, 32, 8, 5}, Shape{320, 64, 6, 4}, Shape{64, 64, 3, 4}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
@@ -197,6 +201,14 @@ extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16
 extern "C" int gemv8_352_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
                            float* t) {
   return run8<352, 0>(x, M, w, s, N, o, t);
+}
+extern "C" int gemv8_384_128(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<384, 128>(x, M, w, s, N, o, t);
+}
+extern "C" int gemv8_192_64(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
+                           float* t) {
+  return run8<192, 64>(x, M, w, s, N, o, t);
 }
 extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
                            float* t) {
@@ -258,7 +270,8 @@ TEST_P(Int8Gemv, MatchesFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Gemv,
                          ::testing::Values(Shape{256, 0, 1, 9}, Shape{256, 0, 4, 3}, Shape{288, 32, 3, 5},
                                            Shape{768, 32, 1, 4}, Shape{768, 32, 2, 4}, Shape{288, 32, 7, 8},
-                                           Shape{256, 0, 8, 7}, Shape{352, 0, 5, 6}, Shape{352, 0, 8, 3}),
+                                           Shape{256, 0, 8, 7}, Shape{352, 0, 5, 6}, Shape{352, 0, 8, 3},
+                                           Shape{384, 128, 6, 5}, Shape{192, 64, 2, 4}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return "K" + std::to_string(i.param.K) + "_G" + std::to_string(i.param.G) + "_M" +
                                   std::to_string(i.param.M) + "_N" + std::to_string(i.param.N);
@@ -476,8 +489,7 @@ TEST(QuantXBlock, MatchesScalarRule) {
     blocks.push_back(b);
   }
   std::vector<float> ties(32), below(32, 0.0f), zeros(32, 0.0f);
-  for (int j = 0; j < 32; ++j) ties[j] = (j % 2 ? -1.0f : 1.0f) * (float(j) + 0.5f);  // amax 127 x 0.25
-  ties[31] = 127.0f / 4;  // then x x 127 / amax = 4 x x: k + 0.5 for x = (2k + 1) / 8
+  ties[31] = 127.0f / 4;  // amax: then x x 127 / amax = 4 x x, k + 0.5 for x = (2k + 1) / 8
   for (int j = 0; j < 31; ++j) ties[j] = (j % 2 ? -1.0f : 1.0f) * (2.0f * float(j) + 1.0f) / 8.0f;
   below[0] = 127.0f;
   below[1] = 0.49999997f;
@@ -485,9 +497,12 @@ TEST(QuantXBlock, MatchesScalarRule) {
   below[3] = 0.5f;
   below[4] = -0.5f;
   below[5] = 126.5f;
+  std::vector<float> with_nan = blocks[3];
+  with_nan[3] = NAN, with_nan[31] = NAN;  // a NaN counts as 0, wherever it is
   blocks.push_back(ties);
   blocks.push_back(below);
   blocks.push_back(zeros);
+  blocks.push_back(with_nan);
   for (const int stride : {16, 32}) {
     for (size_t bi = 0; bi < blocks.size(); ++bi) {
       const std::vector<float>& x = blocks[bi];
@@ -501,7 +516,7 @@ TEST(QuantXBlock, MatchesScalarRule) {
       ASSERT_EQ(d, db) << "block " << bi;
       int ref_sum = 0;
       for (int j = 0; j < 32; ++j) {
-        const int v = int(std::round(x[j] * id));
+        const int v = std::isnan(x[j]) ? 0 : int(std::round(x[j] * id));
         ref_sum += v;
         ASSERT_EQ(int(q[j < 16 ? j : j - 16 + stride]), v) << "block " << bi << " element " << j << " x " << x[j];
       }
