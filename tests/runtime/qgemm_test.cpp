@@ -62,34 +62,18 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
   return 0;
 #endif
 }
-extern "C" int qgemm_96_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<96, 32>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_256_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<256, 64>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_768_128(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<768, 128>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_352_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<352, 32>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_320_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<320, 64>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_64_64(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<64, 64>(x, M, w, s, N, a, b, c);
-}
-extern "C" int qgemm_768_32(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, float* b,
-                           float* c) {
-  return run<768, 32>(x, M, w, s, N, a, b, c);
-}
+#define QGEMM(K, G)                                                                                     \
+  extern "C" int qgemm_##K##_##G(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* a, \
+                                 float* b, float* c) {                                                     \
+    return run<K, G>(x, M, w, s, N, a, b, c);                                                              \
+  }
+QGEMM(96, 32)
+QGEMM(256, 64)
+QGEMM(768, 128)
+QGEMM(352, 32)
+QGEMM(320, 64)
+QGEMM(64, 64)
+QGEMM(768, 32)
 )";
 
 using Fn = int (*)(const float*, int, const lk::u8*, const lk::u16*, int, float*, float*, float*);
@@ -194,30 +178,17 @@ static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N,
   return 0;
 #endif
 }
-extern "C" int gemv8_256_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<256, 0>(x, M, w, s, N, o, t);
-}
-extern "C" int gemv8_352_0(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<352, 0>(x, M, w, s, N, o, t);
-}
-extern "C" int gemv8_384_128(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<384, 128>(x, M, w, s, N, o, t);
-}
-extern "C" int gemv8_192_64(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<192, 64>(x, M, w, s, N, o, t);
-}
-extern "C" int gemv8_288_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<288, 32>(x, M, w, s, N, o, t);
-}
-extern "C" int gemv8_768_32(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o,
-                           float* t) {
-  return run8<768, 32>(x, M, w, s, N, o, t);
-}
+#define GEMV8(K, G)                                                                                     \
+  extern "C" int gemv8_##K##_##G(const float* x, int M, const lk::i8* w, const lk::u16* s, int N, float* o, \
+                                 float* t) {                                                               \
+    return run8<K, G>(x, M, w, s, N, o, t);                                                                \
+  }
+GEMV8(256, 0)
+GEMV8(352, 0)
+GEMV8(384, 128)
+GEMV8(192, 64)
+GEMV8(288, 32)
+GEMV8(768, 32)
 )";
 
 using Fn8 = int (*)(const float*, int, const lk::i8*, const lk::u16*, int, float*, float*);
