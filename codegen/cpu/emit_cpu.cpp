@@ -179,19 +179,16 @@ struct Emitter {
     int ipro = pro == "rms_norm" ? lk::PRO_RMS_NORM : lk::PRO_NONE;
     int iepi = epi == "silu_mul" ? lk::EPI_SILU_MUL : epi == "residual" ? lk::EPI_RESIDUAL : lk::EPI_NONE;
     // Tuned tile sizes (`lathe tune`; codegen/tuning.h) become template arguments.
-    int64_t rows = tuned("tune_rows", 0), cols = tuned("tune_cols", 0);
+    const int64_t rows = tuned("tune_rows", 0), cols = tuned("tune_cols", 0);
+    const int64_t tile_rows = rows > 0 ? rows : lk::kTileRows, cb = cols > 0 ? cols : lk::kTileCols;
     std::string tiles;
     if (rows > 0 || cols > 0) {
-      if (rows == 0) rows = lk::kTileRows;
-      tiles = ", " + num(rows) + ", " + num(cols);
-      int64_t cb = cols > 0 ? cols : lk::kTileCols;
-      k.scratch_floats = cb * K + 2 * rows * cb;
+      tiles = ", " + num(tile_rows) + ", " + num(cols);
+      k.scratch_floats = cb * K + 2 * tile_rows * cb;
     }
-    int64_t tile_rows = rows > 0 ? rows : lk::kTileRows;
     k.shared_floats = std::max<int64_t>(tile_rows, lk::kGemvRows) * K + lk::gemv_x_floats(K, lk::kGemvRows);
     // The integer GEMM path: its quantized row tile in shared, [2][cb] prepared weight
     // rows in each thread's scratch (qgemm_kernel).
-    const int64_t cb = cols > 0 ? cols : lk::kTileCols;
     k.shared_floats = std::max(k.shared_floats, tile_rows * lk::qgemv_row_bytes(K) / 4 + 16);
     k.scratch_floats = std::max(k.scratch_floats, 2 * cb * lk::qgemm_wrow_bytes(K) / 4 + 16);
     code += "  static const lk::GemmDesc d = {" + std::to_string(nw) + ", {" + ns + "}, " + std::to_string(ipro) +

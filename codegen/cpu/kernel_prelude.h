@@ -402,10 +402,10 @@ typedef int v8i __attribute__((vector_size(32)));
 typedef short v16s __attribute__((vector_size(32)));
 typedef char v32c __attribute__((vector_size(32)));
 typedef float v8fl __attribute__((vector_size(32)));
-// One block of 32 activations: codes 0-15 at qb, 16-31 at qb + half_stride; *d the
-// scale; returns the sum of the codes.
+// One block of 32 activations: its 32 codes at qb, *d the scale; returns the sum of the
+// codes.
 // NaN activations count as 0 (the scalar rule's fmaxf skipped them too).
-inline int quant_xblock(const float* x, i8* qb, int half_stride, float* d) {
+inline int quant_xblock(const float* x, i8* qb, float* d) {
 #pragma clang fp contract(off)  // x id + half as two roundings, as roundf(x id) (the JIT contracts)
   vf a = vload(x), b = vload(x + 16);
   a = a == a ? a : vf{};
@@ -421,17 +421,18 @@ inline int quant_xblock(const float* x, i8* qb, int half_stride, float* d) {
   const vi qv = __builtin_convertvector(sb + (vf)(((vi)sb & (int)0x80000000) | (vi)half), vi);
   const vsb ca = __builtin_convertvector(qa, vsb), cb = __builtin_convertvector(qv, vsb);
   __builtin_memcpy(qb, &ca, 16);
-  __builtin_memcpy(qb + half_stride, &cb, 16);
+  __builtin_memcpy(qb + 16, &cb, 16);
   *d = db;
   return int(vsum(__builtin_convertvector(qa + qv, vf)));  // at most 32 x 127: exact
 }
-inline v8i dot32(v32c w, v32c x) {  // 8 lanes, each the sum of 4 u8 x s8 products
+// acc + 8 lanes, each the sum of 4 u8 (w) x s8 (x) products.
+inline v8i dot_add(v8i acc, v8i w, v8i x) {
 #ifdef LATHE_VNNI
-  return __builtin_ia32_vpdpbusd256(v8i{}, (v8i)w, (v8i)x);
+  return __builtin_ia32_vpdpbusd256(acc, w, x);
 #else
   // pmaddubsw saturates pairs to s16: safe for int4 codes (15 x 127 x 2), not int8.
-  v16s p = __builtin_ia32_pmaddubsw256(w, x);
-  return __builtin_ia32_pmaddwd256(p, v16s{} + 1);
+  v16s p = __builtin_ia32_pmaddubsw256((v32c)w, (v32c)x);
+  return acc + __builtin_ia32_pmaddwd256(p, v16s{} + 1);
 #endif
 }
 // Weight scales of blocks b .. b + 7 (one per 32 elements) as floats.
@@ -486,7 +487,7 @@ inline void qgemv_xrow(const float* x, u8* row) {
     int sum[8];
     for (int k = 0; k < 8; ++k) {
       if (g * 8 + k < NBK) {
-        sum[k] = quant_xblock(x + (g * 8 + k) * 32, q[k], 16, &d[k]);
+        sum[k] = quant_xblock(x + (g * 8 + k) * 32, q[k], &d[k]);
       } else {
         __builtin_memset(q[k], 0, 32);
         d[k] = 0, sum[k] = 0;
@@ -595,17 +596,10 @@ inline void qgemv_row(const void* w, const u16* s, i64 n, const u8* xr, float* o
       __builtin_memcpy(&xd, p + 256, 32);
       __builtin_memcpy(&a, p + 288, 32);
       v8i b = v8i{};
-#ifdef LATHE_VNNI
       for (int r = 0; r < 4; ++r) {
-        a = __builtin_ia32_vpdpbusd256(a, lo[r], xv[r]);
-        b = __builtin_ia32_vpdpbusd256(b, hi[r], xv[4 + r]);
+        a = dot_add(a, lo[r], xv[r]);
+        b = dot_add(b, hi[r], xv[4 + r]);
       }
-#else
-      for (int r = 0; r < 4; ++r) {
-        a += dot32((v32c)lo[r], (v32c)xv[r]);
-        b += dot32((v32c)hi[r], (v32c)xv[4 + r]);
-      }
-#endif
       if constexpr (SCALED) acc[m] += __builtin_convertvector(a + b, v8fl) * (dw * xd);
       else acc[m] += __builtin_convertvector(a + b, v8fl) * xd;
     }
@@ -656,13 +650,7 @@ inline void qgemm_tile(const u8* const* xr, const u8* const* wr, float* out, i64
       for (int m = 0; m < RM; ++m) __builtin_memcpy(&xv[m], xr[m] + g * qgemv_group_bytes + r * 32, 32);
       for (int j = 0; j < RN; ++j) __builtin_memcpy(&wv[j], wr[j] + g * qgemm_wgroup_bytes + r * 32, 32);
       for (int m = 0; m < RM; ++m)
-        for (int j = 0; j < RN; ++j) {
-#ifdef LATHE_VNNI
-          a[m][j] = __builtin_ia32_vpdpbusd256(a[m][j], wv[j], xv[m]);
-#else
-          a[m][j] += dot32((v32c)wv[j], (v32c)xv[m]);
-#endif
-        }
+        for (int j = 0; j < RN; ++j) a[m][j] = dot_add(a[m][j], wv[j], xv[m]);
     }
     for (int j = 0; j < RN; ++j) {
       v8fl dw;
@@ -708,8 +696,6 @@ struct GemvX {
   const float* x = nullptr;
   i64 ldx = K;
   u8* xq = nullptr;  // rows of qgemv_xrow
-  // Scratch floats needed for M rows.
-  static constexpr i64 scratch_floats(int M) { return quantized ? gemv_x_floats(K, M) : 0; }
   // Quantizes the M rows (when the format wants it) on the context's threads; ctx null:
   // on the calling thread.
   void prepare(const LatheCtx* ctx, const float* xs, i64 ld, int M, float* scratch) {

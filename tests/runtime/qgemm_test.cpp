@@ -26,20 +26,16 @@
 namespace lathe {
 namespace {
 
-// Runs both integer paths for M activation rows and N int4 weight rows of one (K, G).
-// Returns 0 when the host has no integer dot products (the kernels then dequantize).
-const char* kHarness = R"(
-template <int K, int G>
-static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* tile_out, float* gemv_out,
-               float* multi_out) {
+// The prefill GEMM's register tiles over M quantized activation rows (qgemv_xrow) and
+// the N weight rows w of format FMT (prepared by qgemm_wrow), as qgemm_kernel runs them:
+// tails of M and N repeat a row (N at most 16). out: [M, N].
+const char* kTileHarness = R"(
 #ifdef LATHE_INT_DOT
+template <int FMT, int K, int G>
+static void tiles(const lk::u8* xq, int M, const void* w, const lk::u16* s, int N, float* out) {
   constexpr long XB = lk::qgemv_row_bytes(K), WB = lk::qgemm_wrow_bytes(K);
-  static lk::u8 xq[8 * XB], wt[8 * WB];
-  static float gs[lk::gemv_x_floats(K, 8)];
-  lk::GemvX<lk::I4, K> gx;
-  for (int m = 0; m < M; ++m) lk::qgemv_xrow<lk::I4, K>(x + m * K, xq + m * XB);
-  gx.prepare(nullptr, x, K, M, gs);
-  for (int n = 0; n < N; ++n) lk::qgemm_wrow<lk::I4, K, G>(w, s, n, wt + n * WB);
+  static lk::u8 wt[16 * WB];
+  for (int n = 0; n < N; ++n) lk::qgemm_wrow<FMT, K, G>(w, s, n, wt + n * WB);
   for (int i0 = 0; i0 < M; i0 += lk::kQRows)
     for (int j0 = 0; j0 < N; j0 += lk::kQCols) {
       const lk::u8 *xr[lk::kQRows], *wr[lk::kQCols];
@@ -48,8 +44,23 @@ static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, 
       float t[lk::kQRows * lk::kQCols];
       lk::qgemm_tile<K, lk::kQRows, lk::kQCols>(xr, wr, t, lk::kQCols);
       for (int i = 0; i < lk::kQRows && i0 + i < M; ++i)
-        for (int j = 0; j < lk::kQCols && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * lk::kQCols + j];
+        for (int j = 0; j < lk::kQCols && j0 + j < N; ++j) out[(i0 + i) * N + j0 + j] = t[i * lk::kQCols + j];
     }
+}
+#endif
+)";
+
+// Runs both integer paths for M activation rows and N int4 weight rows of one (K, G).
+// Returns 0 when the host has no integer dot products (the kernels then dequantize).
+const char* kHarness = R"(
+template <int K, int G>
+static int run(const float* x, int M, const lk::u8* w, const lk::u16* s, int N, float* tile_out, float* gemv_out,
+               float* multi_out) {
+#ifdef LATHE_INT_DOT
+  static float gs[lk::gemv_x_floats(K, 8)];
+  lk::GemvX<lk::I4, K> gx;
+  gx.prepare(nullptr, x, K, M, gs);  // rows quantized by qgemv_xrow, for the GEMV and the tiles
+  tiles<lk::I4, K, G>(gx.xq, M, w, s, N, tile_out);
   for (int n = 0; n < N; ++n)
     for (int m = 0; m < M; ++m) lk::gemv_rows<lk::I4, K, G>(w, s, n, gx, m, 1, gemv_out + m * N + n);
   for (int n = 0; n < N; ++n) {
@@ -86,7 +97,7 @@ class QGemm : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(QGemm, MatchesGemvAndFloat64) {
   const Shape sh = GetParam();
-  const std::string source = std::string(cpu_prelude_text()) + kHarness;
+  const std::string source = std::string(cpu_prelude_text()) + kTileHarness + kHarness;
   const std::string sym = "qgemm_" + std::to_string(sh.K) + "_" + std::to_string(sh.G);
   auto fn = reinterpret_cast<Fn>(testing::test_jit().get(source, sym, "qgemm_test"));
   std::mt19937 rng(uint32_t(sh.K * 131 + sh.G * 7 + sh.M * 3 + sh.N));
@@ -158,21 +169,7 @@ static int run8(const float* x, int M, const lk::i8* w, const lk::u16* s, int N,
     lk::gemv_rows<lk::I8, K, G>(w, s, n, gx, 0, M, o);
     for (int m = 0; m < M; ++m) out[m * N + n] = o[m];
   }
-  // The prefill GEMM's register tiles on the same weights (int8 read as w + 128).
-  constexpr long XB = lk::qgemv_row_bytes(K), WB = lk::qgemm_wrow_bytes(K);
-  static lk::u8 xq[8 * XB], wt[16 * WB];
-  for (int m = 0; m < M; ++m) lk::qgemv_xrow<lk::I8, K>(x + m * K, xq + m * XB);
-  for (int n = 0; n < N; ++n) lk::qgemm_wrow<lk::I8, K, G>(w, s, n, wt + n * WB);
-  for (int i0 = 0; i0 < M; i0 += 4)
-    for (int j0 = 0; j0 < N; j0 += 3) {
-      const lk::u8 *xr[4], *wr[3];
-      for (int i = 0; i < 4; ++i) xr[i] = xq + (i0 + i < M ? i0 + i : M - 1) * XB;
-      for (int j = 0; j < 3; ++j) wr[j] = wt + (j0 + j < N ? j0 + j : N - 1) * WB;
-      float t[12];
-      lk::qgemm_tile<K, 4, 3>(xr, wr, t, 3);
-      for (int i = 0; i < 4 && i0 + i < M; ++i)
-        for (int j = 0; j < 3 && j0 + j < N; ++j) tile_out[(i0 + i) * N + j0 + j] = t[i * 3 + j];
-    }
+  tiles<lk::I8, K, G>(gx.xq, M, w, s, N, tile_out);  // the prefill GEMM's tiles, same rows
   return 1;
 #else
   return 0;
@@ -197,7 +194,7 @@ class Int8Gemv : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(Int8Gemv, MatchesFloat64) {
   const Shape sh = GetParam();
-  const std::string source = std::string(cpu_prelude_text()) + kInt8Harness;
+  const std::string source = std::string(cpu_prelude_text()) + kTileHarness + kInt8Harness;
   const std::string sym = "gemv8_" + std::to_string(sh.K) + "_" + std::to_string(sh.G);
   auto fn = reinterpret_cast<Fn8>(testing::test_jit().get(source, sym, "qgemm_test"));
   std::mt19937 rng(uint32_t(sh.K * 17 + sh.G + sh.M * 5 + sh.N));
@@ -431,13 +428,13 @@ TEST(FloatGemv, Int8RowsTwoAPass) {
 
 // The activation quantizer of the integer paths (quant_xblock, vectorized) against the
 // scalar rule it replaced: scale max|x| / 127, codes roundf(x x 127 / max|x|) (half away
-// from zero), elements 16-31 at qb + half_stride, the returned sum of the codes. Values
-// that land exactly on a half (x = max|x| x (k + 0.5) / 127 for powers of two) and just
-// below one (0.49999997 must round to 0), zeros, and blocks of one sign.
+// from zero), the returned sum of the codes. Values that land exactly on a half (x =
+// max|x| x (k + 0.5) / 127 for powers of two) and just below one (0.49999997 must round
+// to 0), zeros, blocks of one sign, and NaNs (counted as 0).
 const char* kQuantHarness = R"(
-extern "C" int quant_block(const float* x, lk::i8* q, int half_stride, float* d) {
+extern "C" int quant_block(const float* x, lk::i8* q, float* d) {
 #ifdef LATHE_INT_DOT
-  return lk::quant_xblock(x, q, half_stride, d);
+  return lk::quant_xblock(x, q, d);
 #else
   return -1000000;
 #endif
@@ -446,7 +443,7 @@ extern "C" int quant_block(const float* x, lk::i8* q, int half_stride, float* d)
 
 TEST(QuantXBlock, MatchesScalarRule) {
   const std::string source = std::string(cpu_prelude_text()) + kQuantHarness;
-  using Fn = int (*)(const float*, lk::i8*, int, float*);
+  using Fn = int (*)(const float*, lk::i8*, float*);
   auto fn = reinterpret_cast<Fn>(testing::test_jit().get(source, "quant_block", "qgemm_test"));
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -474,25 +471,23 @@ TEST(QuantXBlock, MatchesScalarRule) {
   blocks.push_back(below);
   blocks.push_back(zeros);
   blocks.push_back(with_nan);
-  for (const int stride : {16, 32}) {
-    for (size_t bi = 0; bi < blocks.size(); ++bi) {
-      const std::vector<float>& x = blocks[bi];
-      lk::i8 q[64] = {};
-      float d = -1;
-      const int sum = fn(x.data(), q, stride, &d);
-      if (sum == -1000000) GTEST_SKIP() << "no integer dot products on this host";
-      float amax = 0;
-      for (float v : x) amax = std::fmax(amax, std::fabs(v));
-      const float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
-      ASSERT_EQ(d, db) << "block " << bi;
-      int ref_sum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const int v = std::isnan(x[j]) ? 0 : int(std::round(x[j] * id));
-        ref_sum += v;
-        ASSERT_EQ(int(q[j < 16 ? j : j - 16 + stride]), v) << "block " << bi << " element " << j << " x " << x[j];
-      }
-      ASSERT_EQ(sum, ref_sum) << "block " << bi;
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    const std::vector<float>& x = blocks[bi];
+    lk::i8 q[32] = {};
+    float d = -1;
+    const int sum = fn(x.data(), q, &d);
+    if (sum == -1000000) GTEST_SKIP() << "no integer dot products on this host";
+    float amax = 0;
+    for (float v : x) amax = std::fmax(amax, std::fabs(v));
+    const float db = amax / 127.0f, id = db > 0 ? 127.0f / amax : 0.0f;
+    ASSERT_EQ(d, db) << "block " << bi;
+    int ref_sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int v = std::isnan(x[j]) ? 0 : int(std::round(x[j] * id));
+      ref_sum += v;
+      ASSERT_EQ(int(q[j]), v) << "block " << bi << " element " << j << " x " << x[j];
     }
+    ASSERT_EQ(sum, ref_sum) << "block " << bi;
   }
 }
 
