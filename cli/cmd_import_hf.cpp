@@ -22,7 +22,7 @@ int run_import_hf(const ImportHfArgs& a) {
   if (!a.name.empty()) c.model.name = a.name;
   std::string toml = hf_model_to_toml(c);
   parse_model_toml(toml, a.out.empty() ? "<stdout>" : a.out);  // what we write must read back
-  for (const std::string& n : c.notes) std::cerr << "lathe: warning: " << escape_control_chars(n) << "\n";
+  for (const std::string& n : c.notes) std::cerr << "lathe: warning: " << n << "\n";
   if (a.out.empty()) {
     std::cout << toml;
     return 0;

@@ -8,7 +8,6 @@
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "cli/scenario_args.h"
-#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/serve.h"
 #include "simulator/serve_trace.h"
@@ -310,9 +309,7 @@ int run_serve(const ServeArgs& a) {
   if (!a.trace.empty()) {  // checked before the simulation; never a file this command reads
     check_output_file(a.trace);
     refuse_input_as_output(a.trace, a.common.scenario, "--trace", "scenarios");
-    refuse_input_as_output(a.trace, req.model, "--trace", "models");
-    refuse_input_as_output(a.trace, target_spec_base(req.hardware), "--trace", "hardware");
-    refuse_input_as_output(a.trace, a.common.plan.plan_file, "--trace", "plans");
+    refuse_plan_inputs(a.trace, "--trace", req, a.common.plan.plan_file);
     refuse_input_as_output(a.trace, s.arrivals_csv.value_or(""), "--trace");
   }
   std::vector<Request> reqs = s.arrivals_csv

@@ -8,7 +8,6 @@
 
 #include "cli/common.h"
 #include "cli/planning.h"
-#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "simulator/plots.h"
 #include "simulator/profile.h"
@@ -233,9 +232,7 @@ int run_simulate(const SimulateArgs& a) {
   for (const auto& [flag, out] : {std::pair<const char*, const std::string&>{"--plot", a.plot}, {"--trace", a.trace}}) {
     if (out.empty()) continue;
     check_output_file(out);
-    refuse_input_as_output(out, req.model, flag, "models");
-    refuse_input_as_output(out, target_spec_base(req.hardware), flag, "hardware");
-    refuse_input_as_output(out, a.plan.plan_file, flag, "plans");
+    refuse_plan_inputs(out, flag, req, a.plan.plan_file);
   }
   LowerHooks hooks;
   hooks.record = false;  // the per-pass report is `lathe compile`'s, not shown here

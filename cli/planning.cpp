@@ -57,6 +57,13 @@ std::string fmt_elements(double n) {
 }
 }  // namespace
 
+void refuse_plan_inputs(const std::string& out, const std::string& flag, const PlanRequest& req,
+                        const std::string& plan_file) {
+  refuse_input_as_output(out, req.model, flag, "models");
+  refuse_input_as_output(out, target_spec_base(req.hardware), flag, "hardware");
+  refuse_input_as_output(out, plan_file, flag, "plans");
+}
+
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) {
   Planned p;
   p.model = load_model(req.model);

@@ -53,6 +53,11 @@ std::vector<std::string> check_target(const Target& t);
 
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per_op = true);
 
+// Refuses `out` (named `flag` in the message) when it is the model, hardware or plan file
+// (`plan_file`, "" for none) the request reads: refuse_input_as_output for each.
+void refuse_plan_inputs(const std::string& out, const std::string& flag, const PlanRequest& req,
+                        const std::string& plan_file);
+
 // The plan file contents for a lowered plan.
 Plan to_plan(const Planned& p);
 

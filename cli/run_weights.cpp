@@ -18,7 +18,7 @@ WeightSource run_weight_source(const std::string& model, const Plan& plan, uint6
                                std::string* description) {
   if (model_has_weights(model)) {
     for (const std::string& n : load_hf_config(model).notes)
-      std::cerr << "lathe: warning: " << escape_control_chars(n) << "\n";
+      std::cerr << "lathe: warning: " << n << "\n";
     auto checkpoint = HfWeights::open(model);
     checkpoint->check({&plan.prefill, &plan.decode});
     *description = model;

@@ -160,6 +160,25 @@ std::string toml_string(const std::string& s) {
   return o + "\"";
 }
 
+// `s` with control characters written as \n, \t or \xNN: a newline in a config.json
+// string or a path would end a TOML comment line and start TOML of the input's making
+// (the notes are written as comments and printed as warnings).
+std::string escape_control_chars(const std::string& s) {
+  std::string o;
+  for (unsigned char ch : s) {
+    if (ch == '\n') o += "\\n";
+    else if (ch == '\t') o += "\\t";
+    else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      o += buf;
+    } else {
+      o += char(ch);
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
@@ -282,7 +301,7 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
       continue;
     }
     std::string where = type == "dynamic" ? "positions beyond the original context differ" : "positions differ";
-    c.notes.push_back(std::string(key) + " of type '" + type +
+    c.notes.push_back(std::string(key) + " of type '" + escape_control_chars(type) +
                       "' is ignored: lathe applies plain RoPE or linear / llama3 scaling (" + where + ")");
   }
 
@@ -361,29 +380,11 @@ bool is_hf_model_path(std::string_view name_or_path) {
   return p.ends_with(".json") && std::filesystem::is_regular_file(p, ec);
 }
 
-// A newline in a config.json string or a path would end a comment line and start TOML
-// of the input's making.
-std::string escape_control_chars(const std::string& s) {
-  std::string o;
-  for (unsigned char ch : s) {
-    if (ch == '\n') o += "\\n";
-    else if (ch == '\t') o += "\\t";
-    else if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-      o += buf;
-    } else {
-      o += char(ch);
-    }
-  }
-  return o;
-}
-
 std::string hf_model_to_toml(const HfConfig& c) {
   const ModelSpec& m = c.model;
   std::string o;
-  o += "# Imported by `lathe import-hf` from " + escape_control_chars(c.source) + " (" + escape_control_chars(c.architecture) + ").\n";
-  for (const std::string& n : c.notes) o += "# Note: " + escape_control_chars(n) + "\n";
+  o += "# Imported by `lathe import-hf` from " + escape_control_chars(c.source) + " (" + c.architecture + ").\n";
+  for (const std::string& n : c.notes) o += "# Note: " + n + "\n";
   o += "[model]\n";
   o += "name = " + toml_string(m.name) + "\n";
   o += "description = " + toml_string(m.description) + "\n";

@@ -26,7 +26,8 @@ struct HfConfig {
   bool rope_scaling = false;    // a rope_scaling other than the default (applied when linear / llama3)
   bool attention_bias = false;  // q/k/v biases (Qwen2, or Llama with attention_bias = true)
   // What lathe does differently from the checkpoint's model (sliding window, RoPE
-  // scaling, biases); written as comments into the TOML and printed as warnings.
+  // scaling, biases); written as comments into the TOML and printed as warnings, so
+  // text from config.json in them has its control characters escaped.
   std::vector<std::string> notes;
 };
 
@@ -44,8 +45,5 @@ bool is_hf_model_path(std::string_view name_or_path);
 // A model spec TOML that parse_model_toml reads back to `c.model`, with the source
 // and the notes as comments.
 std::string hf_model_to_toml(const HfConfig& c);
-// `s` with control characters (newlines, escapes from a config.json string) written as
-// \n, \t or \xNN: for TOML comment lines and terminal warnings.
-std::string escape_control_chars(const std::string& s);
 
 }  // namespace lathe

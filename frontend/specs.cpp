@@ -10,7 +10,6 @@
 #include "frontend/embedded_specs.h"
 #include "frontend/hf_config.h"
 #include "frontend/plan_keys.h"
-#include "frontend/sweep.h"
 #include "frontend/toml_doc.h"
 #include "checkpoint/gguf_model.h"
 #include "ir/assert.h"
@@ -432,6 +431,19 @@ size_t existing_path_end(std::string_view ref, const std::string& dir) {
   for (size_t p = ref.rfind('+'); p != std::string_view::npos && p > 0; p = ref.rfind('+', p - 1))
     if (exists(p)) return p;
   return std::string_view::npos;
+}
+
+size_t target_spec_split(std::string_view spec) {
+  const size_t first = spec.find('+');
+  if (first == std::string_view::npos) return first;
+  // A built-in name wins over a file, as everywhere a spec is named.
+  if (is_builtin_name("hardware", spec.substr(0, first))) return first;
+  if (const size_t end = existing_path_end(spec); end != std::string_view::npos)
+    return end == spec.size() ? std::string_view::npos : end;
+  // No file: "c++/gpu.toml" (no '=' after the '+') is a path that does not exist, not
+  // the target "c" with an override.
+  const std::string_view after = spec.substr(first + 1, spec.find('+', first + 1) - first - 1);
+  return after.find('=') == std::string_view::npos ? std::string_view::npos : first;
 }
 
 std::string resolve_spec_reference(const std::string& ref, std::string_view source) {

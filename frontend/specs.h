@@ -65,6 +65,14 @@ std::string resolve_spec_reference(const std::string& ref, std::string_view sour
 // under `dir` (a path may hold '+'): the whole reference when it exists, else the
 // longest prefix before a '+' that does; npos when none does.
 size_t existing_path_end(std::string_view ref, const std::string& dir = "");
+// Where a hardware spec's base ends and its "+key=value" overrides begin: at the first
+// '+' after the longest prefix that is an existing file (a path may hold '+'), else at
+// the first '+'; npos when there are no overrides.
+size_t target_spec_split(std::string_view spec);
+// The base of a hardware spec (a built-in name or a TOML path) without its overrides.
+inline std::string target_spec_base(std::string_view spec) {
+  return std::string(spec.substr(0, target_spec_split(spec)));
+}
 
 // Resolves a built-in name, a TOML path or a .gguf file (the model its llama.*
 // metadata describes). Unknown names list the built-ins.

@@ -150,19 +150,6 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
 
 // ---- hardware with overrides ----
 
-size_t target_spec_split(std::string_view spec) {
-  const size_t first = spec.find('+');
-  if (first == std::string_view::npos) return first;
-  // A built-in name wins over a file, as everywhere a spec is named.
-  if (is_builtin_name("hardware", spec.substr(0, first))) return first;
-  if (const size_t end = existing_path_end(spec); end != std::string_view::npos)
-    return end == spec.size() ? std::string_view::npos : end;
-  // No file: "c++/gpu.toml" (no '=' after the '+') is a path that does not exist, not
-  // the target "c" with an override.
-  const std::string_view after = spec.substr(first + 1, spec.find('+', first + 1) - first - 1);
-  return after.find('=') == std::string_view::npos ? std::string_view::npos : first;
-}
-
 Target load_target_spec(std::string_view spec_sv, const std::vector<std::string>& sets) {
   std::string spec(spec_sv);
   size_t plus = target_spec_split(spec);

@@ -125,13 +125,5 @@ SweepSpec load_sweep(std::string_view name_or_path);
 // specific and win. The target's name gains both suffixes in the order applied. Throws
 // lathe::Error naming `spec` on an unknown target or field.
 Target load_target_spec(std::string_view spec, const std::vector<std::string>& sets = {});
-// Where a hardware spec's base ends and its "+key=value" overrides begin: at the first
-// '+' after the longest prefix that is an existing file (a path may hold '+'), else at
-// the first '+'; npos when there are no overrides.
-size_t target_spec_split(std::string_view spec);
-// The base of a hardware spec (a built-in name or a TOML path) without its overrides.
-inline std::string target_spec_base(std::string_view spec) {
-  return std::string(spec.substr(0, target_spec_split(spec)));
-}
 
 }  // namespace lathe

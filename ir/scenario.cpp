@@ -18,7 +18,7 @@ bool parse_number(std::string_view s, double& out) {
 
 std::string num(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  std::snprintf(buf, sizeof buf, "%.15g", v);  // 1234567 as written, not 1.23457e+06
   return buf;
 }
 
@@ -90,9 +90,7 @@ std::optional<Distribution> parse_unbounded(std::string_view s, std::string* why
 std::optional<Distribution> parse_distribution(std::string_view s, std::string* why, double hi) {
   std::optional<Distribution> d = parse_unbounded(s, why);
   if (d && hi > 0 && (d->a > hi || (d->kind == Distribution::Kind::uniform && d->b > hi))) {
-    char bound[32];
-    std::snprintf(bound, sizeof bound, "%.15g", hi);
-    if (why) *why = std::string("values above ") + bound + " (got '" + std::string(s) + "')";
+    if (why) *why = "values above " + num(hi) + " (got '" + std::string(s) + "')";
     return std::nullopt;
   }
   return d;

@@ -136,7 +136,7 @@ struct FieldRange {
   double lo, hi;
   bool zero_ok = false;  // 0 is also valid ("not set": the GEMV efficiencies)
   bool contains(double v) const { return std::isfinite(v) && ((v >= lo && v <= hi) || (zero_ok && v == 0)); }
-  std::string text() const;  // "[lo, hi]" or "0 or [lo, hi]"
+  std::string text() const;  // "[lo, hi]", "0 or [lo, hi]", or the one value ("0 or 1") when lo == hi
 };
 FieldRange target_field_range(const TargetField& f);
 // Applies "key=value" or "key=x1.5" (multiply). Returns an error message or "".
