@@ -1,10 +1,11 @@
 // A fixed pool of worker threads for kernel loops. parallel_for splits [0, n) into
 // chunks that the caller and the workers take from an atomic counter. Workers spin
-// briefly between jobs (decode issues hundreds of short loops per token) and then
-// sleep.
+// between jobs for up to kSpin (decode issues hundreds of short loops per token, and
+// the host samples between tokens) and then sleep.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -27,6 +28,7 @@ class ThreadPool {
   static void run(void* pool, long n, long grain, Body body, void* closure);
 
  private:
+  static constexpr std::chrono::microseconds kSpin{2000};
   void worker(int index);
   void work(int thread);
 
