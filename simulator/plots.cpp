@@ -170,32 +170,41 @@ std::string trace_json(const SimResult& r, const std::string& title, int full_st
   // sum of the durations rounded to whole nanoseconds, so no two overlap or leave a gap.
   double ts = 0;  // microseconds
   auto event = [&](const std::string& name, const std::string& cat, int tid, double dur_us, double flops, double bytes,
-                   const std::string& bound) {
+                   const std::string& bound, const std::string& extra_args = "") {
     const int64_t start = std::llround(ts * 1e3), end = std::llround((ts + dur_us) * 1e3);
     s += ",\n{\"name\": \"" + esc_json(name) + "\", \"cat\": \"" + cat + "\", \"ph\": \"X\", \"pid\": 1, \"tid\": " +
          std::to_string(tid) + ", \"ts\": " + micros(start) + ", \"dur\": " + micros(end - start) +
-         ", \"args\": {\"flops\": " + exact(flops) + ", \"bytes\": " + exact(bytes) + ", \"bound\": \"" + bound + "\"}}";
+         ", \"args\": {\"flops\": " + exact(flops) + ", \"bytes\": " + exact(bytes) + ", \"bound\": \"" + bound + "\"" +
+         extra_args + "}}";
     ts += dur_us;
   };
   for (const OpRow& o : r.ops)
     if (o.phase == Phase::prefill)
       event(o.name, "prefill," + o.kernel, 1, o.time_s * 1e6, o.flops, o.bytes, std::string(bound_name(o.bound)));
-  int steps = r.decode.steps;
+  const int64_t steps = r.decode.steps;
   std::vector<const OpRow*> dec;
   for (const OpRow& o : r.ops)
     if (o.phase == Phase::decode) dec.push_back(&o);
-  for (int step = 0; step < steps; ++step) {
-    bool full = step < full_steps || step >= steps - full_steps;
-    if (full) {
-      for (const OpRow* o : dec)
-        event(o->name + " (step " + std::to_string(step + 1) + ")", "decode," + o->kernel, 2,
-              o->time_s / steps * 1e6, o->flops / steps, o->bytes / steps, std::string(bound_name(o->bound)));
-    } else {
-      double t = 0, f = 0, b = 0;
-      for (const OpRow* o : dec) t += o->time_s / steps, f += o->flops / steps, b += o->bytes / steps;
-      event("decode step " + std::to_string(step + 1), "decode,step", 2, t * 1e6, f, b, "mixed");
-    }
+  auto full_step = [&](int64_t step) {
+    for (const OpRow* o : dec)
+      event(o->name + " (step " + std::to_string(step + 1) + ")", "decode," + o->kernel, 2,
+            o->time_s / double(steps) * 1e6, o->flops / double(steps), o->bytes / double(steps),
+            std::string(bound_name(o->bound)));
+  };
+  // The first and last full_steps steps kernel by kernel; the steps between, all drawn at
+  // the mean step, as one event (so the file's size does not grow with gen).
+  const int64_t head = std::min<int64_t>(steps, full_steps);
+  const int64_t tail_from = std::max<int64_t>(head, steps - full_steps);
+  for (int64_t step = 0; step < head; ++step) full_step(step);
+  if (tail_from > head) {
+    const double n = double(tail_from - head);
+    double t = 0, f = 0, b = 0;
+    for (const OpRow* o : dec) t += o->time_s / double(steps), f += o->flops / double(steps), b += o->bytes / double(steps);
+    const std::string first = std::to_string(head + 1), last = std::to_string(tail_from);
+    event(head + 1 == tail_from ? "decode step " + first : "decode steps " + first + "-" + last, "decode,steps", 2,
+          t * n * 1e6, f * n, b * n, "mixed", ", \"steps\": " + std::to_string(tail_from - head));
   }
+  for (int64_t step = tail_from; step < steps; ++step) full_step(step);
   return s + "\n]}\n";
 }
 
