@@ -39,8 +39,7 @@ std::vector<std::string> check_workload(const ModelSpec& m, const Workload& w) {
 std::vector<std::string> check_target(const Target& t) {
   std::vector<std::string> warn;
   for (const TargetField& f : target_fields()) {
-    // efficiency.dequant is a relative speed, not a fraction of a peak.
-    if (!f.eff_member || f.key == "efficiency.dequant") continue;
+    if (!is_peak_fraction(f)) continue;
     const double v = get_field(t, f);
     if (v > 1)
       warn.push_back(t.name + ": " + std::string(f.key) + " = " + fmt_double(v, 3) +

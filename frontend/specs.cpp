@@ -215,8 +215,7 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
       key.remove_prefix(11);
     }
     if (!reader) continue;
-    // Efficiency factors are fractions of a peak, except dequant: a relative speed that
-    // calibration can find above 1 (kernels needing fewer operations than modelled).
+    // The same ranges as --set (efficiency.dequant, a relative speed, may exceed 1.5).
     FieldRange range = target_field_range(f);
     if (auto v = reader->get_double(key, range.lo, range.hi, range.zero_ok)) set_field(tg, f, *v);
   }

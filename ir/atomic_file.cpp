@@ -1,6 +1,7 @@
 #include "ir/atomic_file.h"
 
 #include <fcntl.h>
+#include <limits.h>  // NAME_MAX
 #include <unistd.h>
 
 #include <atomic>
@@ -92,13 +93,14 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     }
   } else {
     // The temporary name beside the file; a short one where the file's name is near the
-    // 255-byte limit of a name (numbered: two such files of one process in one directory).
+    // NAME_MAX-byte limit of a name (numbered: two such files of one process in one directory).
     static std::atomic<int> short_names{0};
     const std::string suffix = ".tmp." + std::to_string(::getpid());
     fs::path dp(dest_);
     // Refused here, before any work, rather than at the rename after it.
-    if (dp.filename().string().size() > 255) throw Error(path + ": cannot write (File name too long)");
-    tmp_ = dp.filename().string().size() + suffix.size() <= 255
+    if (dp.filename().string().size() > NAME_MAX)
+      throw Error(path + ": cannot write (" + std::strerror(ENAMETOOLONG) + ")");
+    tmp_ = dp.filename().string().size() + suffix.size() <= NAME_MAX
                ? dest_ + suffix
                : (dp.parent_path() / (".lathe" + suffix + "." + std::to_string(short_names++))).string();
     f_ = std::fopen(tmp_.c_str(), "wb");

@@ -169,11 +169,13 @@ std::string FieldRange::text() const {
   return range;
 }
 
+bool is_peak_fraction(const TargetField& f) { return f.eff_member && f.eff_member != &Efficiency::dequant; }
+
 FieldRange target_field_range(const TargetField& f) {
   if (f.eff_member == &Efficiency::int_dot_gemv || f.eff_member == &Efficiency::int8_dot_gemv ||
       f.eff_member == &Efficiency::gemv)
     return {1e-3, 1.5, true};  // 0: the GEMMs' factor
-  if (f.eff_member) return {1e-3, f.key == "efficiency.dequant" ? 16.0 : 1.5};
+  if (f.eff_member) return {1e-3, is_peak_fraction(f) ? 1.5 : 16.0};
   if (f.member == &Target::roofline_exponent) return {1.0, 1000.0};
   if (f.member == &Target::nvlink_switch || f.member == &Target::unified_memory)
     return {1.0, 1.0, true};  // a switch: 0 or 1 (0.001 read as on)

@@ -127,6 +127,9 @@ double get_field(const Target& t, const TargetField& f);
 // efficiency stands for the GEMMs' factor.
 double effective_field(const Target& t, const TargetField& f);
 void set_field(Target& t, const TargetField& f, double v);
+// Whether the field is a fraction of a peak (the efficiency factors, where above 1 means
+// faster than the roofline), unlike efficiency.dequant, a relative speed of ALU work.
+bool is_peak_fraction(const TargetField& f);
 // The values a field may take, the same in hardware TOML files and --set: efficiencies
 // in [0.001, 1.5] (dequant, a relative speed, up to 16), roofline_exponent in
 // [1, 1000], GEMM tile sizes in [1, 4096], peaks, bandwidths and memory_gb 0 (absent)
