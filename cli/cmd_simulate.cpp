@@ -300,15 +300,35 @@ std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t mi
   return out;
 }
 
+// --hw's comma-separated targets, where a hardware TOML whose path holds a comma (with
+// or without "+key=value" overrides after it) is one item: the shortest run of items
+// from here that names an existing file is taken whole.
+std::vector<std::string> split_hw_list(const std::string& list) {
+  std::vector<std::string> items = split_commas(list, "--hw"), out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string joined = items[i];
+    size_t taken = i;
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      joined += "," + items[j];
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(target_spec_base(joined), ec)) {
+        taken = j;
+        break;
+      }
+    }
+    out.push_back(taken == i ? items[i] : joined);
+    i = taken;
+  }
+  return out;
+}
+
 int run_whatif(const WhatifArgs& a) {
   PlanSpec spec = a.plan.plan_spec();
   std::string model = !a.model.empty() ? a.model : spec.model.value_or("");
   if (model.empty()) throw Error("no MODEL given");
   // A plan file's hardware and workload stand where the flags are not given.
   std::vector<std::string> hws = {"a100-80g", "h100-sxm", "h200"};
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(a.hw, ec)) hws = {a.hw};  // one TOML whose path holds a comma
-  else if (!a.hw.empty()) hws = split_commas(a.hw, "--hw");
+  if (!a.hw.empty()) hws = split_hw_list(a.hw);
   else if (spec.hardware) hws = {*spec.hardware};
   if (hws.empty()) throw Error("--hw: empty list");
   refuse_repeats(hws, hws, "--hw");

@@ -313,6 +313,10 @@ python3 -c "import json; assert json.load(open('$tmp/out'))['hardware'].endswith
 cp "$SRC/specs/hardware/l4.toml" "$tmp/a,b.toml"
 expect_rc 0 "$LATHE" whatif tiny --hw "$tmp/a,b.toml" --prompt 8 --gen 4 --format csv
 [ "$(tail -n +2 "$tmp/out" | wc -l)" = 1 ] || bad "whatif --hw with a comma in the file name: $(cat "$tmp/out")"
+# ... also with overrides after it, and in a list.
+expect_rc 0 "$LATHE" whatif tiny --hw "a100-80g,$tmp/a,b.toml+hbm_bandwidth_gbs=x2,h200" --prompt 8 --gen 4 --format csv
+[ "$(tail -n +2 "$tmp/out" | wc -l)" = 3 ] && grep -q "^l4+hbm_bandwidth_gbs=x2," "$tmp/out" ||
+  bad "whatif --hw with a comma in a file name and overrides: $(cat "$tmp/out")"
 # Switches are 0 or 1 in a hardware TOML too (0.001 was read as on).
 sed 's/^nvlink_switch = .*/nvlink_switch = 0.001/' "$SRC/specs/hardware/h100-sxm.toml" >"$tmp/nvsw.toml"
 grep -q '^nvlink_switch = 0.001' "$tmp/nvsw.toml" || bad "h100-sxm.toml has no nvlink_switch line to edit"
