@@ -270,6 +270,16 @@ grep -q -- "--trace .*that is an input of this command" "$tmp/err" || bad "serve
 cmp -s "$tmp/own-scenario.toml" "$SRC/specs/scenarios/serve-chat.toml" || bad "serve-sim --trace replaced the scenario"
 expect_rc 2 "$LATHE" serve-sim --scenario serve-chat --requests 5 --trace ''
 grep -q -- "--trace: an empty value" "$tmp/err" || bad "serve-sim --trace '': $(cat "$tmp/err")"
+# ... and over an --arrivals-csv trace; simulate's --plot over a hardware TOML.
+printf 'arrival_s,prompt_tokens,output_tokens,priority\n0.0,512,64,1\n' >"$tmp/own-arrivals.csv"
+cp "$tmp/own-arrivals.csv" "$tmp/own-arrivals.keep"
+expect_rc 2 "$LATHE" serve-sim tiny a100-80g --arrivals-csv "$tmp/own-arrivals.csv" --trace "$tmp/own-arrivals.csv"
+grep -q -- "--trace .*that is an input of this command" "$tmp/err" || bad "serve-sim --trace over its CSV: $(cat "$tmp/err")"
+cmp -s "$tmp/own-arrivals.csv" "$tmp/own-arrivals.keep" || bad "serve-sim --trace replaced the arrivals CSV"
+cp "$SRC/specs/hardware/l4.toml" "$tmp/own-hw.toml"
+expect_rc 2 "$LATHE" simulate tiny "$tmp/own-hw.toml" --prompt 8 --gen 4 --plot "$tmp/own-hw.toml"
+grep -q -- "--plot .*that is an input of this command" "$tmp/err" || bad "--plot over the hardware TOML: $(cat "$tmp/err")"
+cmp -s "$tmp/own-hw.toml" "$SRC/specs/hardware/l4.toml" || bad "--plot replaced the hardware TOML"
 # A plan naming a model file that does not exist is reported at the plan's line.
 printf '[plan]\nmodel = "no-such-model.toml"\nhardware = "l4"\n' >"$tmp/missing-model-plan.toml"
 expect_rc 2 "$LATHE" simulate --plan "$tmp/missing-model-plan.toml"
@@ -329,6 +339,17 @@ expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4
 grep -q "above 1" "$tmp/err" && bad "a built-in spec warns: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate tiny h100-sxm --prompt 8 --gen 4 --set efficiency.memory=1.2 --ideal
 grep -q "above 1" "$tmp/err" && bad "--ideal (no efficiency factors) warns about one: $(cat "$tmp/err")"
+# ... the same warning from a hardware TOML in lathe check, and from whatif's overrides.
+sed 's/^gemm = .*/gemm = 1.3/' "$SRC/specs/hardware/h100-sxm.toml" >"$tmp/fast-gemm.toml"
+grep -q '^gemm = 1.3' "$tmp/fast-gemm.toml" || bad "h100-sxm.toml has no efficiency gemm line to edit"
+expect_rc 0 "$LATHE" check "$tmp/fast-gemm.toml"
+grep -q "efficiency.gemm = 1.300 is above 1" "$tmp/err" || bad "check: no warning for efficiency above 1: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" whatif tiny --hw h100-sxm,h100-sxm+efficiency.memory=1.2 --prompt 8 --gen 4
+grep -q "h100-sxm+efficiency.memory=1.2: efficiency.memory = 1.200 is above 1" "$tmp/err" ||
+  bad "whatif: no warning for an override above 1: $(cat "$tmp/err")"
+# Large fixed lengths print whole (fixed:1234567 was shown as fixed:1.23457e+06).
+expect_rc 0 "$LATHE" serve-sim tiny h100-sxm --requests 2 --prompt fixed:123 --output fixed:1234567
+grep -q "output fixed:1234567;" "$tmp/out" || bad "serve-sim fixed:1234567: $(grep stream "$tmp/out")"
 # The trace draws the decode steps between the first and last four as one event, so its
 # size does not grow with gen (one event per step ran out of memory at 2^24 after 33 s).
 expect_rc 0 timeout 60 "$LATHE" simulate tiny h100-sxm --prompt 1 --gen 16777216 --trace "$tmp/huge-trace.json"
