@@ -33,6 +33,8 @@ struct Builder {
   ValueId kv_state = kNone;
   std::string rope_text;  // the layers' shared RoPE divisors attribute, made once
 
+  Builder(const ModelSpec& spec, const BuildOptions& options) : m(spec), o(options) {}
+
   ValueId weight(const std::string& name, Shape shape) {
     Value v;
     v.name = name;
@@ -225,7 +227,7 @@ struct Builder {
 }  // namespace
 
 Graph build_graph(const ModelSpec& m, const BuildOptions& o) {
-  Builder b{m, o, Graph{}};
+  Builder b(m, o);
   return b.build();
 }
 

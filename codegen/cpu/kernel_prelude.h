@@ -113,7 +113,12 @@ inline void quant_i4(const float* x, int n, u8* q, u16* scale) {
 
 // ---------------------------------------------------------------- vectors
 // 16-lane vectors (one AVX-512 register, two AVX2 registers): explicit so the
-// compiler vectorizes along K, never across blocks.
+// compiler vectorizes along K, never across blocks. GCC notes that returning them
+// without AVX-512 changes the ABI; the host compiles this file for its conversions and
+// quantizers only (inline, never across a library boundary), so the note is silenced.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float vf __attribute__((vector_size(64)));
 typedef int vi __attribute__((vector_size(64)));
 typedef unsigned short vh __attribute__((vector_size(32)));
