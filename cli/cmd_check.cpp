@@ -139,8 +139,9 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
     std::cout << "  CPU GEMMs         sgemm half rows " << t.gemm_half_rows << "; float GEMV " << gemv(t.eff.gemv)
               << "; int4 dot " << t.eff.int_dot
               << " (half K " << t.int_dot_half_k << ", half rows " << t.int_dot_half_rows << ", GEMV "
-              << gemv(t.eff.int_dot_gemv) << "); int8 dot " << t.eff.int8_dot << " (half K " << t.int8_dot_half_k
-              << ", half rows " << t.int8_dot_half_rows << ", GEMV " << gemv(t.eff.int8_dot_gemv) << ")\n";
+              << gemv(t.eff.int_dot_gemv) << ", GEMV half K " << t.int_dot_gemv_half_k << "); int8 dot "
+              << t.eff.int8_dot << " (half K " << t.int8_dot_half_k << ", half rows " << t.int8_dot_half_rows
+              << ", GEMV " << gemv(t.eff.int8_dot_gemv) << ", GEMV half K " << t.int8_dot_gemv_half_k << ")\n";
     std::cout << "  CPU attention     half head_dim " << t.attention_half_dim << ", half group "
               << t.attention_half_group << "\n";
   }

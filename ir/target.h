@@ -86,6 +86,12 @@ struct Target {
   // int_dot / (1 + int_dot_half_k / K + int_dot_half_rows / M).
   double int_dot_half_rows = 0;
   double int8_dot_half_rows = 0;  // the same for int8 weights
+  // CPUs: reduction length at which the integer GEMVs of decode (efficiency.int_dot_gemv /
+  // int8_dot_gemv, their long-K limit) reach half of it: each output's horizontal sum,
+  // scale and store and each row's activation setup against its K dot products;
+  // efficiency at K = int_dot_gemv / (1 + int_dot_gemv_half_k / K). 0 = flat.
+  double int_dot_gemv_half_k = 0;
+  double int8_dot_gemv_half_k = 0;  // the same for int8 weights
   // CPUs: flash attention's fixed costs besides its QK and PV multiply-adds, which add
   // in time: the online softmax of each (query row, key block, head) against head_dim,
   // and loading and transposing each key block once for the query heads that share a

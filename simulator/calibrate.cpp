@@ -124,7 +124,8 @@ const Param kParams[] = {
     // The CPU cost model's size dependences (0 = flat; `lathe probe` measures them).
     {"gemm_half_rows", 0.0, 1024.0, false},    {"int_dot_half_k", 0.0, 8192.0, false},
     {"int8_dot_half_k", 0.0, 8192.0, false},   {"int_dot_half_rows", 0.0, 1024.0, false},
-    {"int8_dot_half_rows", 0.0, 1024.0, false},
+    {"int8_dot_half_rows", 0.0, 1024.0, false}, {"int_dot_gemv_half_k", 0.0, 8192.0, false},
+    {"int8_dot_gemv_half_k", 0.0, 8192.0, false},
     // How far compute and memory time overlap (1: they add; large: the max).
     {"roofline_exponent", 1.0, 16.0, false},
 };

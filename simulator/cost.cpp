@@ -333,6 +333,9 @@ struct Costing {
         const double Mt = std::ceil(M / kCpuQTileRows) * kCpuQTileRows;
         e /= Mt / M * (1.0 + (half_k > 0 ? half_k / K : 0.0)) + (half_rows > 0 ? half_rows / M : 0.0);
       }
+      // The GEMVs: each output's and each row's fixed work against K (int_dot_gemv_half_k).
+      const double gemv_half_k = i4 ? t.int_dot_gemv_half_k : t.int8_dot_gemv_half_k;
+      if (!o.ideal && gemv_rows && gemv_half_k > 0 && K > 0) e /= 1.0 + gemv_half_k / K;
       c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {

@@ -436,8 +436,8 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
     // what is timed (decode reads its weights from memory, which the cost model adds).
     LatheSeq seq_gemv{0, 0, int(kGemvProbeRows), 0};
     LatheStep step_gemv{1, int(kGemvProbeRows), &seq_gemv, row_seq.data(), row_pos.data(), nullptr, 0};
-    auto gemv_gops = [&](Qgemm fn) {
-      const long Ng = std::min(N, std::max(256L, 64L * r.threads)), K = 2048;  // as the f32 GEMV's
+    auto gemv_gops = [&](Qgemm fn, long K) {
+      const long Ng = std::min(N, std::max(256L, 64L * r.threads));  // as the f32 GEMV's
       const float* x = static_cast<const float*>(X.data());
       const auto* sc = static_cast<const unsigned short*>(S.data());
       float* o = static_cast<float*>(O.data());
@@ -450,10 +450,17 @@ ProbeResult probe_machine(CpuJit& jit, int threads, double buffer_mb, double sec
       }
       return 2.0 * double(kGemvProbeRows) * double(Ng) * double(K) / best / 1e9;
     };
-    r.int_gemv_gops = gemv_gops(q2048);
-    r.int8_gemv_gops = gemv_gops(q8_2048);
-    r.int_dot_gemv_efficiency = r.int_gemv_gops / r.int8_gops_all;
-    r.int8_dot_gemv_efficiency = r.int8_gemv_gops / r.int8_gops_all;
+    r.int_gemv_gops = gemv_gops(q2048, 2048);
+    r.int_gemv_gops_short = gemv_gops(q512, 512);
+    r.int8_gemv_gops = gemv_gops(q8_2048, 2048);
+    r.int8_gemv_gops_short = gemv_gops(q8_512, 512);
+    // Each output's fixed work (the horizontal sum, scale and store; the activation
+    // quantizer's per-row setup) against K: the same fit as the GEMMs' without the rows.
+    double no_rows = 0;
+    fit_two_fixed_costs(r.int8_gops_all, r.int_gemv_gops, r.int_gemv_gops_short, 0, double(kGemvProbeRows), 2048, 512,
+                        double(kGemvProbeRows), r.int_dot_gemv_efficiency, r.int_dot_gemv_half_k, no_rows);
+    fit_two_fixed_costs(r.int8_gops_all, r.int8_gemv_gops, r.int8_gemv_gops_short, 0, double(kGemvProbeRows), 2048,
+                        512, double(kGemvProbeRows), r.int8_dot_gemv_efficiency, r.int8_dot_gemv_half_k, no_rows);
   }
 
   // Floating-point GEMV efficiency of the f32 FMA peak: the generated kernel's own path
@@ -589,12 +596,12 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
     std::snprintf(int8_line, sizeof int8_line,
                   "int8 = %.5f                    # measured 8-bit dot-product throughput (VNNI), all threads\n",
                   p.int8_gops_all / 1e3);
-  char int_dot_line[800] = "";
+  char int_dot_line[1200] = "";
   if (p.int_dot_efficiency > 0)
     std::snprintf(int_dot_line, sizeof int_dot_line,
                   "int_dot = %.3f                 # measured int4 x int8 GEMM / 8-bit dot peak, long-K limit\n"
                   "int8_dot = %.3f                # the same for int8 weights\n"
-                  "int_dot_gemv = %.3f            # measured int4 GEMV at 8 rows (weights in cache) / 8-bit dot peak\n"
+                  "int_dot_gemv = %.3f            # measured int4 GEMV at 8 rows (weights in cache) / 8-bit dot peak, long-K limit\n"
                   "int8_dot_gemv = %.3f           # the same for int8 weights\n",
                   p.int_dot_efficiency, p.int8_dot_efficiency > 0 ? p.int8_dot_efficiency : p.int_dot_efficiency,
                   // 0: not measured (the GEMMs' factor)
@@ -621,7 +628,9 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "# M a whole number of 4-row register tiles; the cost model counts a partial tile whole).\n"
                 "# The generated f32 GEMV of decode (at most 8 rows) reached %.1f GFLOP/s at 8 rows, K 2048,\n"
                 "# its weights in cache: efficiency.gemv (its memory time is added by the cost model); the\n"
-                "# integer GEMVs %.1f (int4) and %.1f (int8) GOP/s the same way: int_dot_gemv, int8_dot_gemv.\n"
+                "# integer GEMVs %.1f (int4) and %.1f (int8) GOP/s the same way, %.1f and %.1f at K 512:\n"
+                "# int_dot_gemv, int8_dot_gemv and their half_k fit the two (efficiency = int_dot_gemv /\n"
+                "# (1 + int_dot_gemv_half_k / K)).\n"
                 "# The other efficiencies are lathe's CPU defaults until `lathe calibrate` fits them.\n"
                 "[hardware]\n"
                 "name = \"%s\"\n"
@@ -639,6 +648,8 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 "int8_dot_half_k = %.1f         # the same for int8 weights\n"
                 "int_dot_half_rows = %.1f       # measured: the int4 GEMM at 128 and 32 rows\n"
                 "int8_dot_half_rows = %.1f      # the same for int8 weights\n"
+                "int_dot_gemv_half_k = %.1f     # measured: the int4 GEMV at 8 rows, K = 512 and 2048\n"
+                "int8_dot_gemv_half_k = %.1f    # the same for int8 weights\n"
                 "attention_half_dim = %.1f      # measured: flash attention at head_dim 128 and 64\n"
                 "attention_half_group = %.2f    # measured: flash attention with 8 and 1 query heads per KV head\n"
                 "roofline_exponent = 4         # out-of-order cores overlap streaming loads and ALU work\n"
@@ -658,9 +669,9 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 p.fma_gflops_all > 0 ? 100.0 * p.gemm_gflops / p.fma_gflops_all : 0.0, p.gemm_gflops_small,
                 p.int_gemm_gops, p.int_gemm_gops_short, p.int_gemm_gops_rows, p.int8_gemm_gops, p.int8_gemm_gops_short,
                 p.int8_gemm_gops_rows, p.attention_gflops, p.attention_gflops_short, p.attention_gflops_group1,
-                p.gemv_gflops, p.int_gemv_gops, p.int8_gemv_gops,
+                p.gemv_gflops, p.int_gemv_gops, p.int8_gemv_gops, p.int_gemv_gops_short, p.int8_gemv_gops_short,
                 name.c_str(), p.cpu_model.c_str(), p.threads, date, p.threads, p.clock_mhz, p.memory_gb, p.read_gbs,
-                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.attention_half_dim, p.attention_half_group, p.fma_gflops_all / 1e3, int8_line,
+                p.l3_mb, p.loop_overhead_us, p.gemm_half_rows, p.int_dot_half_k, p.int8_dot_half_k, p.int_dot_half_rows, p.int8_dot_half_rows, p.int_dot_gemv_half_k, p.int8_dot_gemv_half_k, p.attention_half_dim, p.attention_half_group, p.fma_gflops_all / 1e3, int8_line,
                 std::max(0.05, p.gemm_efficiency), gemv_line,
                 p.attention_efficiency > 0 ? std::clamp(p.attention_efficiency, 0.01, 1.5) : 0.40,
                 p.attention_efficiency > 0 ? "measured flash attention / FMA peak, large head_dim and group limit"

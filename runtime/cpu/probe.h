@@ -24,9 +24,12 @@ struct ProbeResult {
   double int_dot_half_rows = 0;    // rows at which it reaches half (0: flat)
   double int8_gemm_gops = 0, int8_gemm_gops_short = 0, int8_gemm_gops_rows = 0;  // the same with int8 weights
   double int8_dot_efficiency = 0, int8_dot_half_k = 0, int8_dot_half_rows = 0;
-  // The integer GEMVs of decode at 8 rows, weights in cache, all threads; of the 8-bit
-  // dot peak (0: not measured).
-  double int_gemv_gops = 0, int8_gemv_gops = 0, int_dot_gemv_efficiency = 0, int8_dot_gemv_efficiency = 0;
+  // The integer GEMVs of decode at 8 rows, weights in cache, all threads, at K 2048 and
+  // 512; the long-K limit of the 8-bit dot peak and the K at which they reach half of it
+  // (fit_two_fixed_costs without the rows term; 0: not measured, or flat).
+  double int_gemv_gops = 0, int8_gemv_gops = 0, int_gemv_gops_short = 0, int8_gemv_gops_short = 0;
+  double int_dot_gemv_efficiency = 0, int8_dot_gemv_efficiency = 0;
+  double int_dot_gemv_half_k = 0, int8_dot_gemv_half_k = 0;
   double loop_overhead_us = 0;     // parallel_for round trip with an empty body
   double gemm_gflops = 0;          // sgemm through the kernels' BLAS path, all threads, 256 rows
   double gemm_gflops_small = 0;    // the same at 32 rows

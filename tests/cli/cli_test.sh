@@ -633,6 +633,8 @@ if grep -qE "^int8 = [0-9.]+" "$tmp/probe.toml"; then  # hosts with 8-bit dot pr
   grep -qE "^int_dot_gemv = ([1-9]|0\.[0-9]*[1-9])" "$tmp/probe.toml" &&
     grep -qE "^int8_dot_gemv = ([1-9]|0\.[0-9]*[1-9])" "$tmp/probe.toml" ||
     bad "probe wrote no integer GEMV efficiencies: $(grep gemv "$tmp/probe.toml")"
+  grep -qE "^int_dot_gemv_half_k = [0-9.]+ " "$tmp/probe.toml" && grep -qE "^int8_dot_gemv_half_k = [0-9.]+ " "$tmp/probe.toml" ||
+    bad "probe wrote no integer GEMV half K: $(grep gemv "$tmp/probe.toml")"
 fi
 for f in attention_half_dim attention_half_group; do
   grep -qE "^$f = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no $f"

@@ -212,6 +212,43 @@ TEST(Cost, CpuIntegerGemvEfficiency) {
   }
 }
 
+// CPU integer GEMVs pay a fixed cost per output against K: efficiency =
+// int_dot_gemv / (1 + int_dot_gemv_half_k / K) (int8_dot_gemv_half_k for int8); the GEMMs
+// keep their own terms, and --ideal drops it. The probe measured the int4 GEMV at K 512
+// at 0.69-0.71 of its K 2048 rate (half K 330-360).
+TEST(Cost, CpuIntegerGemvFixedCostAgainstK) {
+  for (const char* fmt : {"int4:g32", "int8"}) {
+    const QuantizedSmall q = quantized_small(fmt);
+    const Lowered& l = q.lowered;
+    const bool i8 = std::string(fmt) == "int8";
+    const Target flat = with_int_dot(q);
+    Target fixed = flat;
+    (i8 ? fixed.int8_dot_gemv_half_k : fixed.int_dot_gemv_half_k) = 256;
+    Target other = flat;
+    (i8 ? other.int_dot_gemv_half_k : other.int8_dot_gemv_half_k) = 256;  // the other format's: unused
+    CostOptions co;
+    for (auto [node, K] : {std::pair<const char*, double>{"l0.wq", 512}, {"l0.w_down", 1536}}) {  // small's
+      const Node& dn = l.decode.node(l.decode.find_node(node));
+      for (int64_t B : {1, 8}) {
+        Bindings b{B, 1, 65};
+        NodeCost a = cost_node(l.decode, dn, flat, b, co), c = cost_node(l.decode, dn, fixed, b, co);
+        EXPECT_DOUBLE_EQ(c.compute_s, a.compute_s * (1.0 + 256.0 / K)) << fmt << " " << node << " B " << B;
+        EXPECT_DOUBLE_EQ(cost_node(l.decode, dn, other, b, co).compute_s, a.compute_s) << fmt << " " << node;
+      }
+    }
+    const Node& pq = l.prefill.node(l.prefill.find_node("l0.wq"));
+    Bindings p{1, 64, 64};
+    EXPECT_DOUBLE_EQ(cost_node(l.prefill, pq, fixed, p, co).compute_s, cost_node(l.prefill, pq, flat, p, co).compute_s)
+        << fmt << ": GEMMs keep their own terms";
+    CostOptions ideal;
+    ideal.ideal = true;
+    const Node& dq = l.decode.node(l.decode.find_node("l0.wq"));
+    EXPECT_DOUBLE_EQ(cost_node(l.decode, dq, fixed, {1, 1, 65}, ideal).compute_s,
+                     cost_node(l.decode, dq, flat, {1, 1, 65}, ideal).compute_s)
+        << fmt << ": --ideal has no fixed costs";
+  }
+}
+
 // CPU BLAS GEMMs: efficiency gemm x M / (M + gemm_half_rows) above the GEMV row count,
 // flat for the generated GEMVs (decode) and when gemm_half_rows is 0 (the default).
 TEST(Cost, CpuGemmEfficiencyGrowsWithRows) {
