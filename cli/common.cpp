@@ -11,6 +11,8 @@
 #include <set>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "frontend/specs.h"
 #include "ir/assert.h"
 #include "ir/atomic_file.h"
@@ -238,14 +240,21 @@ OutputDir plan_output_dir() {
             const std::vector<std::string> entries = plan_dir_entries();
             return std::find(entries.begin(), entries.end(), e) != entries.end();
           },
-          "a lathe plan directory", ""};
+          "a lathe plan directory", "",
+          // lathe's plan.json is a JSON object with a "lathe_plan" version field.
+          [](const std::filesystem::path& marker) {
+            std::ifstream in(marker, std::ios::binary);
+            if (!in) return false;
+            nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+            return !j.is_discarded() && j.is_object() && j.contains("lathe_plan");
+          }};
 }
 
 namespace {
 // What an existing output directory holds: whether it carries lathe's marker, and the
 // first entry lathe did not write there (empty: none).
 struct DirContents {
-  bool exists = false, marked = false;
+  bool exists = false, marked = false, foreign_marker = false;
   std::vector<std::string> names;  // its entries, sorted
   std::string foreign;
 };
@@ -256,6 +265,7 @@ DirContents dir_contents(const std::filesystem::path& target, const OutputDir& k
   if (!fs::is_directory(target, ec)) return d;
   d.exists = true;
   d.marked = fs::exists(target / kind.marker, ec);
+  if (d.marked && kind.genuine && !kind.genuine(target / kind.marker)) d.marked = false, d.foreign_marker = true;
   for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec))
     d.names.push_back(it->path().filename().string());
   // A folder that cannot be listed is not taken for an empty one (it would be replaced).
@@ -290,8 +300,9 @@ void check_output_dir(const std::string& dir, const std::vector<std::string>& en
   if (!d.exists) return;
   for (const std::string& e : entries)
     if (fs::exists(target / e, ec) && !(d.marked && (e == kind.marker || kind.ours(e))))
-      throw Error(dir + ": exists, is not " + kind.what + " (no " + kind.marker + ") and already holds '" + e +
-                  "'; refusing to overwrite it" + kind.hint);
+      throw Error(dir + ": exists, is not " + kind.what + " (" +
+                  (d.foreign_marker ? "its " + kind.marker + " is not one lathe wrote" : "no " + kind.marker) +
+                  ") and already holds '" + e + "'; refusing to overwrite it" + kind.hint);
 }
 
 void write_dir_atomic(const std::string& dir, const std::map<std::string, std::string>& files,

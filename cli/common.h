@@ -123,6 +123,9 @@ struct OutputDir {
   std::string marker;
   std::function<bool(const std::string&)> ours;
   std::string what, hint;
+  // Whether an existing marker file is lathe's own (null: any file of that name is);
+  // a plan.json a user wrote does not make the directory lathe's.
+  std::function<bool(const std::filesystem::path&)> genuine = nullptr;
 };
 // The top-level entries of a plan directory (plan.json, prefill.ir, decode.ir,
 // report.md, kernels/), and the directory they make.

@@ -405,14 +405,17 @@ grep -q "already holds 'report.md'" "$tmp/err" || bad "conflicting entry: $(cat 
 [ "$(cat "$tmp/scratch2/report.md")" = mine ] && [ ! -e "$tmp/scratch2/plan.json" ] || bad "a refused compile changed the folder"
 # Compiling again into that folder (it now has a plan.json) replaces the plan's entries
 # and keeps what lathe did not write, also where an earlier --emit left a kernels/ folder
-# this compile does not write; a plan.json lathe did not write keeps its neighbours too.
+# this compile does not write.
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --emit cpu
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 5 -o "$tmp/scratch"
 [ "$(cat "$tmp/scratch/notes.txt")" = keep ] && [ ! -e "$tmp/scratch/kernels" ] && grep -q '"gen": 5' "$tmp/scratch/plan.json" ||
   bad "compile again into a folder with notes: $(ls "$tmp/scratch")"
-mkdir -p "$tmp/foreign" && echo '{}' >"$tmp/foreign/plan.json" && echo mine >"$tmp/foreign/src.c"
-expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/foreign"
-[ "$(cat "$tmp/foreign/src.c")" = mine ] || bad "compile deleted a file beside a plan.json"
+# A plan.json lathe did not write (no "lathe_plan" field) does not make the folder a
+# plan directory: it is refused, not replaced, and its neighbours stay.
+mkdir -p "$tmp/foreign" && echo '{"mine": 1}' >"$tmp/foreign/plan.json" && echo mine >"$tmp/foreign/src.c"
+expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/foreign"
+grep -q "its plan.json is not one lathe wrote) and already holds 'plan.json'" "$tmp/err" || bad "foreign plan.json: $(cat "$tmp/err")"
+[ "$(cat "$tmp/foreign/src.c")" = mine ] && grep -q '"mine"' "$tmp/foreign/plan.json" || bad "compile replaced a foreign plan.json"
 # --dump-dir: the dumps never replace the plan, and a rerun replaces the old dumps.
 expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/scratch/"
 grep -q "the same directory as -o" "$tmp/err" && [ -f "$tmp/scratch/plan.json" ] || bad "--dump-dir = -o: $(cat "$tmp/err")"
