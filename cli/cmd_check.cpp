@@ -284,6 +284,8 @@ int run_check(const CheckArgs& a) {
     if (b.name == a.file) return summarize_scenario(parse_scenario_toml(b.text, b.path), b.name, a.format);
   for (const BuiltinSpec& b : builtin_specs("sweeps"))
     if (b.name == a.file) return summarize_sweep(parse_sweep_toml(b.text, b.path), b.name, a.format);
+  for (const BuiltinSpec& b : builtin_specs("plans"))
+    if (b.name == a.file) return summarize_plan(parse_plan_toml(b.text, b.path), "built-in " + b.path, a.format);
   if (is_hf_model_path(a.file)) return summarize_model(load_model(a.file), a.file, a.format);  // config.json or its dir
   std::error_code ec;
   if (gguf::is_gguf_path(a.file)) {
@@ -300,7 +302,8 @@ int run_check(const CheckArgs& a) {
     return rc;
   }
   if (!std::filesystem::exists(a.file, ec))
-    throw Error(a.file + ": no such file, and not a built-in model, hardware, scenario or sweep name (see `lathe specs`)");
+    throw Error(a.file +
+                ": no such file, and not a built-in model, hardware, plan, scenario or sweep name (see `lathe specs`)");
   std::string text = read_file(a.file);
   switch (detect_spec_kind(text, a.file)) {
     case SpecKind::model: return summarize_model(parse_model_toml(text, a.file), a.file, a.format);
@@ -319,7 +322,7 @@ int run_check(const CheckArgs& a) {
 void register_check(CLI::App& app, Registry& r) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* cmd = app.add_subcommand("check", "Validate a model, hardware, plan, scenario or sweep spec and summarize it");
-  cmd->add_option("FILE", args->file, "spec TOML file, a .gguf model file, a Hugging Face directory or config.json, or a built-in model/hardware/scenario/sweep name")->required();
+  cmd->add_option("FILE", args->file, "spec TOML file, a .gguf model file, a Hugging Face directory or config.json, or a built-in model/hardware/plan/scenario/sweep name")->required();
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_check(*args); }; });
 }

@@ -85,6 +85,25 @@ int run_specs(const SpecsArgs& a) {
     j["sweeps"].push_back(
         {{"name", s.name}, {"points", points}, {"objectives", obj_list}, {"description", s.description}});
   }
+  Table pl({"plan", "model", "hardware", "weights", "kv", "tp", "batch", "prompt", "gen"});
+  j["plans"] = nlohmann::json::array();
+  for (const BuiltinSpec& b : builtin_specs("plans")) {
+    PlanSpec p = parse_plan_toml(b.text, b.path);
+    const PlanOptions& o = p.options;
+    const std::string weights = o.weights ? format_name(*o.weights) : "model dtype";
+    const std::string kv = o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "act dtype";
+    pl.add({b.name, p.model.value_or("-"), p.hardware.value_or("-"), weights, kv, std::to_string(o.tp),
+            std::to_string(p.workload.batch), std::to_string(p.workload.prompt), std::to_string(p.workload.gen)});
+    j["plans"].push_back({{"name", b.name},
+                          {"model", p.model.value_or("")},
+                          {"hardware", p.hardware.value_or("")},
+                          {"weights", o.weights ? format_name(*o.weights) : ""},
+                          {"kv_dtype", o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : ""},
+                          {"tp", o.tp},
+                          {"batch", p.workload.batch},
+                          {"prompt", p.workload.prompt},
+                          {"gen", p.workload.gen}});
+  }
   if (a.format == "json") {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -92,7 +111,9 @@ int run_specs(const SpecsArgs& a) {
   std::cout << "Models (" << models.size() << ")\n" << models.text("  ") << "\n";
   std::cout << "Hardware (" << hw.size() << ")\n" << hw.text("  ") << "\n";
   std::cout << "Scenarios (" << sc.size() << "; run with `lathe KIND-sim --scenario NAME`)\n" << sc.text("  ") << "\n";
-  std::cout << "Sweeps (" << sw.size() << "; run with `lathe sweep NAME -o rows.csv`)\n" << sw.text("  ");
+  std::cout << "Sweeps (" << sw.size() << "; run with `lathe sweep NAME -o rows.csv`)\n" << sw.text("  ") << "\n";
+  std::cout << "Plans (" << pl.size() << "; use with `lathe simulate --plan NAME`, `compile`, `whatif`)\n"
+            << pl.text("  ");
   std::cout << "\nUse a name wherever a MODEL or HW argument is taken, or give a path to your own TOML file.\n";
   return 0;
 }
@@ -100,7 +121,7 @@ int run_specs(const SpecsArgs& a) {
 
 void register_specs(CLI::App& app, Registry& r) {
   auto args = std::make_shared<SpecsArgs>();
-  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models, hardware targets, scenarios and sweeps");
+  CLI::App* cmd = app.add_subcommand("specs", "List the built-in models, hardware targets, scenarios, sweeps and plans");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, args] { r.action = [args] { return run_specs(*args); }; });
 }

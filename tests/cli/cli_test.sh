@@ -921,6 +921,12 @@ expect_rc 0 "$LATHE" check hardware-mixtral
 grep -q "points            384" "$tmp/out" || bad "check of a sweep lacks its size"
 expect_rc 0 "$LATHE" specs
 grep -q "kv-long-context" "$tmp/out" || bad "specs lacks the built-in sweeps"
+# The built-in plans are listed, and check takes their names as the commands' --plan does.
+grep -q "^  llama-3-8b-int4  llama-3-8b  a100-80g  int4:g128  int8" "$tmp/out" || bad "specs lacks the built-in plans"
+expect_rc 0 "$LATHE" check llama-3-8b-int4
+grep -q "^plan (built-in plans/llama-3-8b-int4.toml): OK" "$tmp/out" || bad "check of a built-in plan: $(head -2 "$tmp/out")"
+expect_rc 0 "$LATHE" specs --format json
+python3 -c "import json; d=json.load(open('$tmp/out')); p=[x for x in d['plans'] if x['name']=='llama-3-8b-int4']; assert p and p[0]['weights']=='int4:g128' and p[0]['batch']==4, d['plans']" || bad "specs json lacks the plans"
 # A CPU sweep whose winner lathe run executes.
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1, 2]\nprompt = [8]\ngen = [4]\nweights = ["auto", "int8"]\nobjectives = ["min tpot_ms"]\n' >"$tmp/cpu-sweep.toml"
 expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" -o "$tmp/cpu.jsonl" --emit-best "$tmp/cpubest"
