@@ -57,19 +57,22 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
   if (a.slo_ttft_ms) o.slo_ttft_s = *a.slo_ttft_ms * 1e-3;
   if (a.slo_tpot_ms) o.slo_tpot_s = *a.slo_tpot_ms * 1e-3;
   if (a.duration && a.requests) throw Error("give --duration or --requests, not both");
-  if (a.arrivals_csv) {
-    // The trace is the whole stream: the generator's flags would be ignored.
-    std::string ignored;
-    auto note = [&](bool given, const char* flag) {
-      if (given) ignored += (ignored.empty() ? "" : ", ") + std::string(flag);
-    };
-    note(bool(a.rate), "--rate"), note(bool(a.duration), "--duration"), note(bool(a.requests), "--requests");
-    note(bool(a.prompt), "--prompt"), note(bool(a.output), "--output"), note(bool(a.priority_mix), "--priority-mix");
-    note(bool(a.seed), "--seed");
-    if (!ignored.empty())
-      throw Error("--arrivals-csv gives every request (arrival, prompt, output, priority); " + ignored +
-                  " would be ignored: drop " + (ignored.find(',') == std::string::npos ? "it" : "them"));
-  }
+  // A trace is the whole stream: the generator's flags would be ignored beside one, given
+  // here or by the scenario file (whose generator keys --arrivals-csv replaces).
+  std::string ignored;
+  auto note = [&](bool given, const char* flag) {
+    if (given) ignored += (ignored.empty() ? "" : ", ") + std::string(flag);
+  };
+  note(bool(a.rate), "--rate"), note(bool(a.duration), "--duration"), note(bool(a.requests), "--requests");
+  note(bool(a.prompt), "--prompt"), note(bool(a.output), "--output"), note(bool(a.priority_mix), "--priority-mix");
+  note(bool(a.seed), "--seed");
+  const std::string drop = ignored.find(',') == std::string::npos ? "it" : "them";
+  if (a.arrivals_csv && !ignored.empty())
+    throw Error("--arrivals-csv gives every request (arrival, prompt, output, priority); " + ignored +
+                " would be ignored: drop " + drop);
+  if (!a.arrivals_csv && s.arrivals_csv && !ignored.empty())
+    throw Error("the scenario's requests come from its csv trace (" + *s.arrivals_csv + "); " + ignored +
+                " would be ignored: drop " + drop + ", or use a scenario without a trace");
   if (a.rate) ar.rate_per_s = *a.rate;
   if (a.duration) ar.duration_s = *a.duration, ar.requests = a.requests.value_or(0);
   if (a.requests) ar.requests = *a.requests;

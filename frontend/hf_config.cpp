@@ -340,7 +340,8 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   if (c.attention_bias)
     c.notes.push_back(
         "the checkpoint has q/k/v biases, which lathe's IR lacks: simulate and compile cost the "
-        "model without them (a negligible difference), and `lathe run` rejects its weights");
+        "model without them (a negligible difference), and `lathe run` refuses its weights where "
+        "they hold bias tensors");
 
   // Sliding-window attention (Mistral v0.1, Qwen2 with use_sliding_window).
   bool sliding =

@@ -151,7 +151,7 @@ void HfWeights::check(const std::vector<const Graph*>& graphs) const {
     if (name.ends_with(".bias"))
       throw Error(
           f->path() + ": tensor '" + name +
-          "': the checkpoint has biases (Qwen2 q/k/v biases), which lathe's IR does not support; "
+          "': the checkpoint has biases, which lathe's IR does not support; "
           "`lathe simulate` and `lathe compile` still accept its config.json");
   std::set<std::string> done;
   for (const Graph* g : graphs) {

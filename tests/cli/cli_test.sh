@@ -751,6 +751,12 @@ expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --duration 5 --requests 10
 grep -q "give --duration or --requests, not both" "$tmp/err" || bad "serve-sim --duration with --requests: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b a100-80g --arrivals-csv "$tmp/trace.csv" --rate 3 --prompt 100
 grep -q -- "--rate, --prompt would be ignored" "$tmp/err" || bad "serve-sim CSV with --rate: $(cat "$tmp/err")"
+# ... also where the trace comes from the scenario file; --arrivals-csv replaces a file's generator.
+printf '[scenario]\nname = "c"\nkind = "serve"\nmodel = "tiny"\nhardware = "h100-sxm"\n[scenario.arrivals]\ncsv = "%s"\n' "$tmp/trace.csv" >"$tmp/csvscen.toml"
+expect_rc 2 "$LATHE" serve-sim --scenario "$tmp/csvscen.toml" --rate 3 --requests 5
+grep -q -- "csv trace (.*trace.csv); --rate, --requests would be ignored" "$tmp/err" || bad "scenario csv with --rate: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" serve-sim --scenario serve-chat --arrivals-csv "$tmp/trace.csv"
+grep -q "3 requests from" "$tmp/out" || bad "--arrivals-csv over a scenario's generator: $(grep stream "$tmp/out")"
 printf '[scenario]\nname = "b"\nkind = "serve"\nmodel = "tiny"\nhardware = "h100-sxm"\n[scenario.arrivals]\nduration_s = 5\nrequests = 10\n' >"$tmp/both.toml"
 expect_rc 2 "$LATHE" serve-sim --scenario "$tmp/both.toml"
 grep -q "give duration_s or requests, not both" "$tmp/err" || bad "scenario with duration_s and requests: $(cat "$tmp/err")"
