@@ -148,6 +148,23 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
   return 0;
 }
 
+}  // namespace
+
+nlohmann::json plan_spec_json(const PlanSpec& p) {
+  const PlanOptions& o = p.options;
+  return {{"model", p.model.value_or("")},
+          {"hardware", p.hardware.value_or("")},
+          {"batch", p.workload.batch},
+          {"prompt", p.workload.prompt},
+          {"gen", p.workload.gen},
+          {"weights", o.weights ? format_name(*o.weights) : "model dtype"},
+          {"kv", o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "activation dtype"},
+          {"kv_layout", o.kv_layout ? kv_layout_name(*o.kv_layout) : "auto"},
+          {"act", o.act_dtype ? std::string(dtype_name(*o.act_dtype)) : std::string("default")},
+          {"tp", o.tp}};
+}
+
+namespace {
 int summarize_plan(const PlanSpec& p, const std::string& src, const std::string& format) {
   try {
     if (p.model) load_model(*p.model);  // throws when unknown
@@ -172,22 +189,11 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
     throw Error(src + ": " + e.what());
   }
   const PlanOptions& o = p.options;
-  std::string weights = o.weights ? format_name(*o.weights) : "model dtype";
-  std::string kv = o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "activation dtype";
-  std::string layout = o.kv_layout ? kv_layout_name(*o.kv_layout) : "auto";
+  const nlohmann::json fields = plan_spec_json(p);
+  const std::string weights = fields["weights"], kv = fields["kv"], layout = fields["kv_layout"];
   if (format == "json") {
-    nlohmann::json j = {{"kind", "plan"},
-                        {"source", src},
-                        {"model", p.model.value_or("")},
-                        {"hardware", p.hardware.value_or("")},
-                        {"batch", p.workload.batch},
-                        {"prompt", p.workload.prompt},
-                        {"gen", p.workload.gen},
-                        {"weights", weights},
-                        {"kv", kv},
-                        {"kv_layout", layout},
-                        {"act", o.act_dtype ? std::string(dtype_name(*o.act_dtype)) : std::string("default")},
-                        {"tp", o.tp}};
+    nlohmann::json j = {{"kind", "plan"}, {"source", src}};
+    j.update(fields);
     if (o.passes) j["pipeline"] = *o.passes;
     for (const auto& [k, v] : o.pass_enabled) j["passes"][k] = v;
     std::cout << j.dump(2) << "\n";

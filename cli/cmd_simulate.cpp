@@ -300,25 +300,50 @@ std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t mi
   return out;
 }
 
-// --hw's comma-separated targets, where a hardware TOML whose path holds a comma (with
-// or without "+key=value" overrides after it) is one item: the shortest run of items
-// from here that names an existing file is taken whole.
+// --hw's comma-separated targets. A hardware TOML whose path holds a comma (with or
+// without "+key=value" overrides after it) is one item: the whole value when it names a
+// file, else, where an item is neither a built-in name nor a file, the shortest run of
+// the raw pieces from there (commas and spaces kept) that names one.
 std::vector<std::string> split_hw_list(const std::string& list) {
-  std::vector<std::string> items = split_commas(list, "--hw"), out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    std::string joined = items[i];
+  std::error_code ec;
+  auto names_file = [&](const std::string& spec) {
+    return std::filesystem::is_regular_file(target_spec_base(spec), ec);
+  };
+  auto trim = [](const std::string& x) {
+    const size_t b = x.find_first_not_of(" \t"), e = x.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : x.substr(b, e - b + 1);
+  };
+  if (names_file(trim(list))) return {trim(list)};
+  std::vector<std::string> raw;
+  for (size_t start = 0;;) {
+    const size_t c = list.find(',', start);
+    raw.push_back(list.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const std::string item = trim(raw[i]);
+    const std::string base = target_spec_base(item);
+    if (item.empty() || is_builtin_name("hardware", base) || names_file(item)) {
+      out.push_back(item);
+      continue;
+    }
+    std::string joined = raw[i];
     size_t taken = i;
-    for (size_t j = i + 1; j < items.size(); ++j) {
-      joined += "," + items[j];
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(target_spec_base(joined), ec)) {
+    for (size_t j = i + 1; j < raw.size(); ++j) {
+      joined += "," + raw[j];
+      if (names_file(trim(joined))) {
         taken = j;
         break;
       }
     }
-    out.push_back(taken == i ? items[i] : joined);
+    out.push_back(taken == i ? item : trim(joined));
     i = taken;
   }
+  if (out.size() == 1 && out[0].empty()) return {};  // the caller names an empty list
+  for (const std::string& x : out)
+    if (x.empty()) throw Error("--hw: empty item in the list '" + list + "'");
   return out;
 }
 

@@ -89,20 +89,12 @@ int run_specs(const SpecsArgs& a) {
   j["plans"] = nlohmann::json::array();
   for (const BuiltinSpec& b : builtin_specs("plans")) {
     PlanSpec p = parse_plan_toml(b.text, b.path);
-    const PlanOptions& o = p.options;
-    const std::string weights = o.weights ? format_name(*o.weights) : "model dtype";
-    const std::string kv = o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : "act dtype";
-    pl.add({b.name, p.model.value_or("-"), p.hardware.value_or("-"), weights, kv, std::to_string(o.tp),
-            std::to_string(p.workload.batch), std::to_string(p.workload.prompt), std::to_string(p.workload.gen)});
-    j["plans"].push_back({{"name", b.name},
-                          {"model", p.model.value_or("")},
-                          {"hardware", p.hardware.value_or("")},
-                          {"weights", o.weights ? format_name(*o.weights) : ""},
-                          {"kv_dtype", o.kv_dtype ? std::string(dtype_name(*o.kv_dtype)) : ""},
-                          {"tp", o.tp},
-                          {"batch", p.workload.batch},
-                          {"prompt", p.workload.prompt},
-                          {"gen", p.workload.gen}});
+    nlohmann::json f = plan_spec_json(p);  // as `lathe check --format json` shows a plan
+    pl.add({b.name, p.model.value_or("-"), p.hardware.value_or("-"), f["weights"], f["kv"],
+            std::to_string(p.options.tp), std::to_string(p.workload.batch), std::to_string(p.workload.prompt),
+            std::to_string(p.workload.gen)});
+    f["name"] = b.name;
+    j["plans"].push_back(f);
   }
   if (a.format == "json") {
     std::cout << j.dump(2) << "\n";

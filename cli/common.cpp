@@ -241,12 +241,17 @@ OutputDir plan_output_dir() {
             return std::find(entries.begin(), entries.end(), e) != entries.end();
           },
           "a lathe plan directory", "",
-          // lathe's plan.json is a JSON object with a "lathe_plan" version field.
+          // lathe's plan.json is a regular file holding a JSON object with a "lathe_plan"
+          // version field (a directory or FIFO of that name is not read: no crash, no wait).
           [](const std::filesystem::path& marker) {
-            std::ifstream in(marker, std::ios::binary);
-            if (!in) return false;
-            nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-            return !j.is_discarded() && j.is_object() && j.contains("lathe_plan");
+            std::error_code ec;
+            if (!std::filesystem::is_regular_file(marker, ec)) return false;
+            try {
+              nlohmann::json j = nlohmann::json::parse(read_file(marker.string()), nullptr, false);
+              return !j.is_discarded() && j.is_object() && j.contains("lathe_plan");
+            } catch (const std::exception&) {
+              return false;
+            }
           }};
 }
 

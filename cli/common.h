@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -145,6 +146,11 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
 // is not lathe's), so a command can fail before doing its work.
 void check_output_dir(const std::string& dir, const std::vector<std::string>& entries,
                       const OutputDir& kind = plan_output_dir());
+
+// A plan spec's fields as `lathe check --format json` and `lathe specs` show them
+// (model, hardware, workload, weights, kv, kv_layout, act, tp; unset options named by
+// what they default to).
+nlohmann::json plan_spec_json(const PlanSpec& p);
 
 // Plan-option flags shared by graph, simulate, compile, run...
 struct PlanFlags {

@@ -64,9 +64,10 @@ bool cpu_has_int8_dot();
 // time: 1 / eff(M, K) = 1 / eff + c_k / K + c_m / M (eff of `peak`). Rates at
 // (m_a, k_a), (m_a, k_b) and (m_c, k_a) give eff and the halves half_k = c_k x eff and
 // half_rows = c_m x eff, as simulator/cost.cpp uses them; a pair that does not show its
-// cost (the shorter run not slower) leaves that half 0.
+// cost (the shorter run not slower) leaves that half 0. An eff above `cap` is taken as
+// the cap, with both halves scaled so that the model still meets the rate at point a.
 void fit_two_fixed_costs(double peak, double rate_a, double rate_b, double rate_c, double m_a, double k_a,
-                         double k_b, double m_c, double& eff, double& half_k, double& half_rows);
+                         double k_b, double m_c, double& eff, double& half_k, double& half_rows, double cap = 1.0);
 
 // A hardware spec (TOML text) for this machine from the measurements.
 std::string probe_to_toml(const ProbeResult& p, const std::string& name);

@@ -327,6 +327,15 @@ expect_rc 0 "$LATHE" whatif tiny --hw "$tmp/a,b.toml" --prompt 8 --gen 4 --forma
 expect_rc 0 "$LATHE" whatif tiny --hw "a100-80g,$tmp/a,b.toml+hbm_bandwidth_gbs=x2,h200" --prompt 8 --gen 4 --format csv
 [ "$(tail -n +2 "$tmp/out" | wc -l)" = 3 ] && grep -q "^l4+hbm_bandwidth_gbs=x2," "$tmp/out" ||
   bad "whatif --hw with a comma in a file name and overrides: $(cat "$tmp/out")"
+# ... kept whole with ",," or ", " inside; built-in names are not swallowed by a file
+# whose name joins them.
+cp "$SRC/specs/hardware/l4.toml" "$tmp/c,,d.toml"
+expect_rc 0 "$LATHE" whatif tiny --hw "$tmp/c,,d.toml" --prompt 8 --gen 4 --format csv
+[ "$(tail -n +2 "$tmp/out" | wc -l)" = 1 ] || bad "whatif --hw 'c,,d.toml': $(cat "$tmp/err")"
+cp "$SRC/specs/hardware/l4.toml" "$tmp/h200,l4"
+(cd "$tmp" && "$lathe_abs" whatif tiny --hw a100-80g,h200,l4 --prompt 8 --gen 4 --format csv) >"$tmp/out" 2>"$tmp/err" ||
+  bad "whatif --hw beside a file named 'h200,l4': $(cat "$tmp/err")"
+[ "$(cut -d, -f1 "$tmp/out" | tail -n +2 | tr '\n' ' ')" = "a100-80g h200 l4 " ] || bad "whatif --hw took a file for built-ins: $(cat "$tmp/out")"
 # Switches are 0 or 1 in a hardware TOML too (0.001 was read as on).
 sed 's/^nvlink_switch = .*/nvlink_switch = 0.001/' "$SRC/specs/hardware/h100-sxm.toml" >"$tmp/nvsw.toml"
 grep -q '^nvlink_switch = 0.001' "$tmp/nvsw.toml" || bad "h100-sxm.toml has no nvlink_switch line to edit"
@@ -416,6 +425,13 @@ mkdir -p "$tmp/foreign" && echo '{"mine": 1}' >"$tmp/foreign/plan.json" && echo 
 expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/foreign"
 grep -q "its plan.json is not one lathe wrote) and already holds 'plan.json'" "$tmp/err" || bad "foreign plan.json: $(cat "$tmp/err")"
 [ "$(cat "$tmp/foreign/src.c")" = mine ] && grep -q '"mine"' "$tmp/foreign/plan.json" || bad "compile replaced a foreign plan.json"
+# ... nor does a directory or a FIFO of that name (one crashed compile, the other hung it).
+mkdir -p "$tmp/dirmarker/plan.json"
+expect_rc 2 timeout 20 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/dirmarker"
+grep -q "already holds 'plan.json'" "$tmp/err" && [ -d "$tmp/dirmarker/plan.json" ] || bad "plan.json directory: $(cat "$tmp/err")"
+mkdir -p "$tmp/fifomarker" && mkfifo "$tmp/fifomarker/plan.json"
+expect_rc 2 timeout 20 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/fifomarker"
+grep -q "already holds 'plan.json'" "$tmp/err" && [ -p "$tmp/fifomarker/plan.json" ] || bad "plan.json FIFO: $(cat "$tmp/err")"
 # --dump-dir: the dumps never replace the plan, and a rerun replaces the old dumps.
 expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/scratch" --dump-dir "$tmp/scratch/"
 grep -q "the same directory as -o" "$tmp/err" && [ -f "$tmp/scratch/plan.json" ] || bad "--dump-dir = -o: $(cat "$tmp/err")"

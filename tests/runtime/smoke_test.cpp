@@ -102,6 +102,18 @@ TEST(Probe, FitsTwoFixedCosts) {
                       half_rows);
   EXPECT_EQ(half_rows, 0.0);
   EXPECT_NEAR(half_k, hk / (1 + hm / 128) , 1e-6);
+  // A long-K limit above the cap is taken as the cap, the halves scaled down so that the
+  // model still meets point a (the GEMV fit, two points, cap 1.5 and 1).
+  const double big = 1.05;  // at K 2048: 0.957 of the peak, under the cap of 1
+  auto gemv = [&](double K) { return peak * big / (1 + hk / K); };
+  fit_two_fixed_costs(peak, gemv(2048), gemv(512), 0, 8, 2048, 512, 8, eff, half_k, half_rows, 1.5);
+  EXPECT_NEAR(eff, big, 1e-9);
+  EXPECT_NEAR(half_k, hk, 1e-6);
+  fit_two_fixed_costs(peak, gemv(2048), gemv(512), 0, 8, 2048, 512, 8, eff, half_k, half_rows);
+  EXPECT_EQ(eff, 1.0);
+  EXPECT_NEAR(peak * eff / (1 + half_k / 2048), gemv(2048), 1e-9) << "point a still met";
+  EXPECT_GT(half_k, 0.0);
+  EXPECT_LT(half_k, hk);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ namespace {
 struct Hits {
   std::vector<std::atomic<int>> count;
   std::atomic<int> threads_mask{0};
+  bool wait_for_worker = false;  // the caller's chunks wait (up to 10 s) until a worker ran one
   explicit Hits(long n) : count(size_t(n)) {}
 };
 
@@ -23,8 +24,11 @@ void count_body(void* closure, long begin, long end, int thread) {
   auto* h = static_cast<Hits*>(closure);
   for (long i = begin; i < end; ++i) h->count[size_t(i)].fetch_add(1);
   h->threads_mask.fetch_or(1 << thread);
-  // Long enough that the workers take chunks too, even on a loaded machine.
-  std::this_thread::sleep_for(std::chrono::microseconds(500));
+  if (h->wait_for_worker && thread == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((h->threads_mask.load() & ~1) == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void expect_each_once(ThreadPool& pool, long n, long grain) {
@@ -43,10 +47,10 @@ TEST(ThreadPool, WorkersTakeChunksAndWakeFromSleep) {
   ThreadPool pool(2);
   for (int round = 0; round < 3; ++round) {
     Hits h(64);
+    h.wait_for_worker = true;  // the caller holds its first chunk until the worker ran one
     pool.parallel_for(64, 1, count_body, &h);
     for (long i = 0; i < 64; ++i) ASSERT_EQ(h.count[size_t(i)].load(), 1);
-    // 64 chunks of 500 us: the worker (thread 1) takes some while the caller runs.
-    EXPECT_EQ(h.threads_mask.load(), 3) << "round " << round;
+    EXPECT_EQ(h.threads_mask.load(), 3) << "round " << round << ": the worker took no chunk within 10 s";
     // Past the spin: the worker sleeps, and the next loop must wake it.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
