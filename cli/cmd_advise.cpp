@@ -106,7 +106,7 @@ void register_advise(CLI::App& app, Registry& r) {
       ->check(positive_number());
   cmd->add_option("--max-batch", a->max_batch, "top of the batch grid (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  cmd->add_option("--threads", a->threads, "worker threads (default: all cores)")
+  cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, a] { r.action = [a] { return run_advise(*a); }; });

@@ -12,6 +12,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "ir/host.h"
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "checkpoint/gguf_model.h"
@@ -279,7 +280,7 @@ int run_run(const RunArgs& a) {
       if (t >= vocab) throw Error("--tokens: id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
 
   auto t_weights = std::chrono::steady_clock::now();
-  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = a.threads > 0 ? a.threads : available_cpus();
   std::string weights_from;
   WeightStore weights;
   if (gguf_file) {
@@ -556,7 +557,7 @@ int run_probe(const ProbeArgs& a) {
   if (!a.out.empty()) check_output_file(a.out);
   if (a.backend == "cuda") return run_probe_cuda(a);
   CpuJit jit;
-  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = a.threads > 0 ? a.threads : available_cpus();
   std::cerr << "lathe probe: measuring memory bandwidth, FMA and 8-bit dot-product throughput on " << threads << " threads...\n";
   ProbeResult p = probe_machine(jit, threads, a.buffer_mb > 0 ? a.buffer_mb : 512);
   char host[256] = "host";
@@ -645,7 +646,7 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->get_option("--act")->description(
       "activation dtype: f32, f16, bf16 (default: f32 with --backend cpu, bf16 with --backend cuda)");
   cmd->add_option("--set", a->sets, "override a field of the prediction target (repeatable)");
-  cmd->add_option("--threads", a->threads, "worker threads (default: all)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", a->seed, "seed of the synthetic weights (not used with a .gguf file)")->check(non_negative_integer());
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->check(number_in(0.0, 100.0));
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens")->check(CLI::Range(0, 1 << 24));
@@ -676,7 +677,7 @@ void register_run(CLI::App& app, Registry& r) {
   CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm, f32 GEMV and integer GEMM rates) and write a hardware spec");
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
   pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
-  pr->add_option("--threads", p->threads, "threads (default: all)")->check(CLI::Range(1, 1024));
+  pr->add_option("--threads", p->threads, "threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")->check(CLI::Range(1, 1024));
   pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size (default 512 on CPUs, 2048 on GPUs)")
       ->check(number_in(64.0, 65536.0));
   pr->add_option("--backend", p->backend, "cpu (this machine) or cuda (the GPU: copy bandwidth, cuBLAS GEMM rate)")

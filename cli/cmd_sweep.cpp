@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "ir/host.h"
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "ir/assert.h"
@@ -217,7 +218,7 @@ int run_sweep_cmd(const SweepArgs& a) {
     throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
                 " points is more than one run should cost; sample it (--samples N) or split it "
                 "(--shard I/N)");
-  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = a.threads > 0 ? a.threads : available_cpus();
   std::unique_ptr<AtomicFile> out;
   if (!a.out.empty()) out = std::make_unique<AtomicFile>(a.out);
   SweepOptions o;
@@ -475,7 +476,7 @@ void register_sweep(CLI::App& app, Registry& r) {
   cmd->add_option("SWEEP", a->file, "sweep TOML file or built-in sweep name (`lathe specs`)")
       ->required();
   cmd->add_option("-o,--out", a->out, "write one row per plan: .csv (default) or .jsonl");
-  cmd->add_option("--threads", a->threads, "worker threads (default: all cores)")
+  cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")
       ->check(CLI::Range(1, 1024));
   CLI::Option* samples = cmd->add_option("--samples", a->samples,
                                          "cost N distinct points drawn at random instead of the whole space")

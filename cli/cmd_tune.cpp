@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "ir/host.h"
 #include "cli/common.h"
 #include "cli/planning.h"
 #include "cli/scenario_args.h"
@@ -66,7 +67,7 @@ int run_tune(const TuneArgs& a) {
               << "\n";
   Plan plan = to_plan(p);
   check_fits_in_memory(plan);
-  int threads = a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = a.threads > 0 ? a.threads : available_cpus();
   WeightStore weights =
       WeightStore::build({&plan.prefill, &plan.decode}, synthetic_source(1), threads);
   TuneOptions o;
@@ -220,7 +221,7 @@ void register_tune(CLI::App& app, Registry& r) {
   // Runs pick the activation dtype by backend (the kernels' own), not by target.
   cmd->get_option("--act")->description(
       "activation dtype: f32, f16, bf16 (default: f32 with --backend cpu, bf16 with --backend cuda)");
-  cmd->add_option("--threads", a->threads, "worker threads (default: all)")
+  cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--reps", a->reps, "repetitions per measurement (default 3)")
       ->check(CLI::Range(1, 100));

@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "ir/host.h"
 #include "ir/assert.h"
 #include "runtime/cpu/jit.h"
 #include "runtime/cpu/probe.h"
@@ -234,7 +235,7 @@ class SessionAdapter final : public TuneSession {
 TuneResult tune_cpu(const Plan& base, const WeightStore& weights, CpuJit& jit,
                     const TuneOptions& o) {
   const int threads =
-      o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+      o.threads > 0 ? o.threads : available_cpus();
   TuneBackend b;
   b.name = "cpu";
   b.machine = cpu_model_name() + " (" + jit.host_cpu() + "), " + std::to_string(threads) + " threads";

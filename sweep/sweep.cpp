@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ir/host.h"
 #include "frontend/builder.h"
 #include "frontend/specs.h"
 #include "ir/assert.h"
@@ -419,7 +420,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
   Selection sel = select_points(s, o);
   const uint64_t count = sel.count();
   sum.selected = int64_t(count);
-  int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = o.threads > 0 ? o.threads : available_cpus();
 
   // ---- 1. the plan shapes the selected points need ----
   auto t_lower = Clock::now();

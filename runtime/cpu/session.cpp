@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "ir/host.h"
 #include "codegen/cpu/abi.h"
 #include "codegen/cpu/emit_cpu.h"
 #include "ir/assert.h"
@@ -98,7 +99,7 @@ struct CpuSession::Impl {
 
   Impl(const Plan& p, const WeightStore& w, CpuJit& j, SessionOptions o) : plan(p), weights(w), jit(j), opts(o) {
     check_fits_in_memory(plan);
-    int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    int threads = o.threads > 0 ? o.threads : available_cpus();
     pool = std::make_unique<ThreadPool>(threads);
     jit_before = jit.stats();
     setup_kv();

@@ -444,6 +444,12 @@ mkdir -p "$tmp/olddumps" && cp "$tmp/dumps/00_input.decode.ir" "$tmp/olddumps/" 
 expect_rc 2 "$LATHE" compile tiny cpu-host --prompt 8 --gen 6 -o "$tmp/scratch" --dump-dir "$tmp/olddumps"
 grep -q "already holds '00_input.decode.ir'" "$tmp/err" && ! grep -q '"gen": 6' "$tmp/scratch/plan.json" ||
   bad "dump conflict after the plan was written: $(cat "$tmp/err")"
+# The default thread count follows the CPUs this process may use (a container's cpuset,
+# taskset), not every online CPU.
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+  taskset -c 0 "$LATHE" run tiny --prompt-tokens 4 --gen 2 --format json >"$tmp/out" 2>"$tmp/err" || bad "run under taskset: $(cat "$tmp/err")"
+  python3 -c "import json; assert json.load(open('$tmp/out'))['threads'] == 1" || bad "run under taskset -c 0 did not default to 1 thread"
+fi
 # --gen 0 (prefill only) compiles a plan that runs.
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 0 -o "$tmp/gen0"
 expect_rc 0 "$LATHE" run "$tmp/gen0"
