@@ -303,6 +303,7 @@ struct Emitter {
                 fin(0) + ", " + fin(1) + ", " + fout(0) + ");\n";
         break;
       case OpKind::sample:
+        k.shared_floats = lk::argmax_shared_floats(c(in(0).shape[1]), g.attrs.i("B"));
         code += "  lk::argmax_kernel<" + num(c(in(0).shape[1])) + ">(ctx, st, " + fin(0) + ", " + iout(0) + ");\n";
         break;
       case OpKind::all_reduce:

@@ -762,14 +762,74 @@ void combine_kernel(const LatheCtx* c, const LatheStep* st, const float* y, cons
   });
 }
 
+// Greedy sampling: each row's first index of its largest logit, as the scan
+// `if (l[v] > l[best]) best = v` from best = 0 finds it (a NaN never wins; a NaN at
+// index 0 is kept). Rows are cut into chunks of kArgmaxChunk logits that the threads take
+// (a batch-1 row of a 128k vocabulary is 512 KB); each chunk's maximum and first index go
+// to `shared` (argmax_shared_floats), and each row then takes the first chunk holding its
+// maximum.
+constexpr int kArgmaxChunk = 4096;
+constexpr i64 argmax_shared_floats(i64 V, i64 rows) { return rows * ((V + kArgmaxChunk - 1) / kArgmaxChunk) * 2; }
+
+// The maximum of l[v0, v1) with NaN read as -inf, and its first index.
+inline void argmax_chunk(const float* l, int v0, int v1, float& best, int& at) {
+  const float ninf = -__builtin_inff();
+  auto clean = [&](float x) { return x != x ? ninf : x; };
+  best = clean(l[v0]);
+  at = v0;
+  int v = v0;
+  if (v1 - v0 >= 32) {
+    // 16 lanes, each keeping its own first maximum; then the lanes' maximum and the
+    // smallest index among the lanes that hold it.
+    const vi iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    auto load = [&](int i) {
+      const vf x = vload(l + i);
+      const vi nan = x != x;
+      return (vf)(((vi)x & ~nan) | ((vi)vsplat(ninf) & nan));
+    };
+    vf vb = load(v0);
+    vi vi_at = iota + v0;
+    for (v = v0 + 16; v + 16 <= v1; v += 16) {
+      const vf x = load(v);
+      const vi gt = x > vb;
+      vb = (vf)(((vi)x & gt) | ((vi)vb & ~gt));
+      vi_at = ((iota + v) & gt) | (vi_at & ~gt);
+    }
+    best = vmax_lanes(vb);
+    at = v1;
+    for (int j = 0; j < 16; ++j)
+      if (vb[j] == best && vi_at[j] < at) at = vi_at[j];
+  } else {
+    v = v0 + 1;
+  }
+  for (; v < v1; ++v)
+    if (clean(l[v]) > best) best = clean(l[v]), at = v;
+}
+
 template <int V>
 void argmax_kernel(const LatheCtx* c, const LatheStep* st, const float* logits, int* tokens) {
+  constexpr int NC = (V + kArgmaxChunk - 1) / kArgmaxChunk;
+  float* part = c->shared;  // [n_seq][NC][2]: the chunk's maximum, its index as int bits
+  par(c, (i64)st->n_seq * NC, 1, [&](i64 b, i64 e, int) {
+    for (i64 it = b; it < e; ++it) {
+      const int s = int(it / NC), ch = int(it % NC);
+      const int v0 = ch * kArgmaxChunk, v1 = v0 + kArgmaxChunk < V ? v0 + kArgmaxChunk : V;
+      float best;
+      int at;
+      argmax_chunk(logits + (i64)s * V, v0, v1, best, at);
+      part[it * 2] = best;
+      __builtin_memcpy(part + it * 2 + 1, &at, 4);
+    }
+  });
   for (int s = 0; s < st->n_seq; ++s) {
     const float* l = logits + (i64)s * V;
-    int best = 0;
-    for (int v = 1; v < V; ++v)
-      if (l[v] > l[best]) best = v;
-    tokens[s] = best;
+    const float* p = part + (i64)s * NC * 2;
+    float best = p[0];
+    int at;
+    __builtin_memcpy(&at, p + 1, 4);
+    for (int ch = 1; ch < NC; ++ch)
+      if (p[ch * 2] > best) best = p[ch * 2], __builtin_memcpy(&at, p + ch * 2 + 1, 4);
+    tokens[s] = l[0] != l[0] ? 0 : at;
   }
 }
 
