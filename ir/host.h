@@ -1,13 +1,22 @@
 // The host's CPUs this process may use, for default thread counts.
 #pragma once
 
+#include <string>
+
 namespace lathe {
 
 // CPUs available to this process: those in its affinity mask (taskset, a container's
-// cpuset), capped by a cgroup CPU quota (cgroup v2 cpu.max, v1 cfs_quota_us /
-// cfs_period_us, rounded up), at least 1. std::thread::hardware_concurrency counts every
+// cpuset), capped by the tightest CPU quota on its cgroup and the cgroup's ancestors
+// (v2 cpu.max, v1 cfs_quota_us / cfs_period_us, rounded up), at least 1. std::thread::hardware_concurrency counts every
 // online CPU, so a pool sized by it oversubscribes a container limited to a few, and its
 // spinning workers then take turns on the same cores.
 int available_cpus();
+
+// The parts of available_cpus, for tests: the tightest CPU quota (in CPUs; 0 = none) on
+// the cgroup that `proc_self_cgroup` (the text of /proc/self/cgroup) names and on its
+// ancestors, under `sys_root` (/sys/fs/cgroup: v2 there or in unified/, v1 in cpu/ or
+// cpu,cpuacct/); and `cpus` capped by a quota, at least 1.
+double cgroup_cpu_quota(const std::string& proc_self_cgroup, const std::string& sys_root);
+int cpus_under_quota(int cpus, double quota);
 
 }  // namespace lathe

@@ -2,7 +2,7 @@
 // rows cut into chunks across the threads, 16-lane maxima, the first index of the
 // largest logit) against the sequential scan `if (l[v] > l[best]) best = v` from 0, on
 // two threads: vocabularies inside one chunk and across several, a last chunk shorter
-// than a vector, ties (the first wins), -inf everywhere, NaN at 0 (kept) and elsewhere
+// than a vector (4100), ties within and across chunks (the first wins), -inf everywhere, NaN at 0 (kept) and elsewhere
 // (never wins).
 #include <gtest/gtest.h>
 
@@ -29,6 +29,7 @@ ARGMAX(17)
 ARGMAX(40)
 ARGMAX(512)
 ARGMAX(4096)
+ARGMAX(4100)
 ARGMAX(4113)
 ARGMAX(9000)
 )";
@@ -55,13 +56,13 @@ TEST(CpuArgmax, MatchesTheSequentialScan) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-4.0f, 4.0f);
   int cases = 0;
-  for (int V : {5, 17, 40, 512, 4096, 4113, 9000}) {
+  for (int V : {5, 17, 40, 512, 4096, 4100, 4113, 9000}) {
     auto fn = reinterpret_cast<Fn>(testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness,
                                                            "argmax_" + std::to_string(V), "argmax_test"));
     ASSERT_LE(lk::argmax_shared_floats(V, 4), long(shared.size()));
     // Each row a different pattern; rows 0-3 of one call, so rows share the chunk pool.
     std::vector<std::vector<float>> rows;
-    for (int pattern = 0; pattern < 12; ++pattern) {
+    for (int pattern = 0; pattern < 16; ++pattern) {
       std::vector<float> l(static_cast<size_t>(V));
       for (float& x : l) x = u(rng);
       const int a = int(rng() % uint32_t(V)), b = int(rng() % uint32_t(V));
@@ -78,6 +79,10 @@ TEST(CpuArgmax, MatchesTheSequentialScan) {
         case 9: l[size_t(std::min(V - 1, 4096))] = 9; break;         // a chunk's first logit
         case 10: for (float& x : l) x = -inf; l[size_t(b)] = nan; l[size_t(a)] = -1; break;
         case 11: l[size_t(a)] = inf; l[size_t(b)] = inf; break;      // +inf tie
+        case 12: l[size_t(std::min(V - 1, 4097))] = 9; l[5 % size_t(V)] = 9; break;  // a tie across chunks
+        case 13: l[size_t(V - 1)] = 9; l[size_t(V / 2)] = 9; break;  // a tie with the last logit
+        case 14: l[size_t(std::min(V - 1, 8200))] = 9; break;        // the maximum in a later chunk
+        case 15: break;                                              // random again
       }
       rows.push_back(l);
     }
@@ -96,7 +101,7 @@ TEST(CpuArgmax, MatchesTheSequentialScan) {
       }
     }
   }
-  EXPECT_EQ(cases, 7 * 12);
+  EXPECT_EQ(cases, 8 * 16);
 }
 
 }  // namespace
