@@ -9,7 +9,6 @@
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <unistd.h>
 
 #include "ir/host.h"

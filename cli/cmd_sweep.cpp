@@ -8,7 +8,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "ir/host.h"
 #include "cli/common.h"

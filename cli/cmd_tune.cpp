@@ -3,7 +3,6 @@
 // `lathe run --tuning` read (codegen/tuning.h, runtime/tune.h).
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "ir/host.h"
 #include "cli/common.h"

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "ir/host.h"
 #include "ir/assert.h"

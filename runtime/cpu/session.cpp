@@ -7,7 +7,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <thread>
 
 #include "ir/host.h"
 #include "codegen/cpu/abi.h"
