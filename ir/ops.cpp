@@ -119,6 +119,15 @@ std::optional<std::vector<double>> rope_divisors_of(const Attrs& a, std::string*
   return out;
 }
 
+std::vector<double> rope_frequencies(double theta, int64_t head_dim, const std::vector<double>& divisors) {
+  std::vector<double> f(size_t(head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = std::pow(theta, -2.0 * double(i) / double(head_dim));
+    if (!divisors.empty()) f[i] /= divisors[i];
+  }
+  return f;
+}
+
 std::optional<GemmParts> gemm_parts(OpKind k, const Attrs& a, size_t num_inputs) {
   GemmParts p;
   int pos = 1;

@@ -86,6 +86,9 @@ class Attrs {
 // when the attribute is malformed (a plan file edited by hand).
 std::string rope_divisors_text(const std::vector<double>& divisors);
 std::optional<std::vector<double>> rope_divisors_of(const Attrs& a, std::string* why = nullptr);
+// The rotation frequencies of RoPE: theta^(-2i / head_dim) for the head_dim / 2 pairs,
+// each over its divisor when there are divisors. The CPU kernels carry them as a table.
+std::vector<double> rope_frequencies(double theta, int64_t head_dim, const std::vector<double>& divisors);
 
 // Input positions of a GEMM-family node, derived from its attributes.
 struct GemmParts {

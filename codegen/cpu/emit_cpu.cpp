@@ -75,15 +75,16 @@ struct Emitter {
     return n.attrs.i(key);
   }
 
-  // The node's RoPE divisors as a static table in the kernel and its name as the last
-  // argument of the rope call ("" for plain RoPE, which keeps the call as it was).
-  std::string rope_divisors_arg() {
+  // The node's RoPE frequencies (theta and the model's scaling divisors folded in) as a
+  // static table in the kernel, its name the last argument of the rope call: no pow
+  // at run time.
+  std::string rope_freq_arg() {
     std::string why;
     auto d = rope_divisors_of(n.attrs, &why);
     if (!d) fail(why);
-    if (d->empty()) return "";
-    code += "  static const double rope_div[" + std::to_string(d->size()) + "] = {" + rope_divisors_text(*d) + "};\n";
-    return ", rope_div";
+    std::vector<double> f = rope_frequencies(n.attrs.f("theta"), attr("head_dim"), *d);
+    code += "  static const double rope_freq[" + std::to_string(f.size()) + "] = {" + rope_divisors_text(f) + "};\n";
+    return "rope_freq";
   }
 
   void bind() {
@@ -234,9 +235,9 @@ struct Emitter {
         break;
       }
       case OpKind::rope: {
-        std::string div = rope_divisors_arg();
+        std::string freq = rope_freq_arg();
         code += "  lk::rope_kernel<" + num(attr("heads")) + ", " + num(attr("head_dim")) + ">(ctx, st, " + fin(0) +
-                ", " + fout(0) + ", " + num(a.f("theta")) + div + ");\n";
+                ", " + fout(0) + ", " + freq + ");\n";
         break;
       }
       case OpKind::kv_write:
@@ -266,10 +267,10 @@ struct Emitter {
         break;
       }
       case OpKind::rope_kvwrite: {
-        std::string div = rope_divisors_arg();
+        std::string freq = rope_freq_arg();
         code += "  lk::rope_kvwrite_kernel<" + kv_args() + ", " + num(attr("heads")) + ", " + num(attr("head_dim")) +
-                ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fin(1) + ", " + fin(2) + ", " + fout(0) + ", " +
-                num(a.f("theta")) + div + ");\n";
+                ">(ctx, st, int(ia[0]), " + fin(0) + ", " + fin(1) + ", " + fin(2) + ", " + fout(0) + ", " + freq +
+                ");\n";
         break;
       }
       case OpKind::flash_attention:

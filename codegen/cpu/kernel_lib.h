@@ -85,16 +85,19 @@ void qgemm_kernel(const LatheCtx* c, const GemmDesc& d, i64 M, const SrcRow& src
                 wa[j] = wt + jj * WB;
                 wb[j] = wt + (CB + jj) * WB;
               }
-              float ta[kQRows * kQCols], tb[kQRows * kQCols];
+              static_assert(kQRows * kQCols <= 16, "a register tile's results fit one vector");
+              float ta[16] = {}, tb[16] = {};
               qgemm_tile<K, kQRows, kQCols>(xr, wa, ta, kQCols);
-              if (gated) qgemm_tile<K, kQRows, kQCols>(xr, wb, tb, kQCols);
+              if (gated) {
+                qgemm_tile<K, kQRows, kQCols>(xr, wb, tb, kQCols);
+                vstore(ta, vsilu(vload(ta)) * vload(tb));
+              }
               const i64 ni = min64(kQRows, mt - i0), nj = min64(kQCols, nb - j0);
               for (i64 i = 0; i < ni; ++i) {
                 const i64 o = (r0 + i0 + i) * N + n0 + j0;
                 for (i64 j = 0; j < nj; ++j) {
                   float v = ta[i * kQCols + j];
-                  if (gated) v = silu(v) * tb[i * kQCols + j];
-                  else if (d.epilogue == EPI_RESIDUAL) v += res[o + j];
+                  if (d.epilogue == EPI_RESIDUAL) v += res[o + j];
                   out[seg][o + j] = v;
                 }
               }
@@ -143,9 +146,15 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
     par(c, total, 16, [&](i64 b, i64 e, int) {
       float acc[kGemvRows], acc2[kGemvRows];
       if (d.epilogue == EPI_SILU_MUL) {  // the gate and up rows of a column in one pass
-        for (i64 g = b; g < e; ++g) {
-          gemv_rows2<FMT, K, G>(W[0], S[0], g, W[1], S[1], g, gx, 0, int(M), acc, acc2);
-          for (i64 m = 0; m < M; ++m) out[0][m * d.n[0] + g] = silu(acc[m]) * acc2[m];
+        // 16 columns' gate and up values, then silu(gate) x up for them as vectors.
+        for (i64 g0 = b; g0 < e; g0 += 16) {
+          const i64 nc = min64(16, e - g0);
+          float ga[kGemvRows][16], ua[kGemvRows][16];
+          for (i64 j = 0; j < nc; ++j) {
+            gemv_rows2<FMT, K, G>(W[0], S[0], g0 + j, W[1], S[1], g0 + j, gx, 0, int(M), acc, acc2);
+            for (i64 m = 0; m < M; ++m) ga[m][j] = acc[m], ua[m][j] = acc2[m];
+          }
+          for (i64 m = 0; m < M; ++m) silu_mul(ga[m], ua[m], out[0] + m * d.n[0] + g0, nc);
         }
         return;
       }
@@ -221,8 +230,7 @@ void gemm_kernel(const LatheCtx* c, const LatheStep* st, const GemmDesc& d, cons
             float* ut = tile + TR * CB;
             gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[0], S[0], n0, nb, gt, nb, 0.0f);
             gemm_block<FMT, K, G>(c, wbuf, A, K, mt, W[1], S[1], n0, nb, ut, nb, 0.0f);
-            for (i64 i = 0; i < mt; ++i)
-              for (i64 j = 0; j < nb; ++j) C[i * N + j] = silu(gt[i * nb + j]) * ut[i * nb + j];
+            for (i64 i = 0; i < mt; ++i) silu_mul(gt + i * nb, ut + i * nb, C + i * N, nb);
             continue;
           }
           float beta = 0.0f;
@@ -276,14 +284,14 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
         const i64 N = d.n[seg];
         if (combine)
           for (i64 r = 0; r < rows; ++r) out[0][r * N + n] = d.epilogue == EPI_COMBINE_RESIDUAL ? res[r * N + n] : 0.0f;
+        float ga[16], ua[16];  // P <= 16 pairs' gate and up values
         for (i64 p = 0; p < P; ++p) {
           const i64 ex = idx[p];
-          float a, u;
+          float a;
           if (d.epilogue == EPI_SILU_MUL) {  // the gate and up rows in one pass
             gemv_rows2<FMT, K, G>(expert_w<FMT, K, G>(W[0], ex, N), expert_s<FMT, K, G>(S[0], ex, N), n,
                                   expert_w<FMT, K, G>(W[1], ex, N), expert_s<FMT, K, G>(S[1], ex, N), n, gx, xm(p), 1,
-                                  &a, &u);
-            out[0][p * N + n] = silu(a) * u;
+                                  &ga[p], &ua[p]);
             continue;
           }
           gemv_rows<FMT, K, G>(expert_w<FMT, K, G>(W[seg], ex, N), expert_s<FMT, K, G>(S[seg], ex, N), n, gx, xm(p), 1,
@@ -293,6 +301,10 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
           } else {
             out[seg][p * N + n] = a;
           }
+        }
+        if (d.epilogue == EPI_SILU_MUL) {
+          silu_mul(ga, ua, ga, P);
+          for (i64 p = 0; p < P; ++p) out[0][p * N + n] = ga[p];
         }
       }
     });
@@ -340,10 +352,13 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
                                     expert_s<FMT, K, G>(S[1], ex, N), n0, nb, ut, nb, 0.0f);
             for (i64 i = 0; i < mt; ++i) {
               const i64 p = order[q0 + i];
+              if (d.epilogue == EPI_SILU_MUL) {
+                silu_mul(gt + i * nb, ut + i * nb, out[0] + p * N + n0, nb);
+                continue;
+              }
               for (i64 j = 0; j < nb; ++j) {
                 float v = gt[i * nb + j];
-                if (d.epilogue == EPI_SILU_MUL) out[0][p * N + n0 + j] = silu(v) * ut[i * nb + j];
-                else if (combine) out[0][(p / d.top_k) * N + n0 + j] += gates[p] * v;
+                if (combine) out[0][(p / d.top_k) * N + n0 + j] += gates[p] * v;
                 else out[seg][p * N + n0 + j] = v;
               }
             }
@@ -547,9 +562,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
 // RoPE on Q and K of each row, K and V written to the cache (quantized for I8/I4).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D>
 void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, const float* k,
-                         const float* v, float* q_out, double theta, const double* rope_div = nullptr) {
-  double freq[D / 2];
-  rope_freqs<D>(theta, rope_div, freq);
+                         const float* v, float* q_out, const double* freq) {
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2], tmp[D];
     for (i64 r = b; r < e; ++r) {
@@ -567,10 +580,7 @@ void rope_kvwrite_kernel(const LatheCtx* c, const LatheStep* st, int layer, cons
 
 // ---------------------------------------------------------------- unfused ops
 template <int H, int D>
-void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, double theta,
-                 const double* rope_div = nullptr) {
-  double freq[D / 2];
-  rope_freqs<D>(theta, rope_div, freq);
+void rope_kernel(const LatheCtx* c, const LatheStep* st, const float* x, float* y, const double* freq) {
   par(c, st->n_rows, 1, [&](i64 b, i64 e, int) {
     float cs[D / 2], sn[D / 2];
     for (i64 r = b; r < e; ++r) {
@@ -707,9 +717,12 @@ void rms_norm_kernel(const LatheCtx* c, const LatheStep* st, const float* x, con
 template <int OP, i64 W>
 void elementwise_kernel(const LatheCtx* c, const LatheStep* st, const float* a, const float* bb, float* y) {
   par(c, st->n_rows, 4, [&](i64 b, i64 e, int) {
+    if constexpr (OP == 0) {
+      silu_mul(a + b * W, nullptr, y + b * W, (e - b) * W);
+      return;
+    }
     for (i64 i = b * W; i < e * W; ++i) {
-      if constexpr (OP == 0) y[i] = silu(a[i]);
-      else if constexpr (OP == 1) y[i] = a[i] * bb[i];
+      if constexpr (OP == 1) y[i] = a[i] * bb[i];
       else y[i] = a[i] + bb[i];
     }
   });

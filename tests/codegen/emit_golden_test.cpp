@@ -113,14 +113,19 @@ TEST(EmitGolden, CpuKernelsOfTinyPlans) {
 }
 
 // RoPE scaling: every RoPE kernel (fused with the KV write or not) of a scaled model
-// holds the model's divisor table and passes it to the rotation; no other kernel does;
+// holds the model's divisor table (CUDA) or its frequencies with the divisors applied
+// (CPU) and passes it to the rotation; no other kernel does;
 // a malformed table in a plan is an error that names the attribute.
 TEST(EmitRopeScaling, KernelsCarryTheDivisorTable) {
   const std::string fixture = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/rope-llama3.toml";
   const ModelSpec m = load_model(fixture);
   ASSERT_TRUE(m.rope_scaling.has_value());
-  const std::string table = "static const double rope_div[" + std::to_string(m.head_dim / 2) + "] = {" +
-                            rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim)) + "};";
+  const std::vector<double> div = rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim);
+  const std::string half = "[" + std::to_string(m.head_dim / 2) + "] = {";
+  // CUDA kernels carry the divisors, CPU kernels the frequencies with the divisors in.
+  const std::string cuda_table = "static const double rope_div" + half + rope_divisors_text(div) + "};";
+  const std::string cpu_table =
+      "static const double rope_freq" + half + rope_divisors_text(rope_frequencies(m.rope_theta, m.head_dim, div)) + "};";
   for (bool fused : {true, false}) {
     for (bool gpu : {true, false}) {
       PlanOptions o;
@@ -133,8 +138,8 @@ TEST(EmitRopeScaling, KernelsCarryTheDivisorTable) {
         auto check = [&](const std::string& name, const std::string& label, const std::string& body) {
           bool rope = label.find("rope") != std::string::npos;
           rope_kernels += rope;
-          EXPECT_EQ(body.find(table) != std::string::npos, rope) << name << "\n" << body;
-          EXPECT_EQ(body.find(", rope_div);") != std::string::npos, rope) << name << "\n" << body;
+          EXPECT_EQ(body.find(gpu ? cuda_table : cpu_table) != std::string::npos, rope) << name << "\n" << body;
+          EXPECT_EQ(body.find(gpu ? ", rope_div);" : ", rope_freq);") != std::string::npos, rope) << name << "\n" << body;
         };
         if (gpu)
           for (const CudaKernel& k : emit_cuda_kernels(*g)) check(k.node_name, k.label, k.body);

@@ -33,7 +33,7 @@ extern "C" void k_8b4f888091bfa885(const LatheCtx* ctx, const LatheStep* st, voi
   lk::gemm_kernel<3, 128, 0>(ctx, st, d, (const float*)b[0], (const float*)b[1], W, S, O, nullptr);
 }
 
-// ==== node l0.rope_kvwrite (rope_kvwrite) k_5ab8a8274d2734ca
+// ==== node l0.rope_kvwrite (rope_kvwrite) k_dd5ffbf651645e28
 // kernel l0.rope_kvwrite = rope_kvwrite (rope_kvwrite)
 // absorbs: l0.rope_q:rope l0.rope_k:rope l0.kv_write:kv_write
 //   b[0] %l0.q f32[B, S, 128]
@@ -41,9 +41,10 @@ extern "C" void k_8b4f888091bfa885(const LatheCtx* ctx, const LatheStep* st, voi
 //   b[2] %l0.v f32[B, S, 64]
 //   b[3] -> %l0.q_rot f32[B, S, 128]
 //   ia[0] = layer
-extern "C" void k_5ab8a8274d2734ca(const LatheCtx* ctx, const LatheStep* st, void* const* b, const long* ia) {
+extern "C" void k_dd5ffbf651645e28(const LatheCtx* ctx, const LatheStep* st, void* const* b, const long* ia) {
   (void)ia;
-  lk::rope_kvwrite_kernel<4, 0, 2, 2, 24, 16, 2, 4, 32>(ctx, st, int(ia[0]), (const float*)b[0], (const float*)b[1], (const float*)b[2], (float*)b[3], 10000.0);
+  static const double rope_freq[16] = {1,0.56234132519034907,0.31622776601683794,0.17782794100389229,0.10000000000000001,0.056234132519034911,0.031622776601683791,0.017782794100389229,0.01,0.005623413251903491,0.0031622776601683794,0.0017782794100389228,0.001,0.0005623413251903491,0.00031622776601683794,0.00017782794100389227};
+  lk::rope_kvwrite_kernel<4, 0, 2, 2, 24, 16, 2, 4, 32>(ctx, st, int(ia[0]), (const float*)b[0], (const float*)b[1], (const float*)b[2], (float*)b[3], rope_freq);
 }
 
 // ==== node l0.decode_attention (decode_attention) k_ac6b426877011ab7
@@ -115,7 +116,7 @@ extern "C" void k_978049b0b18e25ad(const LatheCtx* ctx, const LatheStep* st, voi
 }
 
 // ==== node l1.qkv (norm_matmul_x3) k_8b4f888091bfa885
-// ==== node l1.rope_kvwrite (rope_kvwrite) k_5ab8a8274d2734ca
+// ==== node l1.rope_kvwrite (rope_kvwrite) k_dd5ffbf651645e28
 // ==== node l1.decode_attention (decode_attention) k_ac6b426877011ab7
 // ==== node l1.wo (matmul_residual) k_95b57d326d4a4ca9
 // ==== node l1.gate_up (norm_matmul_gate_up_silu) k_24e5098f5e4da9ef
