@@ -83,6 +83,10 @@ struct Emitter {
     auto d = rope_divisors_of(n.attrs, &why);
     if (!d) fail(why);
     std::vector<double> f = rope_frequencies(n.attrs.f("theta"), attr("head_dim"), *d);
+    for (size_t i = 0; i < f.size(); ++i)
+      if (!std::isfinite(f[i]) || !(f[i] > 0))
+        fail("RoPE frequency " + std::to_string(i) + " is " + std::to_string(f[i]) + " (theta " +
+             std::to_string(n.attrs.f("theta")) + ")");
     code += "  static const double rope_freq[" + std::to_string(f.size()) + "] = {" + rope_divisors_text(f) + "};\n";
     return "rope_freq";
   }

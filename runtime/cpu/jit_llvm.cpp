@@ -2,7 +2,11 @@
 // module liblathe-jit.so, which CpuJit (jit.cpp) loads on first use, so commands that
 // never compile a CPU kernel do not load Clang and LLVM at all (jit_engine.h).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,13 +25,18 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Frontend/Utils.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/Demangle/Demangle.h>
+#include <llvm/ExecutionEngine/JITEventListener.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Object/SymbolSize.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SHA1.h>
@@ -64,6 +73,66 @@ std::string offending_lines(const std::string& source, const std::string& diag) 
   return out;
 }
 
+// LATHE_PERF_MAP=1: every function of every kernel object the JIT loads (the kernel's
+// entry and the loop bodies it hands the thread pool) goes to /tmp/perf-PID.map as
+// "START SIZE NAME", the file `perf report` reads for code it finds no binary for, so
+// profiles name the generated kernels instead of [JIT] addresses. NAME is the demangled
+// function; a kernel's entry also carries the kernel it was loaded for (its node).
+// Kernels are then compiled with frame pointers (LlvmEngine::flags).
+class PerfMap final : public llvm::JITEventListener {
+ public:
+  static std::unique_ptr<PerfMap> from_env() {
+    const char* v = std::getenv("LATHE_PERF_MAP");
+    if (!v || !*v || std::string(v) == "0") return nullptr;
+    std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+    FILE* f = std::fopen(path.c_str(), "a");
+    if (!f) {
+      std::fprintf(stderr, "lathe: LATHE_PERF_MAP: cannot open %s: %s (no perf map written)\n", path.c_str(),
+                   std::strerror(errno));
+      return nullptr;
+    }
+    return std::unique_ptr<PerfMap>(new PerfMap(f));
+  }
+  ~PerfMap() override { std::fclose(f_); }
+  // The kernel whose object is being added (set under the engine's lock).
+  void set_kernel(const std::string& k) { kernel_ = k; }
+
+  void notifyObjectLoaded(ObjectKey, const llvm::object::ObjectFile& obj,
+                          const llvm::RuntimeDyld::LoadedObjectInfo& info) override {
+    for (const auto& [sym, size] : llvm::object::computeSymbolSizes(obj)) {
+      auto type = sym.getType();
+      auto name = sym.getName();
+      auto sec = sym.getSection();
+      auto addr = sym.getAddress();
+      if (!type || !name || !sec || !addr) {
+        llvm::consumeError(type.takeError());
+        llvm::consumeError(name.takeError());
+        llvm::consumeError(sec.takeError());
+        llvm::consumeError(addr.takeError());
+        continue;
+      }
+      if (*type != llvm::object::SymbolRef::ST_Function || size == 0 || *sec == obj.section_end()) continue;
+      const uint64_t base = info.getSectionLoadAddress(**sec);
+      if (base == 0) continue;
+      const uint64_t start = base + (*addr - (*sec)->getAddress());
+      // Functions other than the entry can be shared: ORC keeps the first object's copy
+      // of a template function (a GEMV row loop, say) for every later kernel, so only
+      // the entry is named after the kernel.
+      std::string fn = llvm::demangle(name->str());
+      if (sym.getFlags() && (*sym.getFlags() & llvm::object::SymbolRef::SF_Global) &&
+          !(*sym.getFlags() & llvm::object::SymbolRef::SF_Weak))
+        fn += " [" + kernel_ + "]";
+      std::fprintf(f_, "%llx %llx %s\n", (unsigned long long)start, (unsigned long long)size, fn.c_str());
+    }
+    std::fflush(f_);
+  }
+
+ private:
+  explicit PerfMap(FILE* f) : f_(f) {}
+  FILE* f_;
+  std::string kernel_;
+};
+
 class LlvmEngine final : public JitEngine {
  public:
   LlvmEngine(std::string dir, bool disk_cache) : dir_(std::move(dir)), disk_cache_(disk_cache) {
@@ -81,7 +150,18 @@ class LlvmEngine final : public JitEngine {
     auto tm = jtmb->createTargetMachine();
     if (!tm) throw Fail("JIT: cannot create a target machine: " + llvm::toString(tm.takeError()));
     tm_ = std::move(*tm);
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+    perf_map_ = PerfMap::from_env();
+    // The object layer LLJIT makes by default on ELF hosts (RTDyld with a section memory
+    // manager), made here so the perf map can listen to it.
+    auto jit = llvm::orc::LLJITBuilder()
+                   .setJITTargetMachineBuilder(*jtmb)
+                   .setObjectLinkingLayerCreator([this](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
+                     auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                         es, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+                     if (perf_map_) layer->registerJITEventListener(*perf_map_);
+                     return llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>(std::move(layer));
+                   })
+                   .create();
     if (!jit) throw Fail("JIT: cannot create LLJIT: " + llvm::toString(jit.takeError()));
     jit_ = std::move(*jit);
     // Kernels resolve libc/libm symbols in the process's global scope.
@@ -111,7 +191,7 @@ class LlvmEngine final : public JitEngine {
       // by another build) is a miss: it is removed and the kernel compiled again, where
       // it failed every later run before.
       auto buf = llvm::MemoryBuffer::getFile(file.string());
-      if (buf && try_add_object(std::move(*buf))) {
+      if (buf && try_add_object(std::move(*buf), kernel)) {
         loaded_[key] = true;
         auto sym = jit_->lookup(symbol);
         if (sym) {
@@ -159,6 +239,7 @@ class LlvmEngine final : public JitEngine {
   bool disk_cache_;
   JitStats stats_;
   std::mutex mu_;
+  std::unique_ptr<PerfMap> perf_map_;  // declared before jit_: its object layer listens to it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::string cpu_, features_;
@@ -166,10 +247,15 @@ class LlvmEngine final : public JitEngine {
   llvm::orc::ResourceTrackerSP last_rt_;                      // the last cached object added
   std::map<std::pair<std::string, std::string>, void*> addrs_;  // (key, symbol) -> address
 
-  static std::vector<std::string> flags() {
-    return {"-x", "c++", "-std=c++17", "-O3", "-march=native", "-fno-exceptions", "-fno-rtti",
-            "-ffp-contract=fast", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math",
-            "-fno-math-errno", "-Wno-unused-function", "-Wno-unused-parameter"};
+  std::vector<std::string> flags() const {
+    std::vector<std::string> f = {"-x", "c++", "-std=c++17", "-O3", "-march=native", "-fno-exceptions", "-fno-rtti",
+                                  "-ffp-contract=fast", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math",
+                                  "-fno-math-errno", "-Wno-unused-function", "-Wno-unused-parameter"};
+    // With a perf map, frame pointers too, so `perf record -g` walks from a kernel to
+    // what it calls and back to the thread pool (a separate cache entry: the key
+    // hashes the flags).
+    if (perf_map_) f.push_back("-fno-omit-frame-pointer");
+    return f;
   }
 
   std::string key_of(const std::string& source) const {
@@ -188,12 +274,14 @@ class LlvmEngine final : public JitEngine {
   }
 
   void add_object(std::unique_ptr<llvm::MemoryBuffer> obj, const std::string& kernel) {
+    if (perf_map_) perf_map_->set_kernel(kernel);
     auto rt = jit_->getMainJITDylib().createResourceTracker();
     if (auto err = jit_->addObjectFile(rt, std::move(obj)))
       throw Fail("JIT: cannot load the object of kernel " + kernel + ": " + llvm::toString(std::move(err)));
   }
   // Adds a cached object; false (nothing added) when it does not load.
-  bool try_add_object(std::unique_ptr<llvm::MemoryBuffer> obj) {
+  bool try_add_object(std::unique_ptr<llvm::MemoryBuffer> obj, const std::string& kernel) {
+    if (perf_map_) perf_map_->set_kernel(kernel);
     auto rt = jit_->getMainJITDylib().createResourceTracker();
     if (auto err = jit_->addObjectFile(rt, std::move(obj))) {
       llvm::consumeError(std::move(err));

@@ -450,6 +450,28 @@ if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
   taskset -c 0 "$LATHE" run tiny --prompt-tokens 4 --gen 2 --format json >"$tmp/out" 2>"$tmp/err" || bad "run under taskset: $(cat "$tmp/err")"
   python3 -c "import json; assert json.load(open('$tmp/out'))['threads'] == 1" || bad "run under taskset -c 0 did not default to 1 thread"
 fi
+# LATHE_PERF_MAP=1: the JIT writes /tmp/perf-PID.map ("START SIZE NAME", hex) naming each
+# loaded kernel's functions; each kernel entry carries its node. Without it, no map.
+bash -c 'echo $$ >"$1/pid"; exec env LATHE_PERF_MAP=1 "$2" run tiny --prompt-tokens 4 --gen 2 --cache-dir "$1/pmcache" >/dev/null 2>"$1/err"' _ "$tmp" "$LATHE" ||
+  bad "run with LATHE_PERF_MAP: $(cat "$tmp/err")"
+map=/tmp/perf-$(cat "$tmp/pid").map
+if [ -f "$map" ]; then
+  python3 - "$map" <<'PY' || bad "perf map: $(head -3 "$map")"
+import re, sys
+rows = [l.rstrip("\n").split(" ", 2) for l in open(sys.argv[1])]
+assert rows and all(re.fullmatch("[0-9a-f]+", a) and re.fullmatch("[0-9a-f]+", s) and int(s, 16) > 0 for a, s, _ in rows)
+starts = sorted((int(a, 16), int(s, 16)) for a, s, _ in rows)
+assert all(a + s <= b for (a, s), (b, _) in zip(starts, starts[1:])), "overlapping ranges"
+names = [n for _, _, n in rows]
+assert any(re.fullmatch(r"k_[0-9a-f]{16} \[tiny\.(prefill|decode)/l0\.qkv\]", n) for n in names), names[:5]
+assert any("lk::gemm_kernel<" in n for n in names)
+PY
+  rm -f "$map"
+else
+  bad "LATHE_PERF_MAP=1 wrote no $map"
+fi
+bash -c 'echo $$ >"$1/pid"; exec "$2" run tiny --prompt-tokens 4 --gen 2 --cache-dir "$1/pmcache" >/dev/null 2>&1' _ "$tmp" "$LATHE"
+[ ! -e "/tmp/perf-$(cat "$tmp/pid").map" ] || bad "a perf map without LATHE_PERF_MAP"
 # --gen 0 (prefill only) compiles a plan that runs.
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 0 -o "$tmp/gen0"
 expect_rc 0 "$LATHE" run "$tmp/gen0"

@@ -5,6 +5,8 @@
 // one kernel; later layers name the symbol instead of repeating the body.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"
@@ -124,8 +126,9 @@ TEST(EmitRopeScaling, KernelsCarryTheDivisorTable) {
   const std::string half = "[" + std::to_string(m.head_dim / 2) + "] = {";
   // CUDA kernels carry the divisors, CPU kernels the frequencies with the divisors in.
   const std::string cuda_table = "static const double rope_div" + half + rope_divisors_text(div) + "};";
-  const std::string cpu_table =
-      "static const double rope_freq" + half + rope_divisors_text(rope_frequencies(m.rope_theta, m.head_dim, div)) + "};";
+  std::vector<double> freq;  // theta^(-2i / head_dim) / divisor i, computed here, not by lathe
+  for (size_t i = 0; i < div.size(); ++i) freq.push_back(std::pow(m.rope_theta, -2.0 * double(i) / m.head_dim) / div[i]);
+  const std::string cpu_table = "static const double rope_freq" + half + rope_divisors_text(freq) + "};";
   for (bool fused : {true, false}) {
     for (bool gpu : {true, false}) {
       PlanOptions o;

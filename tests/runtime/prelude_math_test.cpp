@@ -1,5 +1,6 @@
-// Math of the CPU kernels (codegen/cpu/kernel_prelude.h, JIT-compiled with the kernels'
-// flags) against libm in double:
+// Math of the CPU kernels (codegen/cpu/kernel_prelude.h) against libm in double, both
+// JIT-compiled with the kernels' fast-math flags and compiled into this test with the
+// build's (IEEE) flags, so neither relies on what the other's flags allow:
 //  - the vector silu (vsilu, silu_mul): x / (1 + e^-x) for values from -120 to 120 (both
 //    tails: e^-x beyond float range and below vexp_neg's cutoff), lengths that end in a
 //    partial vector, the product with an up row, no up row (the unfused silu op), and an
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/cpu/kernel_prelude.h"
 #include "support/cpu_run.h"
 
 namespace lathe {
@@ -28,9 +30,18 @@ using Fn = void (*)(const float*, const float*, float*, long);
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
-TEST(CpuSilu, MatchesDoublePrecision) {
-  auto fn = reinterpret_cast<Fn>(
+void host_silu_mul(const float* g, const float* u, float* o, long n) { lk::silu_mul(g, u, o, n); }
+void host_rope_table(int pos, const double* f, float* cs, float* sn) { lk::rope_table<128>(pos, f, cs, sn); }
+
+Fn jit_silu_mul() {
+  return reinterpret_cast<Fn>(
       testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness, "silu_mul_test", "prelude_math_test"));
+}
+
+class CpuSilu : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CpuSilu, MatchesDoublePrecision) {
+  Fn fn = GetParam() ? jit_silu_mul() : host_silu_mul;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> wide(-120.0f, 120.0f), narrow(-8.0f, 8.0f), up(-2.0f, 2.0f);
   for (long n : {1L, 5L, 16L, 17L, 31L, 128L, 1000L}) {
@@ -54,11 +65,17 @@ TEST(CpuSilu, MatchesDoublePrecision) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(JitOrHost, CpuSilu, ::testing::Bool(),
+                         [](const auto& i) { return std::string(i.param ? "jit" : "host"); });
+
 using RopeFn = void (*)(int, const double*, float*, float*);
 
-TEST(CpuRopeTable, MatchesLibm) {
-  auto fn = reinterpret_cast<RopeFn>(
-      testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness, "rope_table_test", "prelude_math_test"));
+class CpuRopeTable : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CpuRopeTable, MatchesLibm) {
+  RopeFn fn = GetParam() ? reinterpret_cast<RopeFn>(testing::test_jit().get(
+                               std::string(cpu_prelude_text()) + kHarness, "rope_table_test", "prelude_math_test"))
+                         : host_rope_table;
   std::mt19937 rng(5);
   int checked = 0;
   for (double theta : {10000.0, 500000.0}) {
@@ -80,6 +97,9 @@ TEST(CpuRopeTable, MatchesLibm) {
   }
   EXPECT_EQ(checked, 2 * 49 * 64);
 }
+
+INSTANTIATE_TEST_SUITE_P(JitOrHost, CpuRopeTable, ::testing::Bool(),
+                         [](const auto& i) { return std::string(i.param ? "jit" : "host"); });
 
 }  // namespace
 }  // namespace lathe
