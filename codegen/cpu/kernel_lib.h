@@ -393,16 +393,11 @@ inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int
   }
 }
 
-// One query row (qs, already scaled) over the block's first vis keys. acc, m, l: the
-// row's running output, max and sum per head.
+// The scores of one query row (qs, already scaled) against a block's keys from the
+// transposed block kt: lane j of sc[g] = head g's query . key j.
 template <int GQ, int D>
-inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D], int vis, vf (*acc)[D / 16],
-                         float* m, float* l) {
-  static_assert(D % 16 == 0, "head_dim is a multiple of 16");
-  constexpr int DV = D / 16;
-  const vi keep = vlanes_below(vis);
-  // Scores in CH independent sums per head: one chain of D FMAs would wait on each
-  // FMA's latency.
+inline void block_scores_t(const float (*qs)[D], const vf* kt, vf* sc) {
+  // CH independent sums per head: one chain of D FMAs would wait on each FMA's latency.
   constexpr int CH = GQ >= 4 ? 2 : 4;
   vf sgs[GQ][CH];
   for (int g = 0; g < GQ; ++g)
@@ -412,10 +407,40 @@ inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D
       const vf k = kt[i + u];
       for (int g = 0; g < GQ; ++g) sgs[g][u] += qs[g][i + u] * k;
     }
+  for (int g = 0; g < GQ; ++g) {
+    sc[g] = sgs[g][0];
+    for (int u = 1; u < CH; ++u) sc[g] += sgs[g][u];
+  }
+}
+
+// The same scores from the keys' rows (krow[j], j < nb; lanes nb.. are 0): per head 16
+// dot products of D / 16 vector FMAs each, independent, then one vector of the 16 sums
+// (hsum16). With one query row a block this beats transposing the block (4 x 64
+// shuffles at D = 64 against 30), and f32 keys are read where the cache holds them.
+template <int GQ, int D>
+inline void block_scores_rows(const float (*qs)[D], const float* const* krow, int nb, vf* sc) {
+  constexpr int DV = D / 16;
+  for (int g = 0; g < GQ; ++g) {
+    vf q[DV], a[kKeyBlock];
+    for (int v = 0; v < DV; ++v) q[v] = vload(qs[g] + v * 16);
+    for (int j = 0; j < kKeyBlock; ++j) a[j] = vf{};
+    for (int j = 0; j < nb; ++j)
+      for (int v = 0; v < DV; ++v) a[j] += q[v] * vload(krow[j] + v * 16);
+    sc[g] = hsum16(a);
+  }
+}
+
+// One query row's scores sc (lanes below vis visible) into its online softmax; V rows
+// vrow[j]. acc, m, l: the row's running output, max and sum per head.
+template <int GQ, int D>
+inline void attend_scores(const vf* sc_in, const float* const* vrow, int vis, vf (*acc)[D / 16], float* m,
+                          float* l) {
+  static_assert(D % 16 == 0, "head_dim is a multiple of 16");
+  constexpr int DV = D / 16;
+  const vi keep = vlanes_below(vis);
   float pl[GQ][kKeyBlock];
   for (int g = 0; g < GQ; ++g) {
-    vf sc = sgs[g][0];
-    for (int u = 1; u < CH; ++u) sc += sgs[g][u];
+    const vf sc = sc_in[g];
     // Invisible lanes to a very negative score: they neither raise the max nor (masked
     // after the exp) add to the sum.
     const float mb = vmax_lanes((vf)(((vi)sc & keep) | ((vi)vsplat(-3.0e38f) & ~keep)));
@@ -436,11 +461,56 @@ inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D
       for (int v = 0; v < DV; ++v) a[g][v] = acc[g0 + g][v];
     for (int j = 0; j < vis; ++j)
       for (int v = 0; v < DV; ++v) {
-        const vf x = vload(vb[j] + v * 16);
+        const vf x = vload(vrow[j] + v * 16);
         for (int g = 0; g < GB; ++g) a[g][v] += vsplat(pl[g0 + g][j]) * x;
       }
     for (int g = 0; g < GB; ++g)
       for (int v = 0; v < DV; ++v) acc[g0 + g][v] = a[g][v];
+  }
+}
+
+// One query row over a transposed block's first vis keys (prefill's tiles).
+template <int GQ, int D>
+inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D], int vis, vf (*acc)[D / 16],
+                         float* m, float* l) {
+  vf sc[GQ];
+  block_scores_t<GQ, D>(qs, kt, sc);
+  const float* vrow[kKeyBlock];
+  for (int j = 0; j < vis; ++j) vrow[j] = vb[j];
+  attend_scores<GQ, D>(sc, vrow, vis, acc, m, l);
+}
+
+// A block's K and V rows for one query row: f32 rows where the cache holds them, other
+// formats converted into kb / vb.
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
+inline void kv_block_rows(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
+                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow) {
+  for (int j = 0; j < nb; ++j) {
+    const i64 ki = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h);
+    const i64 vi_ = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h);
+    if constexpr (KF == F32) {
+      krow[j] = (const float*)c->kv + ki * D;
+      vrow[j] = (const float*)c->kv + vi_ * D;
+    } else {
+      kv_load<KF, D>(c, ki, kb[j]);
+      kv_load<KF, D>(c, vi_, vb[j]);
+      krow[j] = kb[j];
+      vrow[j] = vb[j];
+    }
+  }
+}
+
+// One query row over keys t0 .. t1 - 1 of its cache, a block at a time (decode).
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int GQ, int D>
+inline void attend_range(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int t1,
+                         const float (*qs)[D], float (*kb)[D], float (*vb)[D], vf (*acc)[D / 16], float* m, float* l) {
+  const float *krow[kKeyBlock], *vrow[kKeyBlock];
+  for (int k0 = t0; k0 < t1; k0 += kKeyBlock) {
+    const int nb = t1 - k0 < kKeyBlock ? t1 - k0 : kKeyBlock;
+    kv_block_rows<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, k0, nb, kb, vb, krow, vrow);
+    vf sc[GQ];
+    block_scores_rows<GQ, D>(qs, krow, nb, sc);
+    attend_scores<GQ, D>(sc, vrow, nb, acc, m, l);
   }
 }
 
@@ -476,13 +546,18 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
           l[r][g] = 0;
         }
       const int last = sq.past + i0 + rows - 1;  // the tile's last row sees keys 0..last
-      for (int t0 = 0; t0 <= last; t0 += KB) {
-        const int nb = last + 1 - t0 < KB ? last + 1 - t0 : KB;
-        load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, kt);
-        for (int r = 0; r < rows; ++r) {
-          // Keys t0 .. t0 + vis - 1 of this block are visible to row r (causal).
-          const int lim = sq.past + i0 + r - t0 + 1, vis = lim < nb ? lim : nb;
-          if (vis > 0) attend_block<GQ, D>(qs[r], kt, vb, vis, acc[r], m[r], l[r]);
+      if constexpr (QT == 1) {  // decode: one row, no block shared to transpose for
+        attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, 0, last + 1, qs[0], kb, vb,
+                                                             acc[0], m[0], l[0]);
+      } else {
+        for (int t0 = 0; t0 <= last; t0 += KB) {
+          const int nb = last + 1 - t0 < KB ? last + 1 - t0 : KB;
+          load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, kt);
+          for (int r = 0; r < rows; ++r) {
+            // Keys t0 .. t0 + vis - 1 of this block are visible to row r (causal).
+            const int lim = sq.past + i0 + r - t0 + 1, vis = lim < nb ? lim : nb;
+            if (vis > 0) attend_block<GQ, D>(qs[r], kt, vb, vis, acc[r], m[r], l[r]);
+          }
         }
       }
       for (int r = 0; r < rows; ++r)
@@ -508,7 +583,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
   par(c, (i64)st->n_seq * KVH * SPLIT, 1, [&](i64 b, i64 e, int) {
     constexpr int DV = D / 16;
     float qs[GQ][D], kb[kKeyBlock][D], vb[kKeyBlock][D];
-    vf acc[GQ][DV], kt[D];
+    vf acc[GQ][DV];
     for (i64 it = b; it < e; ++it) {
       const int s = int(it / (KVH * SPLIT)), h = int(it / SPLIT % KVH), part = int(it % SPLIT);
       const LatheSeq sq = st->seq[s];
@@ -524,11 +599,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
         m[g] = -3.0e38f;
         l[g] = 0;
       }
-      for (int k0 = t0; k0 < t1; k0 += kKeyBlock) {
-        const int nb = t1 - k0 < kKeyBlock ? t1 - k0 : kKeyBlock;
-        load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, k0, nb, kb, vb, kt);
-        attend_block<GQ, D>(qs, kt, vb, nb, acc, m, l);
-      }
+      attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, t0, t1, qs, kb, vb, acc, m, l);
       for (int g = 0; g < GQ; ++g)
         for (int v = 0; v < DV; ++v) vstore(out + g * D + v * 16, acc[g][v]);
     }

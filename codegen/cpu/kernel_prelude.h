@@ -209,6 +209,23 @@ inline void silu_mul(const float* g, const float* u, float* o, i64 n) {
   vstore(tg, vsilu(vload(tg)) * vload(tu));
   for (i64 j = i; j < n; ++j) o[j] = tg[j - i];
 }
+// The 16 lane sums of a[0..15] as one vector (lane j = the sum of a[j]'s lanes): four
+// rounds that each add two shuffles of vector pairs, halving the lanes each vector of
+// the pair keeps (30 shuffles and 15 adds, where a transpose is 64 shuffles).
+inline vf hsum16(const vf* a) {
+  vf u[8], w[4], x[2];
+  for (int i = 0; i < 8; ++i)  // lanes 0-7: a[i], 8-15: a[i + 8]
+    u[i] = __builtin_shufflevector(a[i], a[i + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(a[i], a[i + 8], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  for (int i = 0; i < 4; ++i)  // 4 lanes each: a[i], a[i + 4], a[i + 8], a[i + 12]
+    w[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+           __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int i = 0; i < 2; ++i)  // 2 lanes each: a[i], a[i + 2], ..., a[i + 14]
+    x[i] = __builtin_shufflevector(w[i], w[i + 2], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+           __builtin_shufflevector(w[i], w[i + 2], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  return __builtin_shufflevector(x[0], x[1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+         __builtin_shufflevector(x[0], x[1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+}
 // 16 x 16 transpose in place: four stages swap the off-diagonal d x d blocks (d = 8, 4,
 // 2, 1), each a two-source shuffle per pair of rows.
 inline void transpose16(vf* m) {
