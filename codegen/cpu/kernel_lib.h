@@ -370,12 +370,14 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 }
 
 // ---------------------------------------------------------------- attention
-// Keys go in blocks of kKeyBlock (one vector of scores). load_kv_block reads a block's K and V (keys t0 .. t0 + nb - 1)
-// and transposes K so that a query's 16 scores are D vector FMAs; attend_block takes the
-// block into one query row's online softmax for the GQ query heads of a KV head: their
-// scores together (each K column loaded once for all), one vector exp per head, the
-// running output rescaled once per block and updated with each V vector loaded once for
-// the heads.
+// Keys go in blocks of kKeyBlock (one vector of scores). Prefill's tiles: load_kv_block
+// reads a block's K and V (keys t0 .. t0 + nb - 1) and transposes K so that a query's 16
+// scores are D vector FMAs (block_scores_t), the transpose shared by the tile's rows.
+// Decode's single row: kv_block_rows points at the block's rows (f32 in place) and
+// block_scores_rows takes 16 dot products per head and one lane reduction. Either way
+// attend_scores takes the block into one query row's online softmax for the GQ query
+// heads of a KV head: one vector exp per head, the running output rescaled once per block
+// and updated with each V vector loaded once for the heads.
 constexpr int kKeyBlock = 16;
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
 inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
@@ -415,8 +417,10 @@ inline void block_scores_t(const float (*qs)[D], const vf* kt, vf* sc) {
 
 // The same scores from the keys' rows (krow[j], j < nb; lanes nb.. are 0): per head 16
 // dot products of D / 16 vector FMAs each, independent, then one vector of the 16 sums
-// (hsum16). With one query row a block this beats transposing the block (4 x 64
-// shuffles at D = 64 against 30), and f32 keys are read where the cache holds them.
+// (hsum16). With one query row a block this beats transposing the block (D / 16
+// transposes of 64 shuffles against GQ reductions of 30: 256 against 60 for D = 64 and
+// GQ = 2, 512 against 120 for D = 128 and GQ = 4; only small heads with many query heads
+// a KV head, D = 32 and GQ = 8, shuffle more), and f32 keys are read in place.
 template <int GQ, int D>
 inline void block_scores_rows(const float (*qs)[D], const float* const* krow, int nb, vf* sc) {
   constexpr int DV = D / 16;
@@ -516,7 +520,8 @@ inline void attend_range(const LatheCtx* c, const LatheStep* st, int layer, int 
 
 // Causal attention of the step's new rows over their sequences' caches: per
 // (sequence, kv head, tile of query rows), each key block is read and transposed once
-// for the tile and all H/KVH query heads of the group. Decode is the tile of one.
+// for the tile and all H/KVH query heads of the group. Decode (a tile of one row) reads
+// the blocks' rows instead (attend_range).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int H, int D, int QT>
 void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const float* q, float* o, float scale) {
   constexpr int GQ = H / KVH, KB = kKeyBlock, DV = D / 16;

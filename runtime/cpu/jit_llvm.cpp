@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <clang/Basic/Diagnostic.h>
@@ -84,44 +86,42 @@ class PerfMap final : public llvm::JITEventListener {
   static std::unique_ptr<PerfMap> from_env() {
     const char* v = std::getenv("LATHE_PERF_MAP");
     if (!v || !*v || std::string(v) == "0") return nullptr;
-    std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
-    FILE* f = std::fopen(path.c_str(), "a");
-    if (!f) {
-      std::fprintf(stderr, "lathe: LATHE_PERF_MAP: cannot open %s: %s (no perf map written)\n", path.c_str(),
-                   std::strerror(errno));
-      return nullptr;
-    }
-    return std::unique_ptr<PerfMap>(new PerfMap(f));
+    FILE* f = file();
+    return f ? std::unique_ptr<PerfMap>(new PerfMap(f)) : nullptr;
   }
-  ~PerfMap() override { std::fclose(f_); }
   // The kernel whose object is being added (set under the engine's lock).
   void set_kernel(const std::string& k) { kernel_ = k; }
 
   void notifyObjectLoaded(ObjectKey, const llvm::object::ObjectFile& obj,
                           const llvm::RuntimeDyld::LoadedObjectInfo& info) override {
+    std::lock_guard<std::mutex> lock(file_mu());
     for (const auto& [sym, size] : llvm::object::computeSymbolSizes(obj)) {
       auto type = sym.getType();
       auto name = sym.getName();
       auto sec = sym.getSection();
       auto addr = sym.getAddress();
-      if (!type || !name || !sec || !addr) {
+      auto flags = sym.getFlags();
+      if (!type || !name || !sec || !addr || !flags) {
         llvm::consumeError(type.takeError());
         llvm::consumeError(name.takeError());
         llvm::consumeError(sec.takeError());
         llvm::consumeError(addr.takeError());
+        llvm::consumeError(flags.takeError());
         continue;
       }
       if (*type != llvm::object::SymbolRef::ST_Function || size == 0 || *sec == obj.section_end()) continue;
       const uint64_t base = info.getSectionLoadAddress(**sec);
       if (base == 0) continue;
       const uint64_t start = base + (*addr - (*sec)->getAddress());
-      // Functions other than the entry can be shared: ORC keeps the first object's copy
-      // of a template function (a GEMV row loop, say) for every later kernel, so only
-      // the entry is named after the kernel.
+      // Template functions (a GEMV's row loop, say) are weak: ORC runs the first loaded
+      // object's copy for every later kernel (a later copy may still be loaded, never
+      // run), so each is listed once, without a kernel; entries carry their kernel.
       std::string fn = llvm::demangle(name->str());
-      if (sym.getFlags() && (*sym.getFlags() & llvm::object::SymbolRef::SF_Global) &&
-          !(*sym.getFlags() & llvm::object::SymbolRef::SF_Weak))
+      if (*flags & llvm::object::SymbolRef::SF_Weak) {
+        if (!weak_.insert(name->str()).second) continue;
+      } else if (*flags & llvm::object::SymbolRef::SF_Global) {
         fn += " [" + kernel_ + "]";
+      }
       std::fprintf(f_, "%llx %llx %s\n", (unsigned long long)start, (unsigned long long)size, fn.c_str());
     }
     std::fflush(f_);
@@ -129,8 +129,30 @@ class PerfMap final : public llvm::JITEventListener {
 
  private:
   explicit PerfMap(FILE* f) : f_(f) {}
+  // The process's map, emptied when first opened (a file left by an earlier process
+  // with the same pid is not this one's) and shared by every engine; never closed, as
+  // perf reads it after the process exits. No symlink is followed.
+  static FILE* file() {
+    static FILE* f = [] {
+      const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      FILE* out = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+      if (!out) {
+        std::fprintf(stderr, "lathe: LATHE_PERF_MAP: cannot write %s: %s (no perf map)\n", path.c_str(),
+                     std::strerror(errno));
+        if (fd >= 0) ::close(fd);
+      }
+      return out;
+    }();
+    return f;
+  }
+  static std::mutex& file_mu() {
+    static std::mutex mu;
+    return mu;
+  }
   FILE* f_;
   std::string kernel_;
+  std::set<std::string> weak_;  // weak functions already listed by this engine
 };
 
 class LlvmEngine final : public JitEngine {
@@ -151,17 +173,18 @@ class LlvmEngine final : public JitEngine {
     if (!tm) throw Fail("JIT: cannot create a target machine: " + llvm::toString(tm.takeError()));
     tm_ = std::move(*tm);
     perf_map_ = PerfMap::from_env();
-    // The object layer LLJIT makes by default on ELF hosts (RTDyld with a section memory
-    // manager), made here so the perf map can listen to it.
-    auto jit = llvm::orc::LLJITBuilder()
-                   .setJITTargetMachineBuilder(*jtmb)
-                   .setObjectLinkingLayerCreator([this](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
-                     auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                         es, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
-                     if (perf_map_) layer->registerJITEventListener(*perf_map_);
-                     return llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>(std::move(layer));
-                   })
-                   .create();
+    // With a perf map, the object layer LLJIT makes by default on ELF hosts (RTDyld with
+    // a section memory manager) is made here so the map can listen to it.
+    llvm::orc::LLJITBuilder builder;
+    builder.setJITTargetMachineBuilder(*jtmb);
+    if (perf_map_)
+      builder.setObjectLinkingLayerCreator([this](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
+        auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+            es, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+        layer->registerJITEventListener(*perf_map_);
+        return llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>(std::move(layer));
+      });
+    auto jit = builder.create();
     if (!jit) throw Fail("JIT: cannot create LLJIT: " + llvm::toString(jit.takeError()));
     jit_ = std::move(*jit);
     // Kernels resolve libc/libm symbols in the process's global scope.

@@ -455,6 +455,7 @@ fi
 bash -c 'echo $$ >"$1/pid"; exec env LATHE_PERF_MAP=1 "$2" run tiny --prompt-tokens 4 --gen 2 --cache-dir "$1/pmcache" >/dev/null 2>"$1/err"' _ "$tmp" "$LATHE" ||
   bad "run with LATHE_PERF_MAP: $(cat "$tmp/err")"
 map=/tmp/perf-$(cat "$tmp/pid").map
+trap 'rm -rf "$tmp"; rm -f "$map"' EXIT
 if [ -f "$map" ]; then
   python3 - "$map" <<'PY' || bad "perf map: $(head -3 "$map")"
 import re, sys
@@ -470,8 +471,10 @@ PY
 else
   bad "LATHE_PERF_MAP=1 wrote no $map"
 fi
-bash -c 'echo $$ >"$1/pid"; exec "$2" run tiny --prompt-tokens 4 --gen 2 --cache-dir "$1/pmcache" >/dev/null 2>&1' _ "$tmp" "$LATHE"
-[ ! -e "/tmp/perf-$(cat "$tmp/pid").map" ] || bad "a perf map without LATHE_PERF_MAP"
+touch "$tmp/before-run"
+bash -c 'echo $$ >"$1/pid"; exec env -u LATHE_PERF_MAP "$2" run tiny --prompt-tokens 4 --gen 2 --cache-dir "$1/pmcache" >/dev/null 2>&1' _ "$tmp" "$LATHE"
+map=/tmp/perf-$(cat "$tmp/pid").map
+[ ! -e "$map" ] || [ ! "$map" -nt "$tmp/before-run" ] || bad "a perf map without LATHE_PERF_MAP"
 # --gen 0 (prefill only) compiles a plan that runs.
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 0 -o "$tmp/gen0"
 expect_rc 0 "$LATHE" run "$tmp/gen0"

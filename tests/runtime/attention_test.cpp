@@ -53,6 +53,9 @@ ATTN(attn_2_8_64_1, 2, 8, 64, 1)
 ATTN(attn_4_8_32_16, 4, 8, 32, 16)
 ATTN(attn_2_8_64_s3, 2, 8, 64, -3)
 ATTN(attn_4_4_128_s5, 4, 4, 128, -5)
+ATTN(attn_1_8_32_1, 1, 8, 32, 1)
+ATTN(attn_1_8_128_1, 1, 8, 128, 1)
+ATTN(attn_4_4_64_1, 4, 4, 64, 1)
 )";
 
 using Fn = void (*)(const float*, int, const float*, int, int, float*);
@@ -117,7 +120,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CpuAttention,
                                            Shape{2, 8, 64, 1, 100, 1},    // decode row
                                            Shape{4, 8, 32, 16, 0, 70},    // head 32
                                            Shape{2, 8, 64, -3, 100, 1},   // decode split in 3 parts
-                                           Shape{4, 4, 128, -5, 2, 1}));  // 5 parts, some empty
+                                           Shape{4, 4, 128, -5, 2, 1},    // 5 parts, some empty
+                                           Shape{1, 8, 32, 1, 45, 1},     // decode, GQA 8, head 32
+                                           Shape{1, 8, 128, 1, 130, 1},   // decode, GQA 8, head 128
+                                           Shape{4, 4, 64, 1, 15, 1}));   // decode, MHA, one key block
 
 }  // namespace
 }  // namespace lathe
