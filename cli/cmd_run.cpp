@@ -663,6 +663,9 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--format", a->format, "table (or text) or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, in its cpu/ or cuda/ folder; a given DIR holds CPU kernels itself and CUDA kernels in DIR/cuda)");
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");
+  cmd->footer(
+      "Profiling the CPU kernels: LATHE_PERF_MAP=1 writes /tmp/perf-PID.map (the kernels' functions by name) and "
+      "compiles them with frame pointers, for `perf record -g` / `perf report`.");
   cmd->callback([&r, a, synth_len, text, cmd] {
     a->prompt_tokens_given = synth_len->count() > 0;
     a->prompt_text_given = text->count() > 0;
