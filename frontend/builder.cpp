@@ -81,7 +81,7 @@ struct Builder {
     rq.set("head_dim", m.head_dim);
     rq.set("theta", m.rope_theta);
     if (m.rope_scaling) {
-      if (rope_text.empty()) rope_text = rope_divisors_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim));
+      if (rope_text.empty()) rope_text = rope_table_text(rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim));
       rq.set("rope_divisors", rope_text);
     }
     rq.set("layer", l);

@@ -81,10 +81,10 @@ std::string Attrs::s(std::string_view key, std::string_view def) const {
   return std::string(def);
 }
 
-std::string rope_divisors_text(const std::vector<double>& divisors) {
+std::string rope_table_text(const std::vector<double>& values) {
   std::string out;
   char buf[32];
-  for (double d : divisors) {
+  for (double d : values) {
     if (!out.empty()) out += ',';
     std::snprintf(buf, sizeof buf, "%.17g", d);
     out += buf;

@@ -83,8 +83,10 @@ class Attrs {
 // RoPE frequency divisors of a rope / rope_kvwrite node (attribute "rope_divisors":
 // head_dim / 2 positive numbers, comma-separated; see RopeScaling in ir/model.h).
 // Empty when the node has plain RoPE. rope_divisors_of returns nullopt and sets *why
-// when the attribute is malformed (a plan file edited by hand).
-std::string rope_divisors_text(const std::vector<double>& divisors);
+// when the attribute is malformed (a plan file edited by hand). rope_table_text writes
+// such a table (divisors, or the kernels' frequencies) as "%.17g" values, comma-separated,
+// which read back exactly.
+std::string rope_table_text(const std::vector<double>& values);
 std::optional<std::vector<double>> rope_divisors_of(const Attrs& a, std::string* why = nullptr);
 // The rotation frequencies of RoPE: theta^(-2i / head_dim) for the head_dim / 2 pairs,
 // each over its divisor when there are divisors. The CPU kernels carry them as a table.

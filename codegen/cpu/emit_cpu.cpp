@@ -87,7 +87,7 @@ struct Emitter {
       if (!std::isfinite(f[i]) || !(f[i] > 0))
         fail("RoPE frequency " + std::to_string(i) + " is " + std::to_string(f[i]) + " (theta " +
              std::to_string(n.attrs.f("theta")) + ")");
-    code += "  static const double rope_freq[" + std::to_string(f.size()) + "] = {" + rope_divisors_text(f) + "};\n";
+    code += "  static const double rope_freq[" + std::to_string(f.size()) + "] = {" + rope_table_text(f) + "};\n";
     return "rope_freq";
   }
 

@@ -370,27 +370,43 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 }
 
 // ---------------------------------------------------------------- attention
-// Keys go in blocks of kKeyBlock (one vector of scores). Prefill's tiles: load_kv_block
-// reads a block's K and V (keys t0 .. t0 + nb - 1) and transposes K so that a query's 16
-// scores are D vector FMAs (block_scores_t), the transpose shared by the tile's rows.
-// Decode's single row: kv_block_rows points at the block's rows (f32 in place) and
+// Keys go in blocks of kKeyBlock (one vector of scores). kv_block_rows points at a
+// block's K and V rows (f32 in place, other formats converted). Prefill's tiles:
+// load_kv_block also transposes K so that a query's 16 scores are D vector FMAs
+// (block_scores_t), the transpose shared by the tile's rows. Decode's single row:
 // block_scores_rows takes 16 dot products per head and one lane reduction. Either way
 // attend_scores takes the block into one query row's online softmax for the GQ query
 // heads of a KV head: one vector exp per head, the running output rescaled once per block
 // and updated with each V vector loaded once for the heads.
 constexpr int kKeyBlock = 16;
+// A block's K and V rows (keys t0 .. t0 + nb - 1): f32 rows where the cache holds them,
+// other formats converted into kb / vb.
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
+inline void kv_block_rows(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
+                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow) {
+  for (int j = 0; j < nb; ++j) {
+    const i64 ki = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h);
+    const i64 vi_ = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h);
+    if constexpr (KF == F32) {
+      krow[j] = (const float*)c->kv + ki * D;
+      vrow[j] = (const float*)c->kv + vi_ * D;
+    } else {
+      kv_load<KF, D>(c, ki, kb[j]);
+      kv_load<KF, D>(c, vi_, vb[j]);
+      krow[j] = kb[j];
+      vrow[j] = vb[j];
+    }
+  }
+}
+
+// The block's rows, and K transposed for a tile's rows to share: kt[i] lane j = element
+// i of key t0 + j (16 x 16 transposes; lanes nb.. of a short last block are 0, masked).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
 inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
-                          float (*kb)[D], float (*vb)[D], vf* kt) {
-  for (int j = 0; j < nb; ++j) {
-    kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h), kb[j]);
-    kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h), vb[j]);
-  }
-  for (int j = nb; j < kKeyBlock; ++j)
-    for (int i = 0; i < D; ++i) kb[j][i] = 0;  // a short last block: lanes nb.. are masked
-  // kt[i] lane j = K of key t0 + j, element i: 16 x 16 transposes of the block.
+                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow, vf* kt) {
+  kv_block_rows<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, t0, nb, kb, vb, krow, vrow);
   for (int d0 = 0; d0 < D; d0 += 16) {
-    for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = vload(kb[j] + d0);
+    for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = j < nb ? vload(krow[j] + d0) : vf{};
     transpose16(kt + d0);
   }
 }
@@ -475,33 +491,11 @@ inline void attend_scores(const vf* sc_in, const float* const* vrow, int vis, vf
 
 // One query row over a transposed block's first vis keys (prefill's tiles).
 template <int GQ, int D>
-inline void attend_block(const float (*qs)[D], const vf* kt, const float (*vb)[D], int vis, vf (*acc)[D / 16],
+inline void attend_block(const float (*qs)[D], const vf* kt, const float* const* vrow, int vis, vf (*acc)[D / 16],
                          float* m, float* l) {
   vf sc[GQ];
   block_scores_t<GQ, D>(qs, kt, sc);
-  const float* vrow[kKeyBlock];
-  for (int j = 0; j < vis; ++j) vrow[j] = vb[j];
   attend_scores<GQ, D>(sc, vrow, vis, acc, m, l);
-}
-
-// A block's K and V rows for one query row: f32 rows where the cache holds them, other
-// formats converted into kb / vb.
-template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
-inline void kv_block_rows(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
-                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow) {
-  for (int j = 0; j < nb; ++j) {
-    const i64 ki = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h);
-    const i64 vi_ = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h);
-    if constexpr (KF == F32) {
-      krow[j] = (const float*)c->kv + ki * D;
-      vrow[j] = (const float*)c->kv + vi_ * D;
-    } else {
-      kv_load<KF, D>(c, ki, kb[j]);
-      kv_load<KF, D>(c, vi_, vb[j]);
-      krow[j] = kb[j];
-      vrow[j] = vb[j];
-    }
-  }
 }
 
 // One query row over keys t0 .. t1 - 1 of its cache, a block at a time (decode).
@@ -557,11 +551,12 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
       } else {
         for (int t0 = 0; t0 <= last; t0 += KB) {
           const int nb = last + 1 - t0 < KB ? last + 1 - t0 : KB;
-          load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, kt);
+          const float *krow[KB], *vrow[KB];
+          load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, krow, vrow, kt);
           for (int r = 0; r < rows; ++r) {
             // Keys t0 .. t0 + vis - 1 of this block are visible to row r (causal).
             const int lim = sq.past + i0 + r - t0 + 1, vis = lim < nb ? lim : nb;
-            if (vis > 0) attend_block<GQ, D>(qs[r], kt, vb, vis, acc[r], m[r], l[r]);
+            if (vis > 0) attend_block<GQ, D>(qs[r], kt, vrow, vis, acc[r], m[r], l[r]);
           }
         }
       }

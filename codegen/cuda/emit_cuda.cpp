@@ -153,7 +153,7 @@ struct Emitter {
     auto d = rope_divisors_of(n.attrs, &why);
     if (!d) fail(why);
     if (d->empty()) return {"", ""};
-    return {"  static const double rope_div[" + std::to_string(d->size()) + "] = {" + rope_divisors_text(*d) + "};\n",
+    return {"  static const double rope_div[" + std::to_string(d->size()) + "] = {" + rope_table_text(*d) + "};\n",
             ", rope_div"};
   }
 

@@ -125,10 +125,10 @@ TEST(EmitRopeScaling, KernelsCarryTheDivisorTable) {
   const std::vector<double> div = rope_divisors(*m.rope_scaling, m.rope_theta, m.head_dim);
   const std::string half = "[" + std::to_string(m.head_dim / 2) + "] = {";
   // CUDA kernels carry the divisors, CPU kernels the frequencies with the divisors in.
-  const std::string cuda_table = "static const double rope_div" + half + rope_divisors_text(div) + "};";
+  const std::string cuda_table = "static const double rope_div" + half + rope_table_text(div) + "};";
   std::vector<double> freq;  // theta^(-2i / head_dim) / divisor i, computed here, not by lathe
   for (size_t i = 0; i < div.size(); ++i) freq.push_back(std::pow(m.rope_theta, -2.0 * double(i) / m.head_dim) / div[i]);
-  const std::string cpu_table = "static const double rope_freq" + half + rope_divisors_text(freq) + "};";
+  const std::string cpu_table = "static const double rope_freq" + half + rope_table_text(freq) + "};";
   for (bool fused : {true, false}) {
     for (bool gpu : {true, false}) {
       PlanOptions o;
