@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <set>
 
 #include "codegen/cpu/emit_cpu.h"

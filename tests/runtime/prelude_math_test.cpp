@@ -33,15 +33,12 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 void host_silu_mul(const float* g, const float* u, float* o, long n) { lk::silu_mul(g, u, o, n); }
 void host_rope_table(int pos, const double* f, float* cs, float* sn) { lk::rope_table<128>(pos, f, cs, sn); }
 
-Fn jit_silu_mul() {
-  return reinterpret_cast<Fn>(
-      testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness, "silu_mul_test", "prelude_math_test"));
-}
-
 class CpuSilu : public ::testing::TestWithParam<bool> {};
 
 TEST_P(CpuSilu, MatchesDoublePrecision) {
-  Fn fn = GetParam() ? jit_silu_mul() : host_silu_mul;
+  Fn fn = GetParam() ? reinterpret_cast<Fn>(testing::test_jit().get(std::string(cpu_prelude_text()) + kHarness,
+                                                                      "silu_mul_test", "prelude_math_test"))
+                      : host_silu_mul;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> wide(-120.0f, 120.0f), narrow(-8.0f, 8.0f), up(-2.0f, 2.0f);
   for (long n : {1L, 5L, 16L, 17L, 31L, 128L, 1000L}) {
