@@ -107,7 +107,7 @@ const TargetField kTargetFields[] = {
     EF("efficiency.attention", attention, "flash attention (prefill), of matrix peak"),
     EF("efficiency.memory", memory, "streaming kernels, of memory bandwidth"),
     EF("efficiency.elementwise", elementwise, "norms/RoPE/elementwise, of memory bandwidth"),
-    EF("efficiency.dequant", dequant, "speed of dequantization ALU work (1 = as modelled)"),
+    EF("efficiency.dequant", dequant, "speed of dequantization ALU work: GEMM weights, decode attention's KV cache (1 = as modelled)"),
     EF("efficiency.scalar", scalar, "non-matrix FLOPs, of the FP32 peak"),
     EF("efficiency.int_dot", int_dot, "CPU integer-dot-product GEMMs with int4 weights, of the 8-bit dot peak"),
     EF("efficiency.int8_dot", int8_dot, "CPU integer-dot-product GEMMs with int8 weights, of the 8-bit dot peak"),

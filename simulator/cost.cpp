@@ -401,6 +401,17 @@ struct Costing {
       c.memory_s = (c.bytes - kv_bytes + kv_bytes / contig) / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
       c.compute_s = c.flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
       c.math = DType::f32;
+      // The kernel converts every cached element it reads to f32: scalar work like a
+      // GEMM's dequantization, 1 operation per element of a 16-bit or fp8 cache, 2 of
+      // int8, 3 of int4. A round count for both backends: the CPU kernels apply int8 /
+      // int4 scales per row (folded into the scores and probabilities) and widen bf16
+      // with a shift; the CUDA kernels scale per element.
+      const DType kv = f.kv_context.format.dtype;
+      if (!o.ideal && kv != DType::f32) {
+        const double ops = kv == DType::int4 ? 3.0 : kv == DType::int8 ? 2.0 : 1.0;
+        c.compute_s += elems(f.kv_context) * ops /
+                       (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));
+      }
     } else {
       c.cls = KernelClass::attention_prefill;
       c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));

@@ -370,43 +370,84 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 }
 
 // ---------------------------------------------------------------- attention
-// Keys go in blocks of kKeyBlock (one vector of scores). kv_block_rows points at a
-// block's K and V rows (f32 in place, other formats converted). Prefill's tiles:
-// load_kv_block also transposes K so that a query's 16 scores are D vector FMAs
-// (block_scores_t), the transpose shared by the tile's rows. Decode's single row:
-// block_scores_rows takes 16 dot products per head and one lane reduction. Either way
-// attend_scores takes the block into one query row's online softmax for the GQ query
-// heads of a KV head: one vector exp per head, the running output rescaled once per block
-// and updated with each V vector loaded once for the heads.
+// Keys go in blocks of kKeyBlock (one vector of scores). Decode's single row reads a
+// block's K and V rows where they lie in the cache, in its format: block_scores_rows
+// takes 16 dot products per head (each key's vectors converted once for the GQ heads)
+// and one lane reduction, I8 / I4 scales applied to the 16 sums and folded into the
+// probabilities. Prefill's tiles: load_kv_block converts the block to f32 once for the
+// tile (f32 rows read in place) and transposes K so that a query's 16 scores are D
+// vector FMAs (block_scores_t). Either way attend_scores takes the block into one query
+// row's online softmax for the GQ query heads of a KV head: one vector exp per head, the
+// running output rescaled once per block and updated with each V vector loaded once for
+// the heads.
 constexpr int kKeyBlock = 16;
-// A block's K and V rows (keys t0 .. t0 + nb - 1): f32 rows where the cache holds them,
-// other formats converted into kb / vb.
-template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
-inline void kv_block_rows(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
-                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow) {
-  for (int j = 0; j < nb; ++j) {
-    const i64 ki = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h);
-    const i64 vi_ = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h);
-    if constexpr (KF == F32) {
-      krow[j] = (const float*)c->kv + ki * D;
-      vrow[j] = (const float*)c->kv + vi_ * D;
-    } else {
-      kv_load<KF, D>(c, ki, kb[j]);
-      kv_load<KF, D>(c, vi_, vb[j]);
-      krow[j] = kb[j];
-      vrow[j] = vb[j];
-    }
+
+// Bytes of one cached K or V vector of D elements.
+template <int KF, int D>
+constexpr i64 kv_row_bytes() {
+  return KF == F32 ? 4 * D : KF == F16 || KF == BF16 ? 2 * D : KF == I8 ? D : D / 2;
+}
+constexpr bool kv_scaled(int kf) { return kf == I8 || kf == I4; }
+
+// Elements 16v .. 16v + 15 of a cached row as floats, before its scale: I8 the integers,
+// I4 the unsigned nibbles q (the value is (q - 8) x scale).
+template <int KF>
+inline vf kv_vec(const u8* row, int v) {
+  if constexpr (KF == F32) {
+    return vload((const float*)row + v * 16);
+  } else if constexpr (KF == F16 || KF == BF16) {
+    vh h;
+    __builtin_memcpy(&h, row + v * 32, 32);
+    return KF == F16 ? h2f_v(h) : bf2f_v(h);
+  } else if constexpr (KF == I8) {
+    vsb q;
+    __builtin_memcpy(&q, row + v * 16, 16);
+    return __builtin_convertvector(q, vf);
+  } else {
+    vb q;
+    __builtin_memcpy(&q, row + (v / 2) * 16, 16);
+    return __builtin_convertvector((v & 1) ? vb(q >> 4) : vb(q & 15), vf);
   }
 }
 
-// The block's rows, and K transposed for a tile's rows to share: kt[i] lane j = element
-// i of key t0 + j (16 x 16 transposes; lanes nb.. of a short last block are 0, masked).
+// A block's K and V rows (keys t0 .. t0 + nb - 1) where they lie in the cache and, for
+// I8 / I4, their scales (lanes nb.. 0).
+template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
+inline void kv_block_ptrs(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
+                          const u8** kp, const u8** vp, float* ks, float* vs) {
+  constexpr i64 RB = kv_row_bytes<KF, D>();
+  for (int j = 0; j < nb; ++j) {
+    const i64 ki = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h);
+    const i64 vi_ = kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h);
+    kp[j] = c->kv + ki * RB;
+    vp[j] = c->kv + vi_ * RB;
+    if constexpr (kv_scaled(KF)) {
+      ks[j] = h2f(c->kv_scales[ki]);
+      vs[j] = h2f(c->kv_scales[vi_]);
+    }
+  }
+  if constexpr (kv_scaled(KF))
+    for (int j = nb; j < kKeyBlock; ++j) ks[j] = vs[j] = 0;
+}
+
+// Prefill's block: f32 K and V rows (in place, or converted into kb / vb once for the
+// tile) and K transposed for the tile's rows to share: kt[i] lane j = element i of key
+// t0 + j (16 x 16 transposes; lanes nb.. of a short last block are 0, masked).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
 inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
-                          float (*kb)[D], float (*vb)[D], const float** krow, const float** vrow, vf* kt) {
-  kv_block_rows<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, t0, nb, kb, vb, krow, vrow);
+                          float (*kb)[D], float (*vb)[D], const u8** krow, const u8** vrow, vf* kt) {
+  if constexpr (KF == F32) {
+    kv_block_ptrs<F32, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, t0, nb, krow, vrow, nullptr, nullptr);
+  } else {
+    for (int j = 0; j < nb; ++j) {
+      kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h), kb[j]);
+      kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h), vb[j]);
+      krow[j] = (const u8*)kb[j];
+      vrow[j] = (const u8*)vb[j];
+    }
+  }
   for (int d0 = 0; d0 < D; d0 += 16) {
-    for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = j < nb ? vload(krow[j] + d0) : vf{};
+    for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = j < nb ? vload((const float*)krow[j] + d0) : vf{};
     transpose16(kt + d0);
   }
 }
@@ -431,34 +472,59 @@ inline void block_scores_t(const float (*qs)[D], const vf* kt, vf* sc) {
   }
 }
 
-// The same scores from the keys' rows (krow[j], j < nb; lanes nb.. are 0): per head 16
-// dot products of D / 16 vector FMAs each, independent, then one vector of the 16 sums
-// (hsum16). With one query row a block this beats transposing the block (D / 16
-// transposes of 64 shuffles against GQ reductions of 30: 256 against 60 for D = 64 and
-// GQ = 2, 512 against 120 for D = 128 and GQ = 4; only small heads with many query heads
-// a KV head, D = 32 and GQ = 8, shuffle more), and f32 keys are read in place.
-template <int GQ, int D>
-inline void block_scores_rows(const float (*qs)[D], const float* const* krow, int nb, vf* sc) {
+// The same scores from the keys' rows in the cache (kp[j], j < nb; lanes nb.. are 0):
+// per head 16 dot products of D / 16 vector FMAs each, then one vector of the 16 sums
+// (hsum16); I8 / I4 keys' scales ks multiply the sums, and I4's offset of 8 comes off
+// as 8 x the sum of the query (qsum). With one query row a block this beats transposing
+// the block (D / 16 transposes of 64 shuffles against GQ reductions of 30: 256 against
+// 60 for D = 64 and GQ = 2, 512 against 120 for D = 128 and GQ = 4; only small heads
+// with many query heads a KV head, D = 32 and GQ = 8, shuffle more). f32 keys go head by
+// head (16 sums in registers); other formats key by key, each key's vectors converted
+// once for the GQ heads.
+template <int KF, int GQ, int D>
+inline void block_scores_rows(const float (*qs)[D], const float* qsum, const u8* const* kp, const float* ks,
+                              int nb, vf* sc) {
   constexpr int DV = D / 16;
-  for (int g = 0; g < GQ; ++g) {
-    vf q[DV], a[kKeyBlock];
-    for (int v = 0; v < DV; ++v) q[v] = vload(qs[g] + v * 16);
-    for (int j = 0; j < kKeyBlock; ++j) a[j] = vf{};
-    for (int j = 0; j < nb; ++j)
-      for (int v = 0; v < DV; ++v) a[j] += q[v] * vload(krow[j] + v * 16);
-    sc[g] = hsum16(a);
+  if constexpr (KF == F32) {
+    for (int g = 0; g < GQ; ++g) {
+      vf q[DV], a[kKeyBlock];
+      for (int v = 0; v < DV; ++v) q[v] = vload(qs[g] + v * 16);
+      for (int j = 0; j < kKeyBlock; ++j) a[j] = vf{};
+      for (int j = 0; j < nb; ++j)
+        for (int v = 0; v < DV; ++v) a[j] += q[v] * vload((const float*)kp[j] + v * 16);
+      sc[g] = hsum16(a);
+    }
+  } else {
+    vf a[GQ][kKeyBlock];
+    for (int j = 0; j < nb; ++j) {
+      vf k[DV];
+      for (int v = 0; v < DV; ++v) k[v] = kv_vec<KF>(kp[j], v);
+      for (int g = 0; g < GQ; ++g) {
+        vf s = vload(qs[g]) * k[0];
+        for (int v = 1; v < DV; ++v) s += vload(qs[g] + v * 16) * k[v];
+        a[g][j] = s;
+      }
+    }
+    for (int g = 0; g < GQ; ++g) {
+      for (int j = nb; j < kKeyBlock; ++j) a[g][j] = vf{};
+      sc[g] = hsum16(a[g]);
+      if constexpr (KF == I4) sc[g] -= 8.0f * qsum[g];
+      if constexpr (kv_scaled(KF)) sc[g] *= vload(ks);
+    }
   }
 }
 
 // One query row's scores sc (lanes below vis visible) into its online softmax; V rows
-// vrow[j]. acc, m, l: the row's running output, max and sum per head.
-template <int GQ, int D>
-inline void attend_scores(const vf* sc_in, const float* const* vrow, int vis, vf (*acc)[D / 16], float* m,
-                          float* l) {
+// vrow[j] in format KF (prefill passes f32 rows) with, for I8 / I4, scales vs (folded
+// into the probabilities; I4's offset of 8 comes off as 8 x their sum). acc, m, l: the
+// row's running output, max and sum per head.
+template <int KF, int GQ, int D>
+inline void attend_scores(const vf* sc_in, const u8* const* vrow, const float* vs, int vis, vf (*acc)[D / 16],
+                          float* m, float* l) {
   static_assert(D % 16 == 0, "head_dim is a multiple of 16");
   constexpr int DV = D / 16;
   const vi keep = vlanes_below(vis);
-  float pl[GQ][kKeyBlock];
+  float pl[GQ][kKeyBlock], psum[GQ];
   for (int g = 0; g < GQ; ++g) {
     const vf sc = sc_in[g];
     // Invisible lanes to a very negative score: they neither raise the max nor (masked
@@ -469,46 +535,70 @@ inline void attend_scores(const vf* sc_in, const float* const* vrow, int vis, vf
     const float alpha = __builtin_expf(m[g] - mn);
     l[g] = l[g] * alpha + vsum(p);
     for (int v = 0; v < DV; ++v) acc[g][v] *= alpha;
-    vstore(pl[g], p);
+    if constexpr (kv_scaled(KF)) {
+      const vf pw = p * vload(vs);
+      vstore(pl[g], pw);
+      if constexpr (KF == I4) psum[g] = vsum(pw);
+    } else {
+      vstore(pl[g], p);
+    }
     m[g] = mn;
   }
   // P V: the running outputs in registers when they fit (acc may alias the float
-  // arrays as far as the compiler knows), else one head at a time.
+  // arrays as far as the compiler knows), else one head at a time; then a converted
+  // format's V rows are converted once into vc first, not once per head.
   constexpr int GB = GQ * DV <= 16 ? GQ : 1;
+  constexpr bool CONV = KF != F32 && GB < GQ;
+  float vc[CONV ? kKeyBlock : 1][CONV ? D : 16];
+  if constexpr (CONV)
+    for (int j = 0; j < vis; ++j)
+      for (int v = 0; v < DV; ++v) vstore(vc[j] + v * 16, kv_vec<KF>(vrow[j], v));
   for (int g0 = 0; g0 < GQ; g0 += GB) {
     vf a[GB][DV];
     for (int g = 0; g < GB; ++g)
       for (int v = 0; v < DV; ++v) a[g][v] = acc[g0 + g][v];
     for (int j = 0; j < vis; ++j)
       for (int v = 0; v < DV; ++v) {
-        const vf x = vload(vrow[j] + v * 16);
+        vf x;
+        if constexpr (CONV) x = vload(vc[j] + v * 16);
+        else x = kv_vec<KF>(vrow[j], v);
         for (int g = 0; g < GB; ++g) a[g][v] += vsplat(pl[g0 + g][j]) * x;
       }
     for (int g = 0; g < GB; ++g)
-      for (int v = 0; v < DV; ++v) acc[g0 + g][v] = a[g][v];
+      for (int v = 0; v < DV; ++v) {
+        if constexpr (KF == I4) a[g][v] -= 8.0f * psum[g0 + g];
+        acc[g0 + g][v] = a[g][v];
+      }
   }
 }
 
-// One query row over a transposed block's first vis keys (prefill's tiles).
+// One query row over a transposed block's first vis keys (prefill's tiles, f32 rows).
 template <int GQ, int D>
-inline void attend_block(const float (*qs)[D], const vf* kt, const float* const* vrow, int vis, vf (*acc)[D / 16],
+inline void attend_block(const float (*qs)[D], const vf* kt, const u8* const* vrow, int vis, vf (*acc)[D / 16],
                          float* m, float* l) {
   vf sc[GQ];
   block_scores_t<GQ, D>(qs, kt, sc);
-  attend_scores<GQ, D>(sc, vrow, vis, acc, m, l);
+  attend_scores<F32, GQ, D>(sc, vrow, nullptr, vis, acc, m, l);
 }
 
 // One query row over keys t0 .. t1 - 1 of its cache, a block at a time (decode).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int GQ, int D>
 inline void attend_range(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int t1,
-                         const float (*qs)[D], float (*kb)[D], float (*vb)[D], vf (*acc)[D / 16], float* m, float* l) {
-  const float *krow[kKeyBlock], *vrow[kKeyBlock];
+                         const float (*qs)[D], vf (*acc)[D / 16], float* m, float* l) {
+  const u8 *kp[kKeyBlock], *vp[kKeyBlock];
+  float ks[kKeyBlock], vs[kKeyBlock], qsum[GQ];
+  if constexpr (KF == I4)
+    for (int g = 0; g < GQ; ++g) {
+      vf s = vload(qs[g]);
+      for (int v = 1; v < D / 16; ++v) s += vload(qs[g] + v * 16);
+      qsum[g] = vsum(s);
+    }
   for (int k0 = t0; k0 < t1; k0 += kKeyBlock) {
     const int nb = t1 - k0 < kKeyBlock ? t1 - k0 : kKeyBlock;
-    kv_block_rows<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, k0, nb, kb, vb, krow, vrow);
+    kv_block_ptrs<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, k0, nb, kp, vp, ks, vs);
     vf sc[GQ];
-    block_scores_rows<GQ, D>(qs, krow, nb, sc);
-    attend_scores<GQ, D>(sc, vrow, nb, acc, m, l);
+    block_scores_rows<KF, GQ, D>(qs, qsum, kp, ks, nb, sc);
+    attend_scores<KF, GQ, D>(sc, vp, vs, nb, acc, m, l);
   }
 }
 
@@ -522,8 +612,9 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
   i64 items = 0;
   for (int s = 0; s < st->n_seq; ++s) items += KVH * ((st->seq[s].len + QT - 1) / QT);
   par(c, items, 1, [&](i64 b, i64 e, int) {
-    float qs[QT][GQ][D], m[QT][GQ], l[QT][GQ], kb[KB][D], vb[KB][D];
-    vf acc[QT][GQ][DV], kt[D];
+    // The block buffers serve prefill's tiles only (decode reads the cache in place).
+    float qs[QT][GQ][D], m[QT][GQ], l[QT][GQ], kb[QT > 1 ? KB : 1][D], vb[QT > 1 ? KB : 1][D];
+    vf acc[QT][GQ][DV], kt[QT > 1 ? D : 1];
     for (i64 it = b; it < e; ++it) {
       // Decode the item: (sequence, kv head, query tile).
       i64 rest = it;
@@ -546,12 +637,12 @@ void attention_kernel(const LatheCtx* c, const LatheStep* st, int layer, const f
         }
       const int last = sq.past + i0 + rows - 1;  // the tile's last row sees keys 0..last
       if constexpr (QT == 1) {  // decode: one row, no block shared to transpose for
-        attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, 0, last + 1, qs[0], kb, vb,
-                                                             acc[0], m[0], l[0]);
+        attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, 0, last + 1, qs[0], acc[0],
+                                                             m[0], l[0]);
       } else {
         for (int t0 = 0; t0 <= last; t0 += KB) {
           const int nb = last + 1 - t0 < KB ? last + 1 - t0 : KB;
-          const float *krow[KB], *vrow[KB];
+          const u8 *krow[KB], *vrow[KB];
           load_kv_block<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, sq.slot, h, t0, nb, kb, vb, krow, vrow, kt);
           for (int r = 0; r < rows; ++r) {
             // Keys t0 .. t0 + vis - 1 of this block are visible to row r (causal).
@@ -582,7 +673,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
   float* parts = c->shared;           // [n_seq][KVH][SPLIT][PART]
   par(c, (i64)st->n_seq * KVH * SPLIT, 1, [&](i64 b, i64 e, int) {
     constexpr int DV = D / 16;
-    float qs[GQ][D], kb[kKeyBlock][D], vb[kKeyBlock][D];
+    float qs[GQ][D];
     vf acc[GQ][DV];
     for (i64 it = b; it < e; ++it) {
       const int s = int(it / (KVH * SPLIT)), h = int(it / SPLIT % KVH), part = int(it % SPLIT);
@@ -599,7 +690,7 @@ void attention_split_kernel(const LatheCtx* c, const LatheStep* st, int layer, c
         m[g] = -3.0e38f;
         l[g] = 0;
       }
-      attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, t0, t1, qs, kb, vb, acc, m, l);
+      attend_range<KF, LAY, L, KVH, TCAP, NB, SLOTS, GQ, D>(c, st, layer, sq.slot, h, t0, t1, qs, acc, m, l);
       for (int g = 0; g < GQ; ++g)
         for (int v = 0; v < DV; ++v) vstore(out + g * D + v * 16, acc[g][v]);
     }

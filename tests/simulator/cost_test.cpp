@@ -354,6 +354,42 @@ TEST(Cost, CpuFlashAttentionFixedCostsAddInTime) {
   }
 }
 
+// Decode attention converts each cached element it reads to f32: scalar work of 1
+// operation per element of a 16-bit cache, 2 of int8, 3 of int4, none of f32, none
+// with --ideal; the bytes and FLOPs do not move with it.
+TEST(Cost, DecodeAttentionConvertsItsCache) {
+  for (const char* hw : {"cpu-host", "a100-80g"}) {
+    const Bindings b{2, 1, 301};  // 2 sequences, 300 cached tokens + the new one
+    NodeCost base;
+    for (const char* kv : {"f32", "f16", "bf16", "int8", "int4"}) {
+      PlanOptions o;
+      o.kv_dtype = parse_kv_dtype(kv);
+      auto p = build_plan_graphs("small", hw, {2, 300, 2}, o);
+      const Target& t = p.target;
+      Lowered l = testing::lower_plan(p, o);
+      const NodeId id = l.decode.find_node("l0.decode_attention");
+      ASSERT_NE(id, kNone) << hw << " " << kv;
+      const Node& n = l.decode.node(id);
+      const NodeCost c = cost_node(l.decode, n, t, b);
+      // small: 4 KV heads of 64; K and V of 2 sequences x 301 positions.
+      const double elems = 2.0 * 2 * 301 * 4 * 64;
+      const double ops = std::string(kv) == "f32" ? 0 : std::string(kv) == "int8" ? 2 : std::string(kv) == "int4" ? 3 : 1;
+      if (std::string(kv) == "f32") {
+        base = c;
+        // f32: the attention's own FLOPs only.
+        EXPECT_DOUBLE_EQ(c.compute_s, c.flops / (t.peak_fp32 * 1e12 * t.eff.scalar)) << hw;
+      }
+      EXPECT_DOUBLE_EQ(c.flops, base.flops) << hw << " " << kv;
+      EXPECT_NEAR(c.compute_s - base.compute_s, elems * ops / (t.peak_fp32 * 1e12 * t.eff.scalar * t.eff.dequant),
+                  1e-9 * base.compute_s)
+          << hw << " " << kv;
+      CostOptions ideal;
+      ideal.ideal = true;
+      EXPECT_DOUBLE_EQ(cost_node(l.decode, n, t, b, ideal).compute_s, base.flops / (t.peak_fp32 * 1e12)) << hw << " " << kv;
+    }
+  }
+}
+
 TEST(Cost, CollectivesUseTheInterconnect) {
   PlanOptions o;
   o.tp = 2;
