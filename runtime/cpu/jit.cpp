@@ -121,6 +121,14 @@ void* CpuJit::get(const std::string& source, const std::string& symbol, const st
   }
 }
 
+void CpuJit::prefetch(const std::vector<JitSource>& sources, int threads) {
+  try {
+    impl_->engine->prefetch(sources, threads);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+}
+
 const JitStats& CpuJit::stats() const { return impl_->engine->stats(); }
 const std::string& CpuJit::cache_dir() const { return impl_->dir; }
 std::string CpuJit::host_cpu() const { return impl_->engine->host_cpu(); }

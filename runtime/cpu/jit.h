@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace lathe {
 
@@ -24,6 +25,11 @@ struct JitStats {
   double load_s = 0;     // wall time spent loading cached objects
 };
 
+// A kernel's source and its name for messages (CpuJit::prefetch).
+struct JitSource {
+  std::string source, kernel;
+};
+
 class CpuJit {
  public:
   explicit CpuJit(JitOptions o = {});
@@ -35,6 +41,12 @@ class CpuJit {
   // Throws lathe::Error naming `kernel` with the compiler's messages and the
   // offending source lines when the source does not compile.
   void* get(const std::string& source, const std::string& symbol, const std::string& kernel);
+  // Compiles the sources that are neither loaded nor in the disk cache on up to
+  // `threads` threads at once, for later get() calls to load (a cold plan's kernels:
+  // one clang each, otherwise one after another). Counts in stats() as compiled, its
+  // wall time as compile_s. A source that does not compile is left to get(), which
+  // throws with the compiler's messages.
+  void prefetch(const std::vector<JitSource>& sources, int threads);
 
   const JitStats& stats() const;
   const std::string& cache_dir() const;

@@ -9,18 +9,21 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/cpu/jit.h"
 
 namespace lathe {
 
-constexpr int kJitEngineVersion = 1;
+constexpr int kJitEngineVersion = 2;
 
 class JitEngine {
  public:
   virtual ~JitEngine() = default;
   // As CpuJit::get. Errors are thrown as std::runtime_error with the full message.
   virtual void* get(const std::string& source, const std::string& symbol, const std::string& kernel) = 0;
+  // As CpuJit::prefetch. Never throws for a source that does not compile (get does).
+  virtual void prefetch(const std::vector<JitSource>& sources, int threads) = 0;
   virtual const JitStats& stats() const = 0;
   virtual std::string host_cpu() const = 0;
 };

@@ -2,6 +2,7 @@
 // module liblathe-jit.so, which CpuJit (jit.cpp) loads on first use, so commands that
 // never compile a CPU kernel do not load Clang and LLVM at all (jit_engine.h).
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -169,9 +171,8 @@ class LlvmEngine final : public JitEngine {
     jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
     cpu_ = jtmb->getCPU();
     features_ = jtmb->getFeatures().getString();
-    auto tm = jtmb->createTargetMachine();
-    if (!tm) throw Fail("JIT: cannot create a target machine: " + llvm::toString(tm.takeError()));
-    tm_ = std::move(*tm);
+    jtmb_ = std::make_unique<llvm::orc::JITTargetMachineBuilder>(*jtmb);
+    tm_ = target_machine();
     perf_map_ = PerfMap::from_env();
     // With a perf map, the object layer LLJIT makes by default on ELF hosts (RTDyld with
     // a section memory manager) is made here so the map can listen to it.
@@ -229,9 +230,15 @@ class LlvmEngine final : public JitEngine {
       }
       fs::remove(file, ec);
     }
-    std::unique_ptr<llvm::MemoryBuffer> obj = compile(source, kernel);
-    stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ++stats_.compiled;
+    std::unique_ptr<llvm::MemoryBuffer> obj;
+    if (auto it = prefetched_.find(key); it != prefetched_.end()) {  // counted by prefetch
+      obj = std::move(it->second);
+      prefetched_.erase(it);
+    } else {
+      obj = compile(source, kernel, *tm_);
+      stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++stats_.compiled;
+    }
     if (disk_cache_) {
       // Write through a temporary name and rename: a concurrent or interrupted run
       // never sees a partial object.
@@ -254,6 +261,51 @@ class LlvmEngine final : public JitEngine {
     return addrs_[{key, symbol}] = lookup(symbol, kernel);
   }
 
+  void prefetch(const std::vector<JitSource>& sources, int threads) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The misses: not loaded, not compiled already, not in the disk cache; once each.
+    std::vector<std::pair<std::string, const JitSource*>> todo;
+    std::set<std::string> seen;
+    for (const JitSource& src : sources) {
+      std::string key = key_of(src.source);
+      if (loaded_.count(key) || prefetched_.count(key) || !seen.insert(key).second) continue;
+      std::error_code ec;
+      if (disk_cache_ && std::filesystem::exists(std::filesystem::path(dir_) / (key + ".o"), ec)) continue;
+      todo.emplace_back(std::move(key), &src);
+    }
+    const int n = int(std::min<size_t>(todo.size(), size_t(std::max(1, threads))));
+    if (n < 2) return;  // get() compiles a lone miss as fast
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<llvm::MemoryBuffer>> objs(todo.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      // A target machine per thread: codegen does not share one safely.
+      std::unique_ptr<llvm::TargetMachine> tm;
+      try {
+        tm = target_machine();
+      } catch (const std::exception&) {
+        return;  // get() compiles what is left
+      }
+      for (size_t i; (i = next++) < todo.size();) {
+        try {
+          objs[i] = compile(todo[i].second->source, todo[i].second->kernel, *tm);
+        } catch (const std::exception&) {
+          // Left to get(), which compiles it again and throws with the messages.
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (objs[i]) {
+        prefetched_[todo[i].first] = std::move(objs[i]);
+        ++stats_.compiled;
+      }
+    stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
   const JitStats& stats() const override { return stats_; }
   std::string host_cpu() const override { return cpu_; }
 
@@ -264,7 +316,9 @@ class LlvmEngine final : public JitEngine {
   std::mutex mu_;
   std::unique_ptr<PerfMap> perf_map_;  // declared before jit_: its object layer listens to it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;
   std::unique_ptr<llvm::TargetMachine> tm_;
+  std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> prefetched_;  // by key, not yet loaded
   std::string cpu_, features_;
   std::map<std::string, bool> loaded_;                        // objects added, by key
   llvm::orc::ResourceTrackerSP last_rt_;                      // the last cached object added
@@ -325,7 +379,16 @@ class LlvmEngine final : public JitEngine {
     return reinterpret_cast<void*>(sym->getAddress());
   }
 
-  std::unique_ptr<llvm::MemoryBuffer> compile(const std::string& source, const std::string& kernel) {
+  std::unique_ptr<llvm::TargetMachine> target_machine() const {
+    auto tm = jtmb_->createTargetMachine();
+    if (!tm) throw Fail("JIT: cannot create a target machine: " + llvm::toString(tm.takeError()));
+    return std::move(*tm);
+  }
+
+  // One kernel's object code, on target machine tm (safe on several threads at once,
+  // each with its own tm: every call has its own clang instance and LLVM context).
+  std::unique_ptr<llvm::MemoryBuffer> compile(const std::string& source, const std::string& kernel,
+                                              llvm::TargetMachine& tm) const {
     auto opts = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
     std::string diag_text;
     llvm::raw_string_ostream diag_os(diag_text);
@@ -344,6 +407,7 @@ class LlvmEngine final : public JitEngine {
     clang::CompilerInstance ci;
     ci.setInvocation(std::move(inv));
     ci.createDiagnostics(printer, false);
+    ci.setVerboseOutputStream(llvm::nulls());  // "N errors generated." (the messages are in diag_text)
     llvm::LLVMContext ctx;
     clang::EmitLLVMOnlyAction action(&ctx);
     if (!ci.ExecuteAction(action) || ci.getDiagnostics().hasErrorOccurred()) {
@@ -353,12 +417,12 @@ class LlvmEngine final : public JitEngine {
     }
     std::unique_ptr<llvm::Module> mod = action.takeModule();
     if (!mod) throw Fail("JIT: clang produced no module for kernel " + kernel);
-    mod->setDataLayout(tm_->createDataLayout());
-    mod->setTargetTriple(tm_->getTargetTriple().str());
+    mod->setDataLayout(tm.createDataLayout());
+    mod->setTargetTriple(tm.getTargetTriple().str());
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    if (tm_->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+    if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
       throw Fail("JIT: the target machine cannot emit object files");
     pm.run(*mod);
     return llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(buf.data(), buf.size()), kernel);

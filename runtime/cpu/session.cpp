@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <unordered_set>
 
 #include "ir/host.h"
 #include "codegen/cpu/abi.h"
@@ -102,8 +103,18 @@ struct CpuSession::Impl {
     pool = std::make_unique<ThreadPool>(threads);
     jit_before = jit.stats();
     setup_kv();
-    build(prefill, plan.prefill);
-    build(decode, plan.decode);
+    // Every kernel's source first, so that a cold plan's kernels compile side by side
+    // on the pool's threads; then each is loaded in order.
+    std::vector<CpuKernel> pk = emit(plan.prefill), dk = emit(plan.decode);
+    std::vector<JitSource> sources;
+    std::unordered_set<std::string> seen;  // a kernel per layer shares one source
+    for (const auto* ks : {&pk, &dk})
+      for (const CpuKernel& k : *ks)
+        if (std::string src = cpu_kernel_source(k); seen.insert(src).second)
+          sources.push_back({std::move(src), k.node_name});
+    jit.prefetch(sources, threads);
+    build(prefill, plan.prefill, pk);
+    build(decode, plan.decode, dk);
     allocate_memory();
     bind(prefill);
     bind(decode);
@@ -130,11 +141,19 @@ struct CpuSession::Impl {
     if (scale_bytes > 0) kv_scales = AlignedBuffer(size_t(scale_bytes));
   }
 
-  void build(Program& prog, const Graph& g) {
+  static std::vector<CpuKernel> emit(const Graph& g) {
+    std::vector<CpuKernel> ks;
+    for (NodeId id : g.topo_order()) ks.push_back(emit_cpu_kernel(g, id));
+    return ks;
+  }
+
+  // The launches of graph g, whose kernels (emit(g), in topological order) are ks.
+  void build(Program& prog, const Graph& g, const std::vector<CpuKernel>& ks) {
     prog.graph = &g;
     prog.plan = graph_bindings(g);
+    size_t i = 0;
     for (NodeId id : g.topo_order()) {
-      CpuKernel k = emit_cpu_kernel(g, id);
+      const CpuKernel& k = ks[i++];
       Launch l;
       l.fn = reinterpret_cast<LatheKernel>(jit.get(cpu_kernel_source(k), k.symbol, g.name + "/" + k.node_name));
       l.node = id;

@@ -1,0 +1,87 @@
+// CpuJit::prefetch (runtime/cpu/jit_llvm.cpp): a cold plan's kernels compile on several
+// threads at once, and get() then loads them without compiling again. Sources that are
+// loaded, in the disk cache or given twice are compiled once at most; one that does not
+// compile is left to get(), which throws with the compiler's message; one thread
+// compiles nothing ahead.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+#include "ir/assert.h"
+#include "runtime/cpu/jit.h"
+
+namespace lathe {
+namespace {
+
+std::string source(int i) {
+  return "extern \"C\" int prefetch_entry_" + std::to_string(i) + "(int x) { return x * " + std::to_string(i + 2) +
+         " + " + std::to_string(i) + "; }\n";
+}
+std::string symbol(int i) { return "prefetch_entry_" + std::to_string(i); }
+int call(void* fn, int x) { return reinterpret_cast<int (*)(int)>(fn)(x); }
+
+struct TempDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("lathe-prefetch-" + std::to_string(::getpid()));
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+TEST(JitPrefetch, CompilesSideBySideThenGetLoads) {
+  if (!CpuJit::available()) GTEST_SKIP() << "built without the CPU JIT";
+  TempDir dir;
+  std::vector<JitSource> srcs;
+  for (int i = 0; i < 3; ++i) srcs.push_back({source(i), "k" + std::to_string(i)});
+  srcs.push_back(srcs[1]);  // the same source twice (a kernel per layer)
+  {
+    CpuJit jit(JitOptions{dir.path.string(), true});
+    jit.prefetch(srcs, 2);
+    EXPECT_EQ(jit.stats().compiled, 3);
+    EXPECT_GT(jit.stats().compile_s, 0);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(call(jit.get(source(i), symbol(i), "k"), 10), 10 * (i + 2) + i);
+    EXPECT_EQ(jit.stats().compiled, 3);  // nothing compiled twice
+    EXPECT_EQ(jit.stats().disk_hits, 0);
+    jit.prefetch(srcs, 2);  // all loaded now
+    EXPECT_EQ(jit.stats().compiled, 3);
+  }
+  // get() wrote the prefetched objects to the disk cache: a new JIT compiles nothing.
+  CpuJit again(JitOptions{dir.path.string(), true});
+  again.prefetch(srcs, 2);
+  EXPECT_EQ(again.stats().compiled, 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(call(again.get(source(i), symbol(i), "k"), 1), (i + 2) + i);
+  EXPECT_EQ(again.stats().disk_hits, 3);
+  EXPECT_EQ(again.stats().compiled, 0);
+}
+
+TEST(JitPrefetch, ABadSourceIsLeftToGet) {
+  if (!CpuJit::available()) GTEST_SKIP() << "built without the CPU JIT";
+  CpuJit jit(JitOptions{"", false});
+  const std::string bad = "extern \"C\" int prefetch_bad(int x) { return x + undeclared_name; }\n";
+  jit.prefetch({{bad, "bad"}, {source(7), "good"}}, 2);
+  EXPECT_EQ(jit.stats().compiled, 1);
+  EXPECT_EQ(call(jit.get(source(7), symbol(7), "good"), 3), 3 * 9 + 7);
+  try {
+    jit.get(bad, "prefetch_bad", "bad");
+    FAIL() << "a source that does not compile loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("undeclared_name"), std::string::npos) << e.what();
+  }
+}
+
+TEST(JitPrefetch, OneThreadCompilesNothingAhead) {
+  if (!CpuJit::available()) GTEST_SKIP() << "built without the CPU JIT";
+  CpuJit jit(JitOptions{"", false});
+  jit.prefetch({{source(11), "a"}, {source(12), "b"}}, 1);
+  EXPECT_EQ(jit.stats().compiled, 0);
+  EXPECT_EQ(call(jit.get(source(11), symbol(11), "a"), 1), 13 + 11);
+  EXPECT_EQ(jit.stats().compiled, 1);
+}
+
+}  // namespace
+}  // namespace lathe
