@@ -50,7 +50,9 @@ TEST(ThreadPool, WorkersTakeChunksAndWakeFromSleep) {
     h.wait_for_worker = true;  // the caller holds its first chunk until the worker ran one
     pool.parallel_for(64, 1, count_body, &h);
     for (long i = 0; i < 64; ++i) ASSERT_EQ(h.count[size_t(i)].load(), 1);
-    EXPECT_EQ(h.threads_mask.load(), 3) << "round " << round << ": the worker took no chunk within 10 s";
+    // The worker must have taken a chunk; the caller usually does too, but on a loaded
+    // host the worker can run all 64 before the caller takes its first (seen under ctest -j2).
+    EXPECT_TRUE(h.threads_mask.load() & 2) << "round " << round << ": the worker took no chunk within 10 s";
     // Past the spin: the worker sleeps, and the next loop must wake it.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
