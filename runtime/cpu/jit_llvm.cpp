@@ -210,7 +210,11 @@ class LlvmEngine final : public JitEngine {
     fs::path file = fs::path(dir_) / (key + ".o");
     std::error_code ec;
     auto t0 = std::chrono::steady_clock::now();
-    if (disk_cache_ && fs::exists(file, ec)) {
+    std::unique_ptr<llvm::MemoryBuffer> obj;
+    if (auto it = prefetched_.find(key); it != prefetched_.end()) {  // compiled and counted by prefetch
+      obj = std::move(it->second);
+      prefetched_.erase(it);
+    } else if (disk_cache_ && fs::exists(file, ec)) {
       // A cache entry that does not load (truncated by a full disk, corrupted, written
       // by another build) is a miss: it is removed and the kernel compiled again, where
       // it failed every later run before.
@@ -230,11 +234,7 @@ class LlvmEngine final : public JitEngine {
       }
       fs::remove(file, ec);
     }
-    std::unique_ptr<llvm::MemoryBuffer> obj;
-    if (auto it = prefetched_.find(key); it != prefetched_.end()) {  // counted by prefetch
-      obj = std::move(it->second);
-      prefetched_.erase(it);
-    } else {
+    if (!obj) {
       obj = compile(source, kernel, *tm_);
       stats_.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++stats_.compiled;
@@ -295,7 +295,14 @@ class LlvmEngine final : public JitEngine {
       }
     };
     std::vector<std::thread> pool;
-    for (int t = 1; t < n; ++t) pool.emplace_back(work);
+    pool.reserve(size_t(n - 1));
+    for (int t = 1; t < n; ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::exception&) {
+        break;  // no more threads: the ones started and this one take the rest
+      }
+    }
     work();
     for (std::thread& t : pool) t.join();
     for (size_t i = 0; i < todo.size(); ++i)
@@ -407,7 +414,9 @@ class LlvmEngine final : public JitEngine {
     clang::CompilerInstance ci;
     ci.setInvocation(std::move(inv));
     ci.createDiagnostics(printer, false);
-    ci.setVerboseOutputStream(llvm::nulls());  // "N errors generated." (the messages are in diag_text)
+    // "N errors generated." to a stream of this call's own (llvm::nulls() is one
+    // buffered stream for the process; prefetch compiles on several threads).
+    ci.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
     llvm::LLVMContext ctx;
     clang::EmitLLVMOnlyAction action(&ctx);
     if (!ci.ExecuteAction(action) || ci.getDiagnostics().hasErrorOccurred()) {

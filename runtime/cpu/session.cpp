@@ -107,12 +107,12 @@ struct CpuSession::Impl {
     // on the pool's threads; then each is loaded in order.
     std::vector<CpuKernel> pk = emit(plan.prefill), dk = emit(plan.decode);
     std::vector<JitSource> sources;
-    std::unordered_set<std::string> seen;  // a kernel per layer shares one source
+    std::unordered_set<std::string> seen;  // the kernels of a layer's nodes share one function
     for (const auto* ks : {&pk, &dk})
       for (const CpuKernel& k : *ks)
-        if (std::string src = cpu_kernel_source(k); seen.insert(src).second)
-          sources.push_back({std::move(src), k.node_name});
-    jit.prefetch(sources, threads);
+        if (seen.insert(k.function).second) sources.push_back({cpu_kernel_source(k), k.node_name});
+    // At most 8 clang instances at once (each takes 100-200 MB at -O3).
+    jit.prefetch(sources, std::min(threads, 8));
     build(prefill, plan.prefill, pk);
     build(decode, plan.decode, dk);
     allocate_memory();

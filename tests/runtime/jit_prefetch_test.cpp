@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -25,8 +27,12 @@ std::string symbol(int i) { return "prefetch_entry_" + std::to_string(i); }
 int call(void* fn, int x) { return reinterpret_cast<int (*)(int)>(fn)(x); }
 
 struct TempDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("lathe-prefetch-" + std::to_string(::getpid()));
+  std::filesystem::path path;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "lathe-prefetch-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+    path = t;
+  }
   ~TempDir() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
@@ -57,6 +63,26 @@ TEST(JitPrefetch, CompilesSideBySideThenGetLoads) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(call(again.get(source(i), symbol(i), "k"), 1), (i + 2) + i);
   EXPECT_EQ(again.stats().disk_hits, 3);
   EXPECT_EQ(again.stats().compiled, 0);
+}
+
+// An object prefetched here is what get() loads, even when another process wrote the
+// kernel to the disk cache in between (not a disk hit, not kept in memory unused).
+TEST(JitPrefetch, GetTakesThePrefetchedObjectBeforeTheDiskCache) {
+  if (!CpuJit::available()) GTEST_SKIP() << "built without the CPU JIT";
+  TempDir dir;
+  std::vector<JitSource> srcs;
+  for (int i = 20; i < 23; ++i) srcs.push_back({source(i), "k"});
+  CpuJit a(JitOptions{dir.path.string(), true});
+  a.prefetch(srcs, 2);
+  ASSERT_EQ(a.stats().compiled, 3);
+  {
+    CpuJit b(JitOptions{dir.path.string(), true});  // writes all three to the disk cache
+    for (int i = 20; i < 23; ++i) EXPECT_EQ(call(b.get(source(i), symbol(i), "k"), 2), 2 * (i + 2) + i);
+    EXPECT_EQ(b.stats().compiled, 3);
+  }
+  for (int i = 20; i < 23; ++i) EXPECT_EQ(call(a.get(source(i), symbol(i), "k"), 3), 3 * (i + 2) + i);
+  EXPECT_EQ(a.stats().disk_hits, 0);
+  EXPECT_EQ(a.stats().compiled, 3);
 }
 
 TEST(JitPrefetch, ABadSourceIsLeftToGet) {
