@@ -360,11 +360,18 @@ struct Costing {
         weight_elems *= touched / E;
         tile_rows = M / std::max(1.0, touched);  // each touched expert: its own rows
       }
-      double ops = wdtype == DType::int4 ? 3.0 : 2.0;
       double passes = t.is_gpu() ? std::ceil(tile_rows / std::max(1.0, t.gemm_tile_m)) : 1.0;
-      c.compute_s += weight_elems * ops * passes /
-                     (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));  // the spec minimum
+      c.compute_s += dequant_s(weight_elems, wdtype, passes);
     }
+  }
+
+  // Seconds of scalar work converting elems values of dtype to the math's type, passes
+  // times: 3 operations per int4 value (unpack, convert, scale), 2 per int8, 1 per value
+  // of a 16-bit or fp8 format, at peak_fp32 x efficiency.scalar x efficiency.dequant.
+  double dequant_s(double elems, DType dtype, double passes = 1.0) const {
+    const double ops = dtype == DType::int4 ? 3.0 : dtype == DType::int8 ? 2.0 : dtype == DType::f32 ? 0.0 : 1.0;
+    return elems * ops * passes /
+           (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));  // the spec minimum
   }
 
   // Sets compute_s from c.flops at the matrix peak of the operand dtype.
@@ -401,17 +408,11 @@ struct Costing {
       c.memory_s = (c.bytes - kv_bytes + kv_bytes / contig) / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));
       c.compute_s = c.flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
       c.math = DType::f32;
-      // The kernel converts every cached element it reads to f32: scalar work like a
-      // GEMM's dequantization, 1 operation per element of a 16-bit or fp8 cache, 2 of
-      // int8, 3 of int4. A round count for both backends: the CPU kernels apply int8 /
+      // The kernel converts every cached element it reads to f32, costed as a GEMM's
+      // dequantization. A round count for both backends: the CPU kernels apply int8 /
       // int4 scales per row (folded into the scores and probabilities) and widen bf16
       // with a shift; the CUDA kernels scale per element.
-      const DType kv = f.kv_context.format.dtype;
-      if (!o.ideal && kv != DType::f32) {
-        const double ops = kv == DType::int4 ? 3.0 : kv == DType::int8 ? 2.0 : 1.0;
-        c.compute_s += elems(f.kv_context) * ops /
-                       (t.peak_fp32 * 1e12 * t.eff.scalar * std::max(1e-3, t.eff.dequant));
-      }
+      if (!o.ideal) c.compute_s += dequant_s(elems(f.kv_context), f.kv_context.format.dtype);
     } else {
       c.cls = KernelClass::attention_prefill;
       c.memory_s = c.bytes / (t.bandwidth_bytes_per_s() * eff(t.eff.memory));

@@ -382,34 +382,6 @@ void expert_kernel(const LatheCtx* c, const LatheStep* st, const ExpertDesc& d, 
 // the heads.
 constexpr int kKeyBlock = 16;
 
-// Bytes of one cached K or V vector of D elements.
-template <int KF, int D>
-constexpr i64 kv_row_bytes() {
-  return KF == F32 ? 4 * D : KF == F16 || KF == BF16 ? 2 * D : KF == I8 ? D : D / 2;
-}
-constexpr bool kv_scaled(int kf) { return kf == I8 || kf == I4; }
-
-// Elements 16v .. 16v + 15 of a cached row as floats, before its scale: I8 the integers,
-// I4 the unsigned nibbles q (the value is (q - 8) x scale).
-template <int KF>
-inline vf kv_vec(const u8* row, int v) {
-  if constexpr (KF == F32) {
-    return vload((const float*)row + v * 16);
-  } else if constexpr (KF == F16 || KF == BF16) {
-    vh h;
-    __builtin_memcpy(&h, row + v * 32, 32);
-    return KF == F16 ? h2f_v(h) : bf2f_v(h);
-  } else if constexpr (KF == I8) {
-    vsb q;
-    __builtin_memcpy(&q, row + v * 16, 16);
-    return __builtin_convertvector(q, vf);
-  } else {
-    vb q;
-    __builtin_memcpy(&q, row + (v / 2) * 16, 16);
-    return __builtin_convertvector((v & 1) ? vb(q >> 4) : vb(q & 15), vf);
-  }
-}
-
 // A block's K and V rows (keys t0 .. t0 + nb - 1) where they lie in the cache and, for
 // I8 / I4, their scales (lanes nb.. 0).
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
@@ -436,16 +408,15 @@ inline void kv_block_ptrs(const LatheCtx* c, const LatheStep* st, int layer, int
 template <int KF, int LAY, int L, int KVH, int TCAP, int NB, int SLOTS, int D>
 inline void load_kv_block(const LatheCtx* c, const LatheStep* st, int layer, int slot, int h, int t0, int nb,
                           float (*kb)[D], float (*vb)[D], const u8** krow, const u8** vrow, vf* kt) {
-  if constexpr (KF == F32) {
-    kv_block_ptrs<F32, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, t0, nb, krow, vrow, nullptr, nullptr);
-  } else {
+  float ks[kKeyBlock], vs[kKeyBlock];
+  kv_block_ptrs<KF, LAY, L, KVH, TCAP, NB, SLOTS, D>(c, st, layer, slot, h, t0, nb, krow, vrow, ks, vs);
+  if constexpr (KF != F32)
     for (int j = 0; j < nb; ++j) {
-      kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 0, slot, t0 + j, h), kb[j]);
-      kv_load<KF, D>(c, kv_index<LAY, L, KVH, TCAP, NB, SLOTS>(st, layer, 1, slot, t0 + j, h), vb[j]);
+      kv_row_f32<KF, D>(krow[j], kv_scaled(KF) ? ks[j] : 1.0f, kb[j]);
+      kv_row_f32<KF, D>(vrow[j], kv_scaled(KF) ? vs[j] : 1.0f, vb[j]);
       krow[j] = (const u8*)kb[j];
       vrow[j] = (const u8*)vb[j];
     }
-  }
   for (int d0 = 0; d0 < D; d0 += 16) {
     for (int j = 0; j < kKeyBlock; ++j) kt[d0 + j] = j < nb ? vload((const float*)krow[j] + d0) : vf{};
     transpose16(kt + d0);

@@ -909,36 +909,48 @@ inline i64 kv_index(const LatheStep* st, int layer, int kv, int slot, int t, int
   i64 blk = st->block_table[(i64)slot * st->blocks_per_slot + t / NB];
   return (((blk * L + layer) * 2 + kv) * KVH + h) * NB + t % NB;
 }
-// A cached K or V vector of D floats (D a multiple of 16; of 32 for I4).
+// Bytes of one cached K or V vector of D elements.
+template <int KF, int D>
+constexpr i64 kv_row_bytes() {
+  return KF == F32 ? 4 * D : KF == F16 || KF == BF16 ? 2 * D : KF == I8 ? D : D / 2;
+}
+// Formats stored with one f16 scale per cached vector (c->kv_scales).
+constexpr bool kv_scaled(int kf) { return kf == I8 || kf == I4; }
+// Elements 16v .. 16v + 15 of a cached vector as floats, before its scale: I8 the
+// integers, I4 the unsigned nibbles q (the value is (q - 8) x scale).
+template <int KF>
+inline vf kv_vec(const u8* row, int v) {
+  if constexpr (KF == F32) {
+    return vload((const float*)row + v * 16);
+  } else if constexpr (KF == F16 || KF == BF16) {
+    vh h;
+    __builtin_memcpy(&h, row + v * 32, 32);
+    return KF == F16 ? h2f_v(h) : bf2f_v(h);
+  } else if constexpr (KF == I8) {
+    vsb q;
+    __builtin_memcpy(&q, row + v * 16, 16);
+    return __builtin_convertvector(q, vf);
+  } else {
+    vb q;
+    __builtin_memcpy(&q, row + (v / 2) * 16, 16);
+    return __builtin_convertvector((v & 1) ? vb(q >> 4) : vb(q & 15), vf);
+  }
+}
+// A cached vector (D a multiple of 16; of 32 for I4) as D floats: its values, I4's offset
+// and I8 / I4's scale (unused for the other formats) applied.
+template <int KF, int D>
+inline void kv_row_f32(const u8* row, float scale, float* o) {
+  for (int v = 0; v < D / 16; ++v) {
+    vf x = kv_vec<KF>(row, v);
+    if constexpr (KF == I4) x -= 8.0f;
+    if constexpr (kv_scaled(KF)) x *= scale;
+    vstore(o + v * 16, x);
+  }
+}
+// Cached vector v as D floats.
 template <int KF, int D>
 inline void kv_load(const LatheCtx* c, i64 v, float* o) {
-  if constexpr (KF == F32) {
-    __builtin_memcpy(o, (const float*)c->kv + v * D, D * 4);
-  } else if constexpr (KF == F16 || KF == BF16) {
-    const u16* p = (const u16*)c->kv + v * D;
-    for (int i = 0; i < D; i += 16) {
-      vh h;
-      __builtin_memcpy(&h, p + i, 32);
-      vstore(o + i, KF == F16 ? h2f_v(h) : bf2f_v(h));
-    }
-  } else if constexpr (KF == I8) {
-    const i8* p = (const i8*)c->kv + v * D;
-    float sc = h2f(c->kv_scales[v]);
-    for (int i = 0; i < D; i += 16) {
-      vsb q;
-      __builtin_memcpy(&q, p + i, 16);
-      vstore(o + i, __builtin_convertvector(q, vf) * sc);
-    }
-  } else {
-    const u8* p = c->kv + v * (D / 2);
-    float sc = h2f(c->kv_scales[v]);
-    for (int b = 0; b < D / 32; ++b) {
-      vb q;
-      __builtin_memcpy(&q, p + b * 16, 16);
-      vstore(o + b * 32, (__builtin_convertvector(q & 15, vf) - 8.0f) * sc);
-      vstore(o + b * 32 + 16, (__builtin_convertvector(q >> 4, vf) - 8.0f) * sc);
-    }
-  }
+  kv_row_f32<KF, D>(c->kv + v * kv_row_bytes<KF, D>(), kv_scaled(KF) ? h2f(c->kv_scales[v]) : 1.0f, o);
 }
 template <int KF, int D>
 inline void kv_store(const LatheCtx* c, i64 v, const float* x) {

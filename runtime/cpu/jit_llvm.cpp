@@ -13,10 +13,10 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 #include <fcntl.h>
 #include <unistd.h>
@@ -207,7 +207,7 @@ class LlvmEngine final : public JitEngine {
       return addrs_[{key, symbol}] = lookup(symbol, kernel);
     }
     namespace fs = std::filesystem;
-    fs::path file = fs::path(dir_) / (key + ".o");
+    const fs::path file = cache_file(key);
     std::error_code ec;
     auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<llvm::MemoryBuffer> obj;
@@ -270,7 +270,7 @@ class LlvmEngine final : public JitEngine {
       std::string key = key_of(src.source);
       if (loaded_.count(key) || prefetched_.count(key) || !seen.insert(key).second) continue;
       std::error_code ec;
-      if (disk_cache_ && std::filesystem::exists(std::filesystem::path(dir_) / (key + ".o"), ec)) continue;
+      if (disk_cache_ && std::filesystem::exists(cache_file(key), ec)) continue;
       todo.emplace_back(std::move(key), &src);
     }
     const int n = int(std::min<size_t>(todo.size(), size_t(std::max(1, threads))));
@@ -341,6 +341,8 @@ class LlvmEngine final : public JitEngine {
     if (perf_map_) f.push_back("-fno-omit-frame-pointer");
     return f;
   }
+
+  std::filesystem::path cache_file(const std::string& key) const { return std::filesystem::path(dir_) / (key + ".o"); }
 
   std::string key_of(const std::string& source) const {
     llvm::SHA1 h;

@@ -151,9 +151,8 @@ struct CpuSession::Impl {
   void build(Program& prog, const Graph& g, const std::vector<CpuKernel>& ks) {
     prog.graph = &g;
     prog.plan = graph_bindings(g);
-    size_t i = 0;
-    for (NodeId id : g.topo_order()) {
-      const CpuKernel& k = ks[i++];
+    for (const CpuKernel& k : ks) {
+      const NodeId id = k.node;
       Launch l;
       l.fn = reinterpret_cast<LatheKernel>(jit.get(cpu_kernel_source(k), k.symbol, g.name + "/" + k.node_name));
       l.node = id;
