@@ -18,6 +18,13 @@ namespace lathe::cli {
 
 namespace {
 
+// A JSON integer as written: 1.5, 1e300 or 2^63 is an error, not 1, 0 or a negative.
+int64_t whole(const nlohmann::json& v, const char* what) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw Error(std::string(what) + ": " + v.dump() + " is not an integer");
+  return v.get<int64_t>();
+}
+
 struct CalibrateArgs {
   std::string runs, hw, out, name, format = "text";
   int holdout = 3;
@@ -129,13 +136,13 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         req.options.act_dtype = parse_float_dtype(act);
         if (!req.options.act_dtype) throw Error("act: '" + act + "' (expected f32, f16 or bf16)");
       }
-      req.options.tp = pl.value("tp", int64_t(1));
+      req.options.tp = pl.contains("tp") ? whole(pl["tp"], "plan.tp") : 1;
       std::string passes;
       for (const auto& p : pl.value("pipeline", nlohmann::json::array()))
         passes += (passes.empty() ? "" : ",") + p.get<std::string>();
       req.options.passes = passes.empty() ? "none" : passes;
-      req.workload = {pl.at("batch").get<int64_t>(), pl.at("prompt").get<int64_t>(),
-                      pl.at("gen").get<int64_t>()};
+      req.workload = {whole(pl.at("batch"), "plan.batch"), whole(pl.at("prompt"), "plan.prompt"),
+                      whole(pl.at("gen"), "plan.gen")};
       // The ranges `lathe run` accepts (its decode steps are costed one by one).
       if (req.workload.batch < 1 || req.workload.batch > kMaxRunBatch || req.workload.prompt < 1 ||
           req.workload.prompt > kMaxRunTokens || req.workload.gen < 0 || req.workload.gen > kMaxRunTokens)
@@ -151,10 +158,10 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     d.plan = it->second;
     d.run.prefill = &d.plan->lowered.prefill;
     d.run.decode = &d.plan->lowered.decode;
-    d.run.batch = j.at("batch").get<int64_t>();
-    d.run.prompt = j.contains("prompt_length") ? j["prompt_length"].get<int64_t>()
-                                               : pl.at("prompt").get<int64_t>();
-    d.run.decode_steps = j.at("decode_steps").get<int64_t>();
+    d.run.batch = whole(j.at("batch"), "batch");
+    d.run.prompt = j.contains("prompt_length") ? whole(j["prompt_length"], "prompt_length")
+                                               : whole(pl.at("prompt"), "plan.prompt");
+    d.run.decode_steps = whole(j.at("decode_steps"), "decode_steps");
     d.run.prefill_s = j.at("prefill_ms").get<double>() * 1e-3;
     d.run.decode_s = j.at("decode_ms").get<double>() * 1e-3;
     if (j.contains("cpu_int8_dot")) {
@@ -203,7 +210,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
               std::to_string(d.run.batch) + " p" + std::to_string(d.run.prompt) + " g" +
               std::to_string(d.run.decode_steps + 1);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": malformed run: " + e.what());
+    throw Error(where + ": malformed run: " + json_error_text(e.what()));
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }

@@ -202,7 +202,7 @@ int run_edge(const EdgeArgs& a) {
               << bp.model.name << "'s max_context (" << bp.model.max_context << "); its figures are extrapolated\n";
   StepCoster coster(bp.lowered.prefill, bp.lowered.decode, bp.target, CostOptions{a.common.ideal});
   Table bt({"beams", "KV GB (own)", "KV GB (shared prompt)", "ms/token", "x beam 1", "total GB", "fits",
-            "article ms/token (diff)", "article GB (diff)"});
+            "article ms/token (diff)", "article GB vs model GB (diff)"});
   const double beam1 = beam_cost(coster, o.prompt, o.gen, 1).ms_per_token;  // the column's reference
   for (int64_t w : o.beams) {
     BeamCost b = beam_cost(coster, o.prompt, o.gen, w);
@@ -210,15 +210,19 @@ int run_edge(const EdgeArgs& a) {
     MemoryFootprint with_beams = bp.sim.mem;  // each beam holding its own prompt's KV
     with_beams.kv = b.kv_bytes;
     EdgeMemory bm = edge_memory(with_beams, bp.target, o.os_reserve_gb);
+    // A claim's memory_gb is the model's (weights + KV + activations), as in the
+    // weight-format table.
+    const double model_gb = (bm.weights + bm.kv + bm.activations) / 1e9;
     bt.add({std::to_string(w), fmt_double(b.kv_bytes / 1e9, 3),
             fmt_double(b.kv_bytes_shared / 1e9, 3), fmt_double(b.ms_per_token, 2),
             "x" + fmt_double(b.ms_per_token / beam1, 2), fmt_double(bm.total / 1e9, 2), bm.fits ? "yes" : "NO",
             versus(c ? c->ms_per_token : std::nullopt, b.ms_per_token, 2),
-            versus(c ? c->memory_gb : std::nullopt, b.kv_bytes / 1e9, 3)});
+            versus(c ? c->memory_gb : std::nullopt, model_gb, 2)});
     j["beams"].push_back({{"beams", w},
                           {"kv_gb", b.kv_bytes / 1e9},
                           {"kv_gb_shared_prompt", b.kv_bytes_shared / 1e9},
                           {"ms_per_token", b.ms_per_token},
+                          {"model_gb", model_gb},
                           {"total_gb", bm.total / 1e9},
                           {"fits", bm.fits},
                           {"claim", claim_json(c)}});

@@ -1,6 +1,7 @@
 // lathe moe-sim: expert placement over GPUs for MoE decode: per-GPU load, step time
 // and the speed-up of each placement under a skewed expert load.
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -68,8 +69,11 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
   if (a.batches) {
     o.batches.clear();
     for (double b : number_list("--batch", *a.batches)) {
-      if (b < 1 || b != std::floor(b) || b > (1 << 20))
-        throw Error("--batch: batch sizes must be whole numbers in [1, 1048576], got " + fmt_double(b, 6));
+      if (b < 1 || b != std::floor(b) || b > (1 << 20)) {
+        char got[32];
+        std::snprintf(got, sizeof got, "%.10g", b);
+        throw Error("--batch: batch sizes must be whole numbers in [1, 1048576], got " + std::string(got));
+      }
       o.batches.push_back(int64_t(b));
     }
   }

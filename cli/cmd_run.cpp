@@ -83,20 +83,6 @@ std::vector<std::vector<int32_t>> parse_tokens(const std::string& s) {
   return out;
 }
 
-// Text for a terminal: control bytes (but newline and tab) as \xNN.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 || c == '\n' || c == '\t') {
-      out += char(c);
-      continue;
-    }
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\x%02x", c);
-    out += buf;
-  }
-  return out;
-}
 
 std::string ms(double s) { return fmt_double(s * 1e3, s * 1e3 < 10 ? 3 : 2); }
 

@@ -223,11 +223,14 @@ Table request_csv(const ServeResult& r) {
   for (size_t i = 0; i < r.requests.size(); ++i) {
     const Request& q = r.requests[i];
     const RequestRecord& c = r.records[i];
-    double tpot = q.output > 1 ? (c.finish_s - c.first_token_s) / double(q.output - 1) : 0;
+    // A one-token output has no time per output token: an empty cell, as JSON's null
+    // (0 would pull a column average down).
+    std::string tpot =
+        q.output > 1 ? fmt_double((c.finish_s - c.first_token_s) / double(q.output - 1) * 1e3, 3) : "";
     t.add({std::to_string(i), fmt_double(q.arrival_s, 6), std::to_string(q.priority),
            std::to_string(q.prompt), std::to_string(q.output), std::to_string(c.replica),
            fmt_double(c.queued_s * 1e3, 3), fmt_double((c.first_token_s - q.arrival_s) * 1e3, 3),
-           fmt_double(tpot * 1e3, 3), fmt_double((c.finish_s - q.arrival_s) * 1e3, 3),
+           tpot, fmt_double((c.finish_s - q.arrival_s) * 1e3, 3),
            std::to_string(c.preemptions)});
   }
   return t;

@@ -234,9 +234,16 @@ int run_sweep_cmd(const SweepArgs& a) {
   SweepSummary sum = run_sweep(space, o);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  if (sum.evaluated == 0 && shards == 1)
-    throw Error(spec.source + ": no point of the sweep can be planned (contradictory axes?):\n" +
+  if (sum.evaluated == 0 && shards == 1) {
+    // A sample of a space holding plannable points may still draw none of them.
+    const bool sampled = sum.selected < int64_t(space.size);
+    throw Error(spec.source +
+                (sampled ? ": none of the " + with_commas(sum.selected) +
+                               " sampled points can be planned (contradictory axes, or a sample that missed the "
+                               "plannable points: try another --seed or more --samples):\n"
+                         : std::string(": no point of the sweep can be planned (contradictory axes?):\n")) +
                 skipped_text(sum));
+  }
   if (out) out->commit();
   bool json = a.format == "json";
   if (!json) {

@@ -11,6 +11,7 @@
 #include "cli/common.h"
 #include "frontend/toml_doc.h"
 #include "ir/assert.h"
+#include "ir/atomic_file.h"
 
 namespace {
 // CLI11's range check says "--batch: Value abc not in range 1 to 1048576" also for a
@@ -41,6 +42,7 @@ std::string parse_error_text(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lathe::remove_temporaries_on_signals();
   CLI::App app{
       "lathe: a compiler and simulator for LLM inference plans.\n"
       "Built-in specs: `lathe specs`. Each command takes --help."};

@@ -110,7 +110,8 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
     const std::vector<std::string>& pl = p.lowered.pipeline;
     if (want != got && std::find(pl.begin(), pl.end(), pass) == pl.end())
       throw Error(what + " " + want + " needs the " + pass + " pass, which the pass pipeline leaves out (the plan " +
-                  "would keep " + got + "); add it to --passes or drop --no-pass " + pass);
+                  "would keep " + got + "); add it to --passes, or drop --no-pass " + pass + " (a plan file's [plan.passes] " +
+                  pass + " = false)");
   };
   if (req.options.weights) needs("weights", format_name(*req.options.weights), weights_format(p), "quantize-weights");
   if (req.options.kv_dtype)

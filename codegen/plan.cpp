@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <variant>
@@ -33,6 +34,8 @@ Target target_from(const json& j) {
   Target t;
   t.name = j.at("name").get<std::string>();
   t.description = j.value("description", "");
+  if (printable(t.name) != t.name || printable(t.description) != t.description)
+    throw Error("target name or description holds control characters");
   const std::string kind = j.at("kind").get<std::string>();
   if (kind != "gpu" && kind != "cpu") throw Error("target kind '" + kind + "' (expected cpu or gpu)");
   t.kind = kind == "gpu" ? TargetKind::gpu : TargetKind::cpu;
@@ -311,7 +314,12 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       throw Error(source + ": " + e.what());
     }
     const json& w = j.at("workload");
-    p.workload = {w.at("batch").get<int64_t>(), w.at("prompt").get<int64_t>(), w.at("gen").get<int64_t>()};
+    auto whole = [&](const json& v, const char* what) {
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+        throw Error(source + ": workload." + what + ": " + v.dump() + " is not an integer");
+      return v.get<int64_t>();
+    };
+    p.workload = {whole(w.at("batch"), "batch"), whole(w.at("prompt"), "prompt"), whole(w.at("gen"), "gen")};
     const json& o = j.at("options");
     p.weights_format = o.at("weights").get<std::string>();
     p.kv_dtype = o.at("kv_dtype").get<std::string>();
@@ -352,8 +360,21 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
     header("options.tp", std::to_string(p.tp), std::to_string(p.prefill.attrs.i("tp")));
     if (!p.weights_format.empty()) {
       std::string why;
-      if (!parse_weight_format(p.weights_format, &why))
-        throw Error(source + ": \"options.weights\": " + (why.empty() ? "not a weight format" : why));
+      std::optional<Format> wf = parse_weight_format(p.weights_format, &why);
+      if (!wf) throw Error(source + ": \"options.weights\": " + (why.empty() ? "not a weight format" : why));
+      // The format the graphs' GEMM weights mostly hold (the LM head may stay wider).
+      std::map<std::string, int> seen;
+      for (NodeId id : p.prefill.topo_order()) {
+        const Node& n = p.prefill.node(id);
+        if (n.kind == OpKind::lm_head) continue;
+        auto parts = gemm_parts(n.kind, n.attrs, n.inputs.size());
+        if (!parts) continue;
+        for (int w = 0; w < parts->num_weights; ++w)
+          ++seen[format_name(p.prefill.value(n.inputs[size_t(parts->first_weight + w)]).format)];
+      }
+      auto most = std::max_element(seen.begin(), seen.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+      if (most != seen.end()) header("options.weights", format_name(*wf), most->first);
     }
     const auto known = known_pass_names();
     for (const std::string& pass : p.pipeline)
@@ -370,10 +391,11 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
                   ", gen " + std::to_string(wl.gen) + "} does not match the graphs (B " +
                   std::to_string(p.prefill.attrs.i("B")) + ", prompt S " + std::to_string(p.prefill.attrs.i("S")) +
                   ", final_context " + std::to_string(p.prefill.attrs.i("final_context")) + " = prompt + gen)");
-    if (p.target.hbm_bandwidth_gbs <= 0) throw Error(source + ": target has no memory bandwidth");
+    // What hardware TOML files and --set refuse (a zero peak predicted NaN times).
+    if (std::string why = target_problem(p.target); !why.empty()) throw Error(source + ": target: " + why);
     return p;
   } catch (const json::exception& e) {
-    throw Error(source + ": malformed plan file: " + std::string(e.what()));
+    throw Error(source + ": malformed plan file: " + json_error_text(e.what()));
   }
 }
 

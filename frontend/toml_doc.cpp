@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <toml++/toml.h>
 
 #include "ir/assert.h"
@@ -29,15 +30,17 @@ std::string_view TomlValue::kind_name() const {
 
 namespace {
 
-TomlValue convert(const toml::node& n, int depth) {
-  if (depth > 64) throw Error("TOML nesting deeper than 64 levels");
+constexpr int kMaxTomlDepth = 64;
+
+TomlValue convert(const toml::node& n, int depth, std::string_view source) {
+  if (depth > kMaxTomlDepth) throw Error("TOML nesting deeper than 64 levels");
   TomlValue v;
   v.line = int(n.source().begin.line);
   v.column = int(n.source().begin.column);
   if (auto t = n.as_table()) {
     v.kind = TomlValue::Kind::table;
     std::vector<std::pair<std::string, TomlValue>> members;
-    for (auto&& [k, child] : *t) members.emplace_back(std::string(k.str()), convert(child, depth + 1));
+    for (auto&& [k, child] : *t) members.emplace_back(std::string(k.str()), convert(child, depth + 1, source));
     // toml++ keeps keys sorted; restore source order for messages and iteration.
     std::stable_sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
       return std::pair(a.second.line, a.second.column) < std::pair(b.second.line, b.second.column);
@@ -48,10 +51,19 @@ TomlValue convert(const toml::node& n, int depth) {
     }
   } else if (auto a = n.as_array()) {
     v.kind = TomlValue::Kind::array;
-    for (auto&& child : *a) v.array.push_back(convert(child, depth + 1));
+    for (auto&& child : *a) v.array.push_back(convert(child, depth + 1, source));
   } else if (auto s = n.as_string()) {
     v.kind = TomlValue::Kind::string;
     v.str = s->get();
+    // Spec strings are names, descriptions, paths: a control character (an escape
+    // sequence written as \u001b) would reach the terminal in every table that shows it.
+    for (unsigned char c : v.str)
+      if (c < 0x20 && c != '\t' && c != '\n') {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "%02x", c);
+        throw Error(std::string(source) + ":" + std::to_string(v.line) + ":" + std::to_string(v.column) +
+                    ": a string holds the control character \\x" + hex);
+      }
   } else if (auto i = n.as_integer()) {
     v.kind = TomlValue::Kind::integer;
     v.integer = i->get();
@@ -93,12 +105,70 @@ std::string number_str(const TomlValue& v) {
   }
 }
 
+bool bare_key_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+// toml++ builds a dotted key's tables recursively: a key of ~40,000 components
+// (`a.a.a...`, 80 KB) overflowed the stack inside toml::parse, before convert() could
+// refuse the depth. So dotted chains are counted first, outside strings and comments:
+// a chain is bare or quoted components joined by dots (whitespace allowed around
+// them); anything else ends it (a float's one dot, `1.5, 2.5` in an array, stays 1).
+void check_key_chains(std::string_view text, std::string_view source) {
+  int line = 1, col = 1, dots = 0;
+  auto fail = [&] {
+    throw Error(std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                ": TOML key nested deeper than " + std::to_string(kMaxTomlDepth) + " levels");
+  };
+  for (size_t i = 0; i < text.size(); ++i, ++col) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line, col = 0, dots = 0;
+    } else if (c == '#') {  // a comment, to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i, ++col;
+      dots = 0;
+    } else if (c == '"' || c == '\'') {
+      // Skip the string; `at` and `at_col` are the index and column of the character
+      // looked at, and i / col end on the string's last character.
+      const bool multi = text.substr(i, 3) == std::string(3, c);
+      const size_t open = multi ? 3 : 1;
+      size_t at = i + open;
+      int at_col = col + int(open);
+      bool closed = false;
+      while (at < text.size()) {
+        if (text[at] == '\n') {
+          if (!multi) break;  // an unterminated string: toml++ reports it
+          ++line, ++at, at_col = 1;
+        } else if (c == '"' && text[at] == '\\' && at + 1 < text.size() && text[at + 1] != '\n') {
+          at += 2, at_col += 2;  // an escaped character in a basic string
+        } else if (text.substr(at, open) == std::string(open, c)) {
+          closed = true;
+          break;
+        } else {
+          ++at, ++at_col;
+        }
+      }
+      if (closed) {
+        i = at + open - 1, col = at_col + int(open) - 1;
+      } else {
+        i = at - 1, col = at_col - 1;  // before the newline (or the end), which the loop takes
+      }
+      if (multi) dots = 0;  // a value, not a key component
+    } else if (c == '.') {
+      if (++dots >= kMaxTomlDepth) fail();
+    } else if (!bare_key_char(c) && c != ' ' && c != '\t') {
+      dots = 0;
+    }
+  }
+}
+
 }  // namespace
 
 TomlValue parse_toml(std::string_view text, std::string_view source) {
+  check_key_chains(text, source);
   try {
     toml::table t = toml::parse(text, source);
-    TomlValue root = convert(t, 0);
+    TomlValue root = convert(t, 0, source);
     root.line = 1;
     root.column = 1;
     return root;

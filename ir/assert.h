@@ -12,9 +12,15 @@ namespace lathe {
 
 [[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
 
+// Text for a terminal: control bytes other than newline and tab (NUL included) as \xNN,
+// so a file's bytes quoted in a message can neither cut it short nor drive the terminal.
+std::string printable(const std::string& s);
+
+// A user error: printed as "lathe: error: MESSAGE", exit code 2. The message is kept
+// printable().
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  explicit Error(const std::string& msg) : std::runtime_error(printable(msg)) {}
 };
 
 // A JSON library message without its "[json.exception.parse_error.101] " prefix.

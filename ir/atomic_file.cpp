@@ -1,11 +1,13 @@
 #include "ir/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>  // NAME_MAX
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -65,6 +67,52 @@ Destination resolve(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Temporary files of live AtomicFiles, for the signal handler: fixed storage (a handler
+// may not allocate) and one atomic state per slot (0 free, 1 being filled, 2 live).
+constexpr int kTmpSlots = 64;
+char g_tmp_paths[kTmpSlots][PATH_MAX];
+std::atomic<int> g_tmp_state[kTmpSlots];
+
+int register_tmp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kTmpSlots; ++i) {
+    int free = 0;
+    if (g_tmp_state[i].compare_exchange_strong(free, 1)) {
+      std::memcpy(g_tmp_paths[i], path.c_str(), path.size() + 1);
+      g_tmp_state[i].store(2);
+      return i;
+    }
+  }
+  return -1;  // more than 64 at once: that one is not removed on a signal
+}
+
+void release_tmp(int slot) {
+  if (slot >= 0) g_tmp_state[slot].store(0);
+}
+
+extern "C" void remove_temporaries_and_die(int sig) {
+  for (int i = 0; i < kTmpSlots; ++i)
+    if (g_tmp_state[i].load() == 2) ::unlink(g_tmp_paths[i]);  // async-signal-safe
+  std::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction sa = {};
+    sa.sa_handler = remove_temporaries_and_die;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old = {};
+    // A signal the shell set to be ignored (`nohup`, a background job's SIGINT) stays so.
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   Destination d = resolve(path);
   dest_ = d.path;
@@ -103,7 +151,13 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     tmp_ = dp.filename().string().size() + suffix.size() <= NAME_MAX
                ? dest_ + suffix
                : (dp.parent_path() / (".lathe" + suffix + "." + std::to_string(short_names++))).string();
+    slot_ = register_tmp(tmp_);
     f_ = std::fopen(tmp_.c_str(), "wb");
+    if (!f_) {
+      const int err = errno;
+      release_tmp(slot_);
+      throw Error(path + ": cannot write (" + std::strerror(err) + ")");
+    }
   }
   if (!f_) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
 }
@@ -121,6 +175,7 @@ void AtomicFile::check(const std::string& path) {
 AtomicFile::~AtomicFile() {
   if (f_) std::fclose(f_);
   if (!committed_ && !tmp_.empty()) std::remove(tmp_.c_str());
+  release_tmp(slot_);
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {
@@ -144,6 +199,8 @@ void AtomicFile::commit() {
     std::error_code ec;
     fs::rename(tmp_, dest_, ec);
     if (ec) throw Error(path_ + ": cannot rename into place (" + ec.message() + ")");
+    release_tmp(slot_);
+    slot_ = -1;
   }
   committed_ = true;
 }

@@ -42,7 +42,14 @@ class AtomicFile {
   std::string tmp_;   // empty when writing in place
   std::FILE* f_ = nullptr;
   bool committed_ = false;
+  int slot_ = -1;  // in the table of temporaries a signal removes (-1: none)
 };
+
+// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the temporary files of
+// every AtomicFile not yet committed, then die of the signal as before: Ctrl-C during
+// `sweep -o rows.csv` left rows.csv.tmp.PID behind (megabytes of partial rows). Call
+// once, early in main().
+void remove_temporaries_on_signals();
 
 // Reads a file into a string; throws lathe::Error naming the path when unreadable,
 // larger than max_bytes (spec-sized inputs by default: 256 MiB) or too large for memory.

@@ -4,7 +4,9 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
+#include "ir/assert.h"
 #include "ir/buffers.h"
 
 namespace lathe {
@@ -31,9 +33,23 @@ PassResult memory_plan(Graph& g, const PassContext&) {
     int64_t offset = -1;
   };
   std::vector<Buf> bufs;
+  // Offsets are 64-bit integers: the buffers together must stay well inside them (a
+  // batch of 65536 at 4M tokens without flash attention wrapped the scores' size
+  // negative and failed the verifier's check, an abort).
+  double total = 0;
   for (size_t v = 0; v < live.size(); ++v)
-    if (live[v].first >= 0)
-      bufs.push_back({ValueId(v), align_up(std::max<int64_t>(1, int64_t(value_bytes(g.value(ValueId(v)), b)))), live[v]});
+    if (live[v].first >= 0) {
+      const double bytes = value_bytes(g.value(ValueId(v)), b);
+      total += bytes;
+      if (!(total < 0x1p61)) {
+        char eb[32];
+        std::snprintf(eb, sizeof eb, "%.3g", bytes / 1e18);
+        throw Error(g.name + " at batch " + std::to_string(b.B) + ", " + std::to_string(b.S) + " new tokens, context " +
+                    std::to_string(b.T) + " is too large to cost: its activations pass 2^61 bytes (" +
+                    g.value(ValueId(v)).name + " alone holds " + eb + " EB; lathe counts bytes in 64-bit integers)");
+      }
+      bufs.push_back({ValueId(v), align_up(std::max<int64_t>(1, int64_t(bytes))), live[v]});
+    }
   std::vector<size_t> by_size(bufs.size());
   for (size_t i = 0; i < bufs.size(); ++i) by_size[i] = i;
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t c) { return bufs[a].size > bufs[c].size; });

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
-#include <unordered_map>
 
 #include "ir/assert.h"
 #include "ir/buffers.h"
@@ -41,63 +41,94 @@ namespace {
 
 using Placement = std::vector<std::vector<int>>;  // devices holding each expert
 
-// The plan's expert kernels, costed for one expert: a copy of the decode graph whose
-// expert weights, expert ids and gates have one expert and top_k = 1.
+// The plan's expert kernels on one device: the device's touched experts run as one
+// grouped GEMM launch, as `simulate` costs them (its waves count every touched
+// expert's tiles; costing the experts one by one counted each expert's waves alone,
+// 15% slower prefill at one GPU). A copy of the decode graph whose expert weights,
+// expert ids and gates have n experts and top_k = n computes n experts of `rows` rows
+// each (per binding B = rows); a device's experts are costed at their mean rows.
 class ExpertCost {
  public:
   ExpertCost(const Graph& decode, const Target& t, const CostOptions& o)
-      : g_(decode), t_(t), o_(o) {
-    int64_t layers = std::max<int64_t>(1, decode.attrs.i("layers", 1));
-    for (NodeId id : g_.topo_order()) {
-      const Node& n = g_.node(id);
+      : decode_(decode), t_(t), o_(o), layers_(std::max<int64_t>(1, decode.attrs.i("layers", 1))) {
+    for (NodeId id : decode.topo_order()) {
+      const Node& n = decode.node(id);
       if (n.kind != OpKind::expert_matmul) continue;
       auto p = gemm_parts(n.kind, n.attrs, n.inputs.size());
       LATHE_ASSERT(p.has_value(), "bad expert node");
-      auto shrink = [&](ValueId v, size_t dim) {
-        Shape& s = g_.value_mut(v).shape;
-        if (s.size() > dim) s[dim] = Dim::c(1);
-      };
       for (int w = 0; w < p->num_weights; ++w) {
         const Value& wv = decode.value(n.inputs[size_t(p->first_weight + w)]);
         expert_bytes_ += value_bytes(wv, {1, 1, 1}) /
-                         double(std::max<int64_t>(1, wv.shape[0].eval({1, 1, 1}))) / double(layers);
-        shrink(n.inputs[size_t(p->first_weight + w)], 0);
+                         double(std::max<int64_t>(1, wv.shape[0].eval({1, 1, 1}))) / double(layers_);
       }
-      shrink(n.inputs[size_t(p->idx)], 2);
-      if (p->gates >= 0) shrink(n.inputs[size_t(p->gates)], 2);
-      if (g_.value(n.inputs[size_t(p->x)]).shape.size() == 4) shrink(n.inputs[size_t(p->x)], 2);
-      for (ValueId out : n.outputs)
-        if (g_.value(out).shape.size() == 4) shrink(out, 2);
     }
-    NodeGroups gr = group_nodes(g_);
+    const Graph& g1 = graph(1);
+    NodeGroups gr = group_nodes(g1);
     for (size_t i = 0; i < gr.representative.size(); ++i)
-      if (g_.node(gr.representative[i]).kind == OpKind::expert_matmul)
-        nodes_.push_back({gr.representative[i], double(gr.count[i]) / double(layers)});
+      if (g1.node(gr.representative[i]).kind == OpKind::expert_matmul)
+        nodes_.push_back({gr.representative[i], double(gr.count[i]) / double(layers_)});
     for (const auto& [id, per_layer] : nodes_)
-      launch_ += per_layer * cost_node(g_, g_.node(id), t_, {1, 1, 1}, o_).launch_s;
+      launch_ += per_layer * cost_node(g1, g1.node(id), t_, {1, 1, 1}, o_).launch_s;
   }
-  // Busy time of one expert's kernels in one layer at `rows` rows (no launch gaps).
-  double busy(int64_t rows) {
-    auto it = cache_.find(rows);
-    if (it != cache_.end()) return it->second;
-    double s = 0;
-    for (const auto& [id, per_layer] : nodes_) {
-      NodeCost c = cost_node(g_, g_.node(id), t_, {rows, 1, 1}, o_);
-      s += per_layer * (c.time_s - c.launch_s);
-    }
-    cache_.emplace(rows, s);
-    return s;
+  // Busy time of one layer's expert kernels on a device whose `experts` touched experts
+  // hold `rows` token-expert pairs in all (no launch gaps): at the whole numbers of rows
+  // around the mean, interpolated.
+  double busy(int64_t experts, int64_t rows) {
+    if (experts <= 0 || rows <= 0) return 0;
+    const double mean = double(rows) / double(experts);
+    const int64_t lo = std::max<int64_t>(1, int64_t(std::floor(mean)));
+    const double f = mean - double(lo), at_lo = busy_each(experts, lo);
+    return f > 0 ? at_lo + f * (busy_each(experts, lo + 1) - at_lo) : at_lo;
   }
   double launch() const { return launch_; }  // of one layer's expert kernels on a device
   double expert_bytes() const { return expert_bytes_; }
 
  private:
-  Graph g_;
+  // The decode graph with n experts, each token routed to all n.
+  const Graph& graph(int64_t n) {
+    auto it = graphs_.find(n);
+    if (it != graphs_.end()) return it->second;
+    Graph g = decode_;
+    for (NodeId id : decode_.topo_order()) {
+      const Node& node = decode_.node(id);
+      if (node.kind != OpKind::expert_matmul) continue;
+      auto p = gemm_parts(node.kind, node.attrs, node.inputs.size());
+      auto resize = [&](ValueId v, size_t dim) {
+        Shape& s = g.value_mut(v).shape;
+        if (s.size() > dim) s[dim] = Dim::c(n);
+      };
+      for (int w = 0; w < p->num_weights; ++w) resize(node.inputs[size_t(p->first_weight + w)], 0);
+      resize(node.inputs[size_t(p->idx)], 2);
+      if (p->gates >= 0) resize(node.inputs[size_t(p->gates)], 2);
+      if (g.value(node.inputs[size_t(p->x)]).shape.size() == 4) resize(node.inputs[size_t(p->x)], 2);
+      for (ValueId out : node.outputs)
+        if (g.value(out).shape.size() == 4) resize(out, 2);
+    }
+    return graphs_.emplace(n, std::move(g)).first->second;
+  }
+  // n experts of `each` rows in one launch, launch excluded.
+  double busy_each(int64_t n, int64_t each) {
+    const std::pair<int64_t, int64_t> key{n, each};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    const Graph& g = graph(n);
+    double s = 0;
+    for (const auto& [id, per_layer] : nodes_) {
+      NodeCost c = cost_node(g, g.node(id), t_, {each, 1, 1}, o_);
+      s += per_layer * (c.time_s - c.launch_s);
+    }
+    cache_.emplace(key, s);
+    return s;
+  }
+
+  const Graph& decode_;
   const Target& t_;
   CostOptions o_;
+  int64_t layers_;
+  std::map<int64_t, Graph> graphs_;
   std::vector<std::pair<NodeId, double>> nodes_;
   double launch_ = 0, expert_bytes_ = 0;
-  std::unordered_map<int64_t, double> cache_;
+  std::map<std::pair<int64_t, int64_t>, double> cache_;
 };
 
 struct Setup {
@@ -143,10 +174,10 @@ Eval evaluate(const Placement& pl, const Setup& s) {
       }
     double slowest = 0, a2a = 0;
     for (size_t g = 0; g < G; ++g) {
-      double t = 0;
-      int64_t pairs_here = 0;
+      int64_t pairs_here = 0, experts_here = 0;
       for (size_t e = 0; e < E; ++e)
-        if (rows[g * E + e] > 0) t += s.cost->busy(rows[g * E + e]), pairs_here += rows[g * E + e];
+        if (rows[g * E + e] > 0) pairs_here += rows[g * E + e], ++experts_here;
+      double t = s.cost->busy(experts_here, pairs_here);
       if (pairs_here > 0) t += s.cost->launch();
       ev.gpu_pairs[g] += double(pairs_here);
       ev.gpu_expert_s[g] += t;

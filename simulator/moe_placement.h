@@ -9,8 +9,9 @@
 //             is (bytes sent + bytes received) / link bandwidth, plus (gpus - 1)
 //             latency steps; the slowest device sets the time;
 //   experts   each device runs the expert GEMMs of its experts with the rows routed
-//             to them (the plan's own expert kernels, costed for one expert at that
-//             many rows); the slowest device sets the time;
+//             to them as one grouped launch (the plan's own expert kernels, costed for
+//             that many experts at their mean rows, as `simulate` costs them); the
+//             slowest device sets the time;
 //   combine   the all-to-all back.
 // The decode step = the non-expert kernels at batch / gpus + layers x the mean MoE
 // layer time over the samples (a prefill pass likewise, with batch x prompt tokens:

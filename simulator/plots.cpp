@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ir/assert.h"
+
 namespace lathe {
 
 namespace {
@@ -161,6 +163,17 @@ std::string roofline_svg(const SimResult& r, const Target& t, const std::string&
 }
 
 std::string trace_json(const SimResult& r, const std::string& title, int full_steps) {
+  // Timestamps are whole nanoseconds in an int64 (exact sums, no gaps): 292 years at
+  // most. A timeline longer than that (batch 65536 of 16M-token prompts on a CPU) is
+  // refused rather than written with wrapped, negative times.
+  double total_s = 0;
+  for (const OpRow& o : r.ops) total_s += o.time_s;
+  if (!(total_s * 1e9 < 9.0e18)) {
+    char years[32];
+    std::snprintf(years, sizeof years, "%.3g", total_s / 3.15576e7);
+    throw Error(std::string("--trace: the simulated timeline is ") + years +
+                " years long; a trace's nanosecond timestamps hold at most 285 years (shorten the workload)");
+  }
   std::string s = "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"title\": \"" + esc_json(title) +
                   "\", \"note\": \"simulated timeline (lathe), not a measurement; every decode step is drawn at the mean step's kernel times\"},\n\"traceEvents\": [\n";
   s += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"" + esc_json(title) + "\"}},\n";

@@ -16,13 +16,21 @@ double amdahl_time(double f, double threads) {
 namespace {
 
 struct Stages {
-  double base = 0, appended = 0, full = 0, decode_full = 0, decode_base = 0;
+  // base: the base prompt's prefill, emitting the first token (timeout's fallback);
+  // base_silent: the same without the LM head and sampling (overlapped mode's, whose
+  // first token comes after the appended chunk).
+  double base = 0, base_silent = 0, appended = 0, full = 0, decode_full = 0, decode_base = 0;
 };
 
 Stages stage_times(StepCoster& c, const RagOptions& o) {
   Stages s;
   int64_t b = o.base_tokens, k = o.context_tokens;
   s.base = c.prefill_s(1, b);
+  StepShape silent;
+  silent.chunks.push_back({b, b, 1});
+  silent.emitting = 0;
+  // With no context to append the base prefill emits the first token itself.
+  s.base_silent = k > 0 ? c.step_s(silent) : s.base;
   s.full = c.prefill_s(1, b + k);
   if (k > 0) {
     StepShape chunk;
@@ -59,10 +67,10 @@ std::vector<RagModeResult> run_modes(const Stages& st, const std::vector<Draw>& 
           break;
         case RagMode::overlapped: {
           double ready = retrieval + cpu;  // the CPU side, while the base prefill runs
-          if (ready >= st.base) {
+          if (ready >= st.base_silent) {
             first = ready + st.appended;
           } else {
-            double keep = st.base + st.appended, restart = ready + st.full;
+            double keep = st.base_silent + st.appended, restart = ready + st.full;
             first = std::min(keep, restart);
             if (restart < keep) ++abandoned;
           }
@@ -101,12 +109,16 @@ std::vector<RagModeResult> run_modes(const Stages& st, const std::vector<Draw>& 
   return out;
 }
 
-// The runtime's threads set the model's speed only on a CPU target: its compute peak
-// scales with the cores it gets (bandwidth is assumed saturated by fewer cores).
+// The runtime's threads set the model's speed only on a CPU target: its compute peaks
+// (every dtype's: int8 GEMMs run at the 8-bit dot-product peak) scale with the cores it
+// gets (bandwidth is assumed saturated by fewer cores).
 Target runtime_target(const Target& t, int64_t runtime_threads, int64_t cores) {
   Target x = t;
-  if (!t.is_gpu())
-    x.peak_fp32 *= std::min(1.0, double(runtime_threads) / double(std::max<int64_t>(1, cores)));
+  if (!t.is_gpu()) {
+    const double share = std::min(1.0, double(runtime_threads) / double(std::max<int64_t>(1, cores)));
+    for (double* peak : {&x.peak_fp32, &x.peak_tf32, &x.peak_fp16, &x.peak_bf16, &x.peak_fp8, &x.peak_int8})
+      *peak *= share;
+  }
   return x;
 }
 

@@ -7,8 +7,18 @@ namespace lathe {
 
 int64_t Random::integer(int64_t lo, int64_t hi) {
   if (hi <= lo) return lo;
-  uint64_t span = uint64_t(hi - lo) + 1;
-  return lo + int64_t(uint64_t(uniform() * double(span)) % span);
+  uint64_t span = uint64_t(hi) - uint64_t(lo) + 1;  // 0: all 2^64 values
+  if (span != 0 && span <= (uint64_t(1) << 53))  // 53-bit uniform: every value reachable
+    return lo + int64_t(uint64_t(uniform() * double(span)) % span);
+  // Wider spans (a sweep of more than 2^53 points) from whole 64-bit draws: a double
+  // in [0, 1) has 53 bits, so scaling it reaches one value in span / 2^53. Rejection
+  // keeps them uniform: draws at or above the largest multiple of span are redrawn.
+  if (span == 0) return int64_t(engine_());
+  const uint64_t limit = ~uint64_t(0) - ~uint64_t(0) % span;
+  uint64_t x;
+  do x = engine_();
+  while (x >= limit);
+  return int64_t(uint64_t(lo) + x % span);
 }
 
 double Random::exponential(double rate) {

@@ -124,12 +124,12 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
              ", got '" + std::string(f[i]) + "'");
       return v;
     };
-    auto integer = [&](size_t i, int64_t lo) {
+    auto integer = [&](size_t i, int64_t lo, int64_t hi) {
       int64_t v = 0;
       auto [p, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v);
-      if (ec != std::errc() || p != f[i].data() + f[i].size() || v < lo || v > kMaxRequestTokens)
-        fail(std::string(kColumns[i]) + ": expected an integer in [" + std::to_string(lo) +
-             ", 16777216], got '" + std::string(f[i]) + "'");
+      if (ec != std::errc() || p != f[i].data() + f[i].size() || v < lo || v > hi)
+        fail(std::string(kColumns[i]) + ": expected an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got '" + std::string(f[i]) + "'");
       return v;
     };
     r.arrival_s = number(0, 0);
@@ -137,10 +137,9 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
     // times' rounding (1e300 gave 0 ms latencies and 1e12 requests/s).
     if (r.arrival_s > kMaxArrivalSeconds)
       fail("arrival_s: expected at most 1e9 seconds (about 32 years), got '" + std::string(f[0]) + "'");
-    r.prompt = integer(1, 1);
-    r.output = integer(2, 1);
-    r.priority = f.size() == 4 ? int(integer(3, 0)) : 0;
-    if (r.priority > 1000) fail("priority: expected at most 1000");
+    r.prompt = integer(1, 1, kMaxRequestTokens);
+    r.output = integer(2, 1, kMaxRequestTokens);
+    r.priority = f.size() == 4 ? int(integer(3, 0, 1000)) : 0;
     if (out.size() == size_t(1) << 26) fail("more than 67108864 requests, more than one run simulates");
     out.push_back(r);
   }

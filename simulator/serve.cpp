@@ -27,16 +27,72 @@ void validate_serve_options(const ServeOptions& o) {
   if (o.slo_ttft_s < 0 || o.slo_tpot_s < 0) bad("SLOs must be >= 0");
 }
 
+namespace {
+
+// Peak activations of `seqs` (possibly fractional, >= 1) sequences of S new tokens at
+// context T: each live value's bytes are linear in B at fixed S and T, so the peak (a
+// maximum of sums) is convex in B and the chord between the whole numbers around
+// `seqs` bounds it from above.
+double peak_at(const Graph& g, double seqs, int64_t S, int64_t T) {
+  int64_t k = std::max<int64_t>(1, int64_t(std::floor(seqs)));
+  double f = seqs - double(k), lo = peak_live_bytes(g, {k, S, T});
+  if (f <= 0) return lo;
+  return lo + f * (peak_live_bytes(g, {k + 1, S, T}) - lo);
+}
+
+}  // namespace
+
+double serve_activation_bytes(const Graph& prefill, const Graph& decode, const ServeOptions& o,
+                              const std::vector<Request>& reqs) {
+  int64_t longest_prompt = 1, longest_output = 1, longest_context = 1;
+  for (const Request& r : reqs) {
+    longest_prompt = std::max(longest_prompt, r.prompt);
+    longest_output = std::max(longest_output, r.output);
+    longest_context = std::max(longest_context, r.prompt + r.output);
+  }
+  // Decode steps: max_batch sequences at the longest context; a padded batch's is its
+  // longest prompt plus its longest output (the two may come from different requests).
+  const bool padded = o.batching == BatchingKind::static_batch || o.batching == BatchingKind::dynamic_batch;
+  double decode_peak =
+      peak_live_bytes(decode, {o.max_batch, 1, padded ? longest_prompt + longest_output : longest_context});
+  double prefill_peak = 0;
+  switch (o.batching) {
+    case BatchingKind::static_batch:
+    case BatchingKind::dynamic_batch:
+      // A batch is padded to its longest prompt.
+      prefill_peak = peak_live_bytes(prefill, {o.max_batch, longest_prompt, longest_prompt});
+      break;
+    case BatchingKind::continuous: {
+      // Whole prompts (a readmitted sequence recomputes its prompt and its output so
+      // far, up to the longest context) packed up to max_prefill_tokens, or one longer
+      // prompt alone. With s tokens in sequences of at most L tokens, s / L sequences
+      // of L tokens bound every term: tokens (B S = s), per-sequence context
+      // (B T = s >= the sum of the lengths) and attention scores (B S T = s L >= the
+      // sum of the squared lengths).
+      int64_t L = longest_context, s = std::max(o.max_prefill_tokens, L);
+      prefill_peak = peak_at(prefill, std::min(double(s) / double(L), double(o.max_batch)), L, L);
+      break;
+    }
+    case BatchingKind::chunked: {
+      // token_budget tokens of chunks (beside the decode tokens), each at a context of
+      // at most L: one chunk of all of them at context L when they fit, else
+      // token_budget / L chunks of L tokens (the same bound as above).
+      int64_t L = longest_context, s = o.token_budget;
+      prefill_peak = s <= L ? peak_live_bytes(prefill, {1, s, L}) : peak_at(prefill, double(s) / double(L), L, L);
+      break;
+    }
+  }
+  return std::max(prefill_peak, decode_peak);
+}
+
 KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
-                   const ServeOptions& o, int64_t max_step_tokens) {
+                   const ServeOptions& o, double activation_bytes) {
   KvBudget k;
   for (ValueId v : decode.values_of(ValueKind::weight))
     k.weight_bytes += value_bytes(decode.value(v), {1, 1, 1});
   for (ValueId v : decode.values_of(ValueKind::state))
     k.kv_bytes_per_token += value_bytes(decode.value(v), {1, 1, 1});
-  int64_t s = std::max<int64_t>(1, max_step_tokens);
-  k.activation_bytes =
-      std::max(peak_live_bytes(prefill, {1, s, s}), peak_live_bytes(decode, {o.max_batch, 1, 1}));
+  k.activation_bytes = activation_bytes;
   double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
   if (usable <= 0) {
     char buf[400];
@@ -54,24 +110,6 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
 }
 
 namespace {
-
-// The largest number of tokens one step processes under the policy, for activations:
-// a prefill (request-level batching pads each batch to its longest prompt) or a decode
-// step of one token per sequence.
-int64_t max_step_tokens(const std::vector<Request>& reqs, const ServeOptions& o) {
-  int64_t longest = 0;
-  for (const Request& r : reqs) longest = std::max(longest, r.prompt);
-  switch (o.batching) {
-    case BatchingKind::static_batch:
-    case BatchingKind::dynamic_batch:
-      return o.max_batch * longest;
-    case BatchingKind::continuous:
-      return std::max({o.max_prefill_tokens, longest, o.max_batch});
-    case BatchingKind::chunked:
-      return o.token_budget;
-  }
-  return longest;
-}
 
 void summarize(ServeResult& r, const ServeOptions& o) {
   std::map<int, std::vector<size_t>> by_class;
@@ -151,7 +189,7 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
   CostOptions co;
   co.ideal = run.ideal;
   StepCoster cost(prefill, decode, t, co);
-  KvBudget kb = kv_budget(prefill, decode, t, o, max_step_tokens(requests, o));
+  KvBudget kb = kv_budget(prefill, decode, t, o, serve_activation_bytes(prefill, decode, o, requests));
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& q = requests[i];
     int64_t need = (q.prompt + q.output + o.kv_block - 1) / o.kv_block * o.kv_block;

@@ -92,7 +92,13 @@ struct KvBudget {
   int64_t tokens = 0;
 };
 KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
-                   const ServeOptions& o, int64_t max_step_tokens);
+                   const ServeOptions& o, double activation_bytes);
+// An upper bound of the activations of any step the policy can run over `reqs`: its
+// largest prefill (a padded batch; packed whole prompts; a step's chunks), or decode
+// of max_batch sequences at the longest context (prompt + output; a padded batch's
+// longest prompt + longest output).
+double serve_activation_bytes(const Graph& prefill, const Graph& decode, const ServeOptions& o,
+                              const std::vector<Request>& reqs);
 
 // Runs the simulation. `prefill` and `decode` are one plan's lowered graphs (their B,
 // S, T attributes are ignored). Throws lathe::Error on options that cannot work (a

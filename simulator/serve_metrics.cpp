@@ -45,6 +45,10 @@ size_t TimeSeries::bucket(double t) {
 void TimeSeries::set(double t, double v) {
   if (t < last_t_) t = last_t_;  // events never go back in time; guard rounding
   integral_ += value_ * (t - last_t_);
+  // The value held since the last change counts toward the maxima only when it was
+  // held for some time: events at one instant (an arrival dispatched at once) are not
+  // states anyone could observe.
+  if (t > last_t_) peak_ = std::max(peak_, value_);
   while (last_t_ < t) {
     size_t b = bucket(last_t_);
     double end = std::min(t, origin_ + double(b + 1) * dt_);
@@ -62,8 +66,6 @@ void TimeSeries::set(double t, double v) {
     area_.resize(b + 1, 0.0);
     max_.resize(b + 1, 0.0);
   }
-  max_[b] = std::max(max_[b], v);
-  peak_ = std::max(peak_, v);
   value_ = v;
 }
 

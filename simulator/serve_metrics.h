@@ -24,9 +24,11 @@ struct ClassStats {
 
 // A quantity that changes in steps: set(t, v) means "v from time t on". Keeps the
 // exact integral over time from `origin`, the peak, and per-bucket means and maxima
-// (buckets of `dt` seconds from `origin`) for plots and JSON. With max_buckets > 0,
-// neighbouring buckets merge in pairs (dt doubles) whenever more than 2 x max_buckets
-// would be needed, so a run far longer than dt x max_buckets stays small.
+// (buckets of `dt` seconds from `origin`) for plots and JSON. Maxima count values held
+// for a positive time: a value replaced at the instant it was set (a queue of one
+// dispatched at once) is not a peak. With max_buckets > 0, neighbouring buckets merge
+// in pairs (dt doubles) whenever more than 2 x max_buckets would be needed, so a run
+// far longer than dt x max_buckets stays small.
 class TimeSeries {
  public:
   TimeSeries() = default;

@@ -71,7 +71,8 @@ SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m)
     s.kv.push_back(DType::fp8_e4m3);
   }
   (void)m;
-  s.tp = t.is_gpu() ? std::vector<int64_t>{1, 2, 4, 8} : std::vector<int64_t>{1};
+  // TP only where devices can talk (a Jetson has no link: every tp > 1 point skipped).
+  s.tp = t.is_gpu() && t.link_bytes_per_s() > 0 ? std::vector<int64_t>{1, 2, 4, 8} : std::vector<int64_t>{1};
   s.fits = true;
   if (a.slo_ttft_ms) s.constraints.push_back({SweepMetric::ttft_ms, *a.slo_ttft_ms});
   if (a.slo_tpot_ms) s.constraints.push_back({SweepMetric::tpot_ms, *a.slo_tpot_ms});
@@ -143,7 +144,13 @@ Advice advise(const AdviseRequest& a) {
       msg += ": the fastest plans reach TPOT " + num(best_tpot, 2) + " ms and TTFT " +
              num(best_ttft, 1) + " ms, the smallest needs " + num(least_mem, 1) + " GB (of " +
              num(t.capacity_bytes() / 1e9, 0) + ")";
-    if (!sum.skipped.empty()) msg += "; skipped: " + sum.skipped.begin()->first;
+    // Every reason, most points first (the first alone hid a prompt past max_context
+    // behind "tp 2 needs a link").
+    std::vector<std::pair<int64_t, std::string>> why;
+    for (const auto& [reason, points] : sum.skipped) why.emplace_back(points, reason);
+    std::stable_sort(why.begin(), why.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = 0; i < why.size(); ++i)
+      msg += (i ? "; " : "; skipped: ") + why[i].second + " (" + std::to_string(why[i].first) + " plans)";
     throw Error(msg);
   }
   std::vector<const Config*> ranked;
@@ -276,29 +283,41 @@ Advice advise(const AdviseRequest& a) {
                      : "-";
     advice.items.push_back(r);
   }
-  auto add = [&](const char* parameter, const std::string& value, auto differs, auto show,
-                 const std::string& note) {
+  // `swept`: how many values of the parameter the sweep tried; `note(ru)` the reason's
+  // last clause given the runner-up (nullptr when none).
+  auto add = [&](const char* parameter, const std::string& value, auto differs, auto show, size_t swept,
+                 auto note) {
     Recommendation r;
     r.parameter = parameter;
     r.value = value;
     const Config* ru = runner(differs);
     r.runner_up = ru ? show(ru->best) : "-";
     r.reason = figure(win) + ratio(win, ru);
-    if (!ru) r.reason += "; no other value meets the constraints";
-    if (!note.empty()) r.reason += "; " + note;
+    if (!ru) r.reason += swept > 1 ? "; no other value meets the constraints" : "; the only value tried";
+    std::string n = note(ru);
+    if (!n.empty()) r.reason += "; " + n;
     advice.items.push_back(r);
   };
   bool quantized_w = w.weights != std::string(dtype_name(m.dtype));
   add(
       "weights", w.weights, [&](const SweepRow& r) { return r.weights != w.weights; },
-      [](const SweepRow& r) { return r.weights; },
-      quantized_w ? "decode reads fewer weight bytes; accuracy is not modelled: check the "
-                    "quantized model's quality"
-                  : "");
+      [](const SweepRow& r) { return r.weights; }, spec.weights.size(), [&](const Config*) {
+        return quantized_w ? std::string("decode reads fewer weight bytes; accuracy is not modelled: check the "
+                                         "quantized model's quality")
+                           : std::string();
+      });
   add(
       "KV dtype", w.kv, [&](const SweepRow& r) { return r.kv != w.kv; },
-      [](const SweepRow& r) { return r.kv; },
-      w.kv != w.act ? "a smaller cache fits a larger batch; accuracy is not modelled" : "");
+      [](const SweepRow& r) { return r.kv; }, spec.kv.size(), [&](const Config* ru) {
+        if (w.kv == w.act) return std::string();
+        // The batch only when it is what the smaller cache bought: the runner-up's best
+        // batch was smaller (an SLO, not memory, often stops both at the same one).
+        std::string why = ru && ru->best.batch < w.batch
+                              ? "a smaller cache fits a larger batch (" + std::to_string(w.batch) + " against " +
+                                    std::to_string(ru->best.batch) + ")"
+                              : std::string("decode reads fewer KV bytes a step");
+        return why + "; accuracy is not modelled";
+      });
   {
     Recommendation r;
     r.parameter = "KV layout";
@@ -317,8 +336,11 @@ Advice advise(const AdviseRequest& a) {
   }
   add(
       "TP degree", std::to_string(w.tp), [&](const SweepRow& r) { return r.tp != w.tp; },
-      [](const SweepRow& r) { return std::to_string(r.tp); },
-      "scored per device: more devices cut latency but rarely raise throughput per device");
+      [](const SweepRow& r) { return std::to_string(r.tp); }, spec.tp.size(), [&](const Config*) {
+        return spec.tp.size() > 1
+                   ? std::string("scored per device: more devices cut latency but rarely raise throughput per device")
+                   : std::string(t.is_gpu() ? "the target has no link between devices" : "a CPU target runs on one device");
+      });
   advice.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return advice;
 }

@@ -3,8 +3,10 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "ir/assert.h"
 #include "sweep/sweep.h"
@@ -245,13 +247,26 @@ char* write_json_string(char* p, const std::string& s) {
   return p;
 }
 
+// Every number a row holds is a count or a figure >= 0 (sizes, times, rates, bytes,
+// cost), finite: a hand-edited "nan", "inf" or "-5" would be ranked as a best plan.
+template <typename T>
+T checked_number(T v, const std::string& text, const std::string& where, const char* column) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(v) || v < 0)
+      throw Error(where + ": column " + column + ": '" + text + "' is not a finite number >= 0");
+  } else if constexpr (std::is_signed_v<T>) {
+    if (v < 0) throw Error(where + ": column " + column + ": '" + text + "' is negative");
+  }
+  return v;
+}
+
 template <typename T>
 T parse_number(const std::string& text, const std::string& where, const char* column) {
   T v{};
   auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (r.ec != std::errc() || r.ptr != text.data() + text.size())
     throw Error(where + ": column " + column + ": '" + text + "' is not a number");
-  return v;
+  return checked_number(v, text, where, column);
 }
 
 }  // namespace
@@ -408,19 +423,27 @@ SweepRow parse_row(const std::string& line, RowFormat f, const std::vector<std::
     if (!j.contains(c.name))
       throw Error(where + ": missing field " + c.name + " (not a lathe sweep file?)");
     const auto& v = j[c.name];
+    // JSON numbers as written: an integer column takes an integer in range (nlohmann
+    // would turn 1.5 into 1, -1 into 2^64 - 1 and 1e300 into 0).
+    const bool integer_ok = c.kind == Kind::u64 ? v.is_number_unsigned()
+                                                : v.is_number_unsigned() || v.is_number_integer();
+    if ((c.kind == Kind::i64 || c.kind == Kind::u64) && v.is_number() && !integer_ok)
+      throw Error(where + ": field " + c.name + ": " + v.dump() + " is not a whole number >= 0");
+    if (c.kind == Kind::i64 && v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      throw Error(where + ": field " + c.name + ": " + v.dump() + " is out of range");
     try {
       switch (c.kind) {
         case Kind::str:
           r.*c.s = v.get<std::string>();
           break;
         case Kind::i64:
-          r.*c.i = v.get<int64_t>();
+          r.*c.i = checked_number(v.get<int64_t>(), v.dump(), where, c.name);
           break;
         case Kind::u64:
           r.*c.u = v.get<uint64_t>();
           break;
         case Kind::dbl:
-          r.*c.d = v.get<double>();
+          r.*c.d = checked_number(v.get<double>(), v.dump(), where, c.name);
           break;
         case Kind::boolean:
           r.*c.b = v.get<bool>();

@@ -115,7 +115,8 @@ struct SweepSummary {
   int shapes = 0;  // plan shapes lowered
   double lower_s = 0, cost_s = 0;
   std::map<std::string, int64_t> skipped;  // reason -> points
-  // Rows violating each constraint: "fits" first (when on), then the file's order.
+  // Rows violating each constraint: "fits" first (when on), then the constraints in
+  // the built-in metric order (frontend/sweep.cpp), whatever order the file lists them.
   std::vector<std::pair<std::string, int64_t>> violations;
   std::vector<SweepRow> front;  // Pareto front of the feasible rows, by the first objective
   std::vector<std::optional<SweepRow>> best;  // per objective (nullopt: no feasible row)
@@ -153,8 +154,8 @@ void check_sweep_spec(const SweepSpec& spec);
 SweepSummary summarize_rows(const SweepSpec& spec, const std::vector<SweepRow>& rows);
 
 // Pareto front of rows under objectives: no returned row is dominated by any row,
-// and every other row is dominated by a returned one. Sorted by the first objective,
-// then by point.
+// and every other row is dominated by a returned one. Sorted by the objectives in
+// turn (each better first), then by point.
 std::vector<SweepRow> pareto_front(const std::vector<SweepRow>& rows,
                                    const std::vector<Objective>& objectives);
 // True when `a` is at least as good as `b` in every objective and better in one.

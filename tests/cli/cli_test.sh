@@ -141,6 +141,14 @@ rm -f "$tmp/keep.svg"; : >"$tmp/plainfile"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --plot "$tmp/keep.svg" --trace "$tmp/plainfile/t.json"
 grep -q "is not a directory" "$tmp/err" || bad "trace under a file: $(cat "$tmp/err")"
 [ ! -e "$tmp/keep.svg" ] || bad "a failed simulate left its --plot file behind"
+# Without flash attention a huge workload's scores overflow 64-bit byte counts: an
+# error, not the verifier's abort (exit 134).
+expect_rc 2 "$LATHE" simulate tiny cpu-host --no-fusion --batch 65536 --prompt 4194304 --gen 2
+grep -q "is too large to cost: its activations pass 2^61 bytes" "$tmp/err" || bad "huge unfused workload: $(cat "$tmp/err")"
+# A timeline longer than int64 nanoseconds hold is refused (it wrote negative times).
+expect_rc 2 "$LATHE" simulate tiny cpu-host --batch 65536 --prompt 16777216 --allow-oom --plot "$tmp/long.svg" --trace "$tmp/long.json"
+grep -q "trace's nanosecond timestamps hold at most" "$tmp/err" || bad "a 974-year trace: $(cat "$tmp/err")"
+[ ! -e "$tmp/long.json" ] && [ ! -e "$tmp/long.svg" ] || bad "a refused trace left a file"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --plot "$tmp/same.out" --trace "$tmp/./same.out"
 [ ! -e "$tmp/same.out" ] || bad "--plot and --trace on one path wrote it"
 expect_rc 0 "$LATHE" simulate llama-3-8b a100-80g --format csv
@@ -638,6 +646,19 @@ j = json.load(open(sys.argv[1] + '/plan.json')); j['options']['kv_dtype'] = 'int
 open(sys.argv[2], 'w').write(json.dumps(j))" "$tmp/tplan" "$tmp/t-hdr.json"
 expect_rc 2 "$LATHE" run "$tmp/t-hdr.json"
 grep -q '"model" is "other" but the graphs say "tiny"' "$tmp/err" || bad "plan header unchecked: $(cat "$tmp/err")"
+# options.weights names what the graphs' GEMM weights hold, and the target passes what
+# hardware TOML does (a zero fp32 peak predicted NaN times; int4 weights over f32 graphs
+# loaded).
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1] + '/plan.json')); j['options']['weights'] = 'int4:g32'
+open(sys.argv[2], 'w').write(json.dumps(j))
+j = json.load(open(sys.argv[1] + '/plan.json')); j['options']['weights'] = 'f32'; j['target']['fields']['peak_tflops.fp32'] = 0.0
+open(sys.argv[3], 'w').write(json.dumps(j))" "$tmp/tplan" "$tmp/t-w.json" "$tmp/t-peak.json"
+expect_rc 2 "$LATHE" run "$tmp/t-w.json"
+grep -q '"options.weights" is "int4:g32" but the graphs say "f32"' "$tmp/err" || bad "plan weights header unchecked: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run "$tmp/t-peak.json"
+grep -q "target: the fp32 peak (peak_tflops.fp32) must be positive" "$tmp/err" || bad "plan with a zero peak: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" compile tiny-moe cpu-host -o "$tmp/moeplan" --prompt 8 --gen 4
 tamper "$tmp/moeplan" "$tmp/t-moe" prefill,decode '(@layers\.\d\.experts\.w_\w+ : f32\[)4,' '\g<1>1,'
 expect_rc 2 "$LATHE" run "$tmp/t-moe"
@@ -744,11 +765,44 @@ PY
 expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --per-op
 grep -q "L2 hit" "$tmp/out" || bad "--per-op lacks the L2 column"
 
+# A command killed while writing (SIGTERM; SIGINT at a terminal) removes its temporary
+# file and dies of the signal (it left rows.csv.tmp.PID, megabytes of partial rows).
+mkdir -p "$tmp/sig"
+cat >"$tmp/sig/long.toml" <<'EOF'
+[sweep]
+name = "long"
+models = ["tiny"]
+hardware = ["cpu-host", "h100-sxm"]
+batch = { from = 1, to = 1048576, step = 1 }
+prompt = 64
+gen = 16
+objectives = ["min tpot_ms"]
+EOF
+"$LATHE" sweep "$tmp/sig/long.toml" -o "$tmp/sig/rows.csv" --threads 1 >/dev/null 2>&1 &
+sig_pid=$!
+for _ in $(seq 100); do ls "$tmp"/sig/rows.csv.tmp.* >/dev/null 2>&1 && break; sleep 0.1; done
+ls "$tmp"/sig/rows.csv.tmp.* >/dev/null 2>&1 || bad "the long sweep wrote no temporary file"
+kill -TERM "$sig_pid"
+wait "$sig_pid"
+sig_rc=$?
+[ "$sig_rc" -eq 143 ] || bad "a sweep killed by SIGTERM exited $sig_rc (expected 143)"
+[ -z "$(ls "$tmp"/sig/ | grep -v long.toml)" ] || bad "a killed sweep left: $(ls "$tmp/sig")"
+
 # ---- serve-sim ----
 # One-token outputs have no TPOT: "-" in the table, null in the JSON (it showed 0.00).
 expect_rc 0 "$LATHE" serve-sim tiny cpu-host --requests 3 --output fixed:1 --prompt fixed:10 --format json
 python3 -c "import json; t=json.load(open('$tmp/out'))['all']['tpot']; assert t['n'] == 0 and t['p50_ms'] is None, t" || bad "serve-sim TPOT without a second token"
 python3 -c "import json; d=json.load(open('$tmp/out')); s=d['stream']; assert s['requests'] == 3 and s['prompt'] == {'kind': 'fixed', 'value': 10, 'spec': 'fixed:10'} and s['seed'] == 1 and d['policy']['kv_block'] == 16, d['stream']" || bad "serve-sim json lacks the stream or policy"
+expect_rc 0 "$LATHE" serve-sim tiny cpu-host --requests 3 --output fixed:1 --prompt fixed:10 --format csv
+python3 -c "
+import csv; rows = list(csv.DictReader(open('$tmp/out')))
+assert len(rows) == 3 and all(r['tpot_ms'] == '' for r in rows), rows" || bad "serve-sim csv: one-token outputs need an empty tpot_ms"
+# Two requests, far apart, each dispatched the moment it arrives: nothing ever waits.
+printf 'arrival_s,prompt_tokens,output_tokens\n0,16,2\n30,16,2\n' >"$tmp/apart.csv"
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --arrivals-csv "$tmp/apart.csv" --format json
+python3 -c "
+import json; q = json.load(open('$tmp/out'))['series']['queue']
+assert q['peak'] == 0 and max(q['max']) == 0, q['peak']" || bad "serve-sim counts an instant in the queue as a peak"
 expect_rc 0 "$LATHE" simulate tiny cpu-host --prompt 8 --gen 1 --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d['decode_steps'] == 0 and d['decode_bound'] is None and d['decode_time_shares'] is None, d['decode_bound']" || bad "simulate json with no decode step names a decode bound"
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 -o "$tmp/cj" --format json
@@ -925,6 +979,33 @@ assert set(f) == {"f16", "int8", "int4:g128"} and d["hardware"] == "jetson-agx-o
 assert f["int4:g128"]["ms_per_token"] < f["int8"]["ms_per_token"] < f["f16"]["ms_per_token"]
 assert d["claims_supplied"] is False and all(x["claim"] is None for x in d["formats"])
 assert [b["beams"] for b in d["beams"]] == [1, 2, 3, 4]
+PY
+# A beam claim's memory_gb is the model's weights + KV + activations, as a format
+# claim's (it was set beside the beams' KV alone: 16.3 GB "-99%").
+cat >"$tmp/edge-claims.toml" <<'EOF'
+[scenario]
+name = "edge-claims"
+kind = "edge"
+model = "llama-3-8b"
+hardware = "jetson-agx-orin-64g"
+[scenario.edge]
+weights = ["f16"]
+beams = [1, 2]
+[[scenario.edge.claims]]
+label = "f16"
+memory_gb = 16.3
+[[scenario.edge.claims]]
+label = "beam 2"
+memory_gb = 16.3
+EOF
+expect_rc 0 "$LATHE" edge-sim --scenario "$tmp/edge-claims.toml" --format json
+python3 - "$tmp/out" <<'PY' || bad "edge-sim beam claim vs the model's memory"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f, b = d["formats"][0], d["beams"][1]
+m = f["memory_gb"]
+assert abs(b["model_gb"] - (m["weights"] + b["kv_gb"] + m["activations"])) < 1e-9, b
+assert 15 < b["model_gb"] < 17.5, b
 PY
 # A paged cache holds whole blocks in the beam table too: beam 1 is the plan's own KV and
 # total, 2 beams of 640 positions hold 2 x 1000, sharing the prompt saves nothing here.

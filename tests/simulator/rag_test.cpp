@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/assert.h"
+#include "simulator/step_cost.h"
 #include "support/plans.h"
 
 namespace lathe {
@@ -75,6 +76,64 @@ TEST(Rag, TimeoutFallsBackToTheBasePrompt) {
   RagResult s = simulate_rag(l.prefill, l.decode, b.target, o);
   EXPECT_EQ(s.modes[1].fallback_share, 0.0);
   EXPECT_NEAR(s.modes[1].e2e.p50, s.modes[0].e2e.p50, 1e-12);
+}
+
+// Overlapped mode's base prefill emits no token (the first one comes after the
+// appended context), so it pays no LM head: keeping it costs the base prompt's
+// kernels without the head and sampling, plus the appended chunk.
+TEST(Rag, OverlappedBasePrefillSkipsTheLmHead) {
+  testing::Built b;
+  Lowered l = lowered("llama-3-8b", "l4", {1, 512, 16}, &b);
+  StepCoster c(l.prefill, l.decode, b.target);
+  StepShape silent;
+  silent.chunks.push_back({256, 256, 1});
+  silent.emitting = 0;
+  const double base_silent = c.step_s(silent);
+  RagOptions o;
+  o.modes = {RagMode::overlapped};
+  o.preprocess_ms = o.assembly_ms = 0;
+  o.base_tokens = 256;
+  o.context_tokens = 256;
+  o.output_tokens = 16;
+  o.samples = 4;
+  o.cpu_cores = 8;
+  o.runtime_threads = 4;  // retrieval keeps the 4 threads its latency was measured with
+  // Retrieval ends just before the base prefill does: keeping it wins.
+  o.retrieval_ms = *parse_distribution("fixed:" + std::to_string(0.9 * base_silent * 1e3));
+  RagResult r = simulate_rag(l.prefill, l.decode, b.target, o);
+  ASSERT_EQ(r.retrieval_scale, 1.0);
+  EXPECT_LT(base_silent, r.base_prefill_s - 1e-4);  // the head is 2 ms on an L4
+  const double keep = base_silent + r.appended_prefill_s, restart = 0.9 * base_silent + r.full_prefill_s;
+  ASSERT_LT(keep, restart);
+  EXPECT_NEAR(r.modes[0].ttft.p50, keep, 1e-9);
+  // With no context to append, the base prefill emits the first token (LM head paid).
+  o.context_tokens = 0;
+  o.retrieval_ms = *parse_distribution("fixed:1");
+  RagResult z = simulate_rag(l.prefill, l.decode, b.target, o);
+  EXPECT_NEAR(z.modes[0].ttft.p50, z.base_prefill_s, 1e-9);
+}
+
+// On a CPU target the runtime's share of the cores scales every compute peak: int8
+// weights run at the 8-bit dot-product peak, which did not move with the threads.
+TEST(Rag, RuntimeThreadsScaleEveryCpuPeak) {
+  for (const char* w : {"f32", "int8"}) {
+    PlanOptions po;
+    po.weights = *parse_weight_format(w);
+    testing::Built b = testing::build_plan_graphs("tinyllama-1.1b", "cpu-host", {1, 384, 16}, po);
+    b.target.peak_int8 = 3.0 * b.target.peak_fp32;
+    Lowered l = testing::lower_plan(b, po);
+    RagOptions o;
+    o.base_tokens = 128;
+    o.context_tokens = 256;
+    o.output_tokens = 16;
+    o.samples = 4;
+    o.runtime_threads = 2;
+    double two = simulate_rag(l.prefill, l.decode, b.target, o).full_prefill_s;
+    o.runtime_threads = 7;
+    double seven = simulate_rag(l.prefill, l.decode, b.target, o).full_prefill_s;
+    // Compute-bound prefill: close to 7 / 2 (memory-bound kernels move less).
+    EXPECT_GT(two / seven, 2.5) << w;
+  }
 }
 
 TEST(Rag, RetrievalThreadsFollowAmdahlAndTheAdvice) {

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "ir/assert.h"
 
+#include "simulator/prepared.h"
+#include "simulator/random.h"
 #include "simulator/simulate.h"
 #include "simulator/step_cost.h"
 #include "support/plans.h"
@@ -181,6 +184,96 @@ TEST(Serve, TimeSeriesStayBoundedForABurst) {
     EXPECT_NEAR(area, s->integral(), 0.01 * s->integral() + s->peak() * s->dt());
   }
   EXPECT_NEAR(r.little_L, r.little_lambda_W, 1e-9 * r.little_L);
+}
+
+// Activations are sized from the steps a policy runs, which matters once attention
+// materializes its scores (no fusion: they grow with the square of a sequence's
+// length). A padded batch of 8 x 1024 tokens is what `simulate --batch 8` sizes, not
+// one 8192-token sequence (eight times the scores: the run was refused as needing
+// 1.1 TB); packed whole prompts are bounded without that square; a chunk of
+// token_budget tokens at the longest context is covered.
+TEST(Serve, ActivationsComeFromTheStepsThePolicyRuns) {
+  static const Plan p = [] {
+    Plan x;
+    x.built = testing::build_plan_graphs("llama-3-8b", "h100-sxm", {8, 1024, 16});
+    x.lowered = testing::lower_plan(x.built, testing::no_passes());
+    return x;
+  }();
+  const Graph &pre = p.lowered.prefill, &dec = p.lowered.decode;
+  std::vector<Request> reqs(4);
+  for (Request& q : reqs) q.prompt = 1024, q.output = 16;
+  ServeOptions o;
+  o.max_batch = 8;
+  o.batching = BatchingKind::static_batch;
+  double padded = PreparedPlan(pre, dec).activation_bytes({8, 1024, 16});
+  EXPECT_NEAR(serve_activation_bytes(pre, dec, o, reqs), padded, 1e-3 * padded);
+  // Continuous: 8192 prompt tokens a step, at most 8 sequences of 1040 (a recompute
+  // of prompt + output): the bound lies between 7 such sequences and the old figure.
+  o.batching = BatchingKind::continuous;
+  double packed = serve_activation_bytes(pre, dec, o, reqs);
+  EXPECT_GE(packed, peak_live_bytes(pre, {7, 1040, 1040}));
+  EXPECT_LE(packed, peak_live_bytes(pre, {8, 1040, 1040}));
+  EXPECT_LT(packed, 0.2 * peak_live_bytes(pre, {1, 8192, 8192}));
+  // Chunked: a 512-token chunk at context 1040 (what the old {1, 512, 512} missed).
+  o.batching = BatchingKind::chunked;
+  EXPECT_GE(serve_activation_bytes(pre, dec, o, reqs), peak_live_bytes(pre, {1, 512, 1040}));
+  EXPECT_GT(peak_live_bytes(pre, {1, 512, 1040}), 1.5 * peak_live_bytes(pre, {1, 512, 512}));
+  // Decode at the longest context, for every policy.
+  EXPECT_GE(serve_activation_bytes(pre, dec, o, reqs), peak_live_bytes(dec, {8, 1, 1040}));
+  // The run that was refused now fits, with the padded batch's activations.
+  o.batching = BatchingKind::static_batch;
+  ServeResult r = simulate_serving(pre, dec, p.built.target, reqs, o);
+  EXPECT_NEAR(r.activation_bytes, padded, 1e-3 * padded);
+}
+
+// A request that arrives to an idle replica is dispatched at the same instant: the
+// queue never holds it for any time, so its peak stays 0 (it said 1).
+TEST(Serve, QueuePeakIgnoresInstantaneousWaits) {
+  std::vector<Request> reqs(2);
+  reqs[1].arrival_s = 10.0;
+  for (BatchingKind b : {BatchingKind::continuous, BatchingKind::chunked}) {
+    ServeOptions o;
+    o.batching = b;
+    ServeResult r = serve(reqs, o);
+    EXPECT_EQ(r.queue.peak(), 0.0);
+    for (double m : r.queue.bucket_max()) EXPECT_EQ(m, 0.0);
+    EXPECT_GT(r.running.peak(), 0.0);
+  }
+  // Two requests at once on a batch of one: the second waits a whole step.
+  std::vector<Request> two(2);
+  ServeOptions one;
+  one.max_batch = 1;
+  ServeResult r = serve(two, one);
+  EXPECT_EQ(r.queue.peak(), 1.0);
+}
+
+// Integers over spans wider than a double's 53 bits (sweeps of 2^58 points sampled
+// with --samples) reach every value: scaling a 53-bit uniform reached one in 32 of
+// them, all multiples of 32 from the low end (68% of 2000 draws; no odd one).
+TEST(Random, WideSpansReachEveryValue) {
+  Random rng(5);
+  const int64_t hi = (int64_t(1) << 58) - 1;
+  int odd = 0, residues[32] = {};
+  for (int i = 0; i < 4000; ++i) {
+    int64_t x = rng.integer(0, hi);
+    ASSERT_GE(x, 0);
+    ASSERT_LE(x, hi);
+    odd += int(x & 1);
+    ++residues[x & 31];
+  }
+  EXPECT_GT(odd, 1800);
+  EXPECT_LT(odd, 2200);
+  for (int r : residues) EXPECT_GT(r, 70);  // 125 expected each
+  // The whole int64 range, and spans at the 53-bit boundary, stay in range.
+  for (int i = 0; i < 1000; ++i) {
+    int64_t x = rng.integer(INT64_MIN, INT64_MAX);
+    (void)x;
+    int64_t y = rng.integer(-5, (int64_t(1) << 53) - 6);
+    ASSERT_GE(y, -5);
+    ASSERT_LE(y, (int64_t(1) << 53) - 6);
+    int64_t z = rng.integer(INT64_MAX - 3, INT64_MAX);
+    ASSERT_GE(z, INT64_MAX - 3);
+  }
 }
 
 // A dynamic batcher cannot know that the stream has ended: the last requests wait for

@@ -266,7 +266,7 @@ TEST(Sweep, RowsEscapeStrings) {
   r.model = "my \"model\"\\v2.toml";
   r.hardware = std::string("h\x01x\ny", 5);
   r.weights = "int4:g128";
-  r.batch = -3;
+  r.batch = 3;
   r.point = 18446744073709551615ull;
   r.tpot_ms = 0.1234567;
   r.ttft_ms = 1.5e-7;
@@ -285,7 +285,7 @@ TEST(Sweep, RowsEscapeStrings) {
   EXPECT_EQ(j["sweep_id"], r.sweep_id);
   EXPECT_EQ(j["model"], r.model);
   EXPECT_EQ(j["hardware"], r.hardware);
-  EXPECT_EQ(j["batch"], -3);
+  EXPECT_EQ(j["batch"], 3);
   EXPECT_EQ(j["point"].get<uint64_t>(), r.point);
   EXPECT_EQ(j["tpot_ms"].get<double>(), 0.1234567);
   EXPECT_EQ(j["ttft_ms"].get<double>(), 1.5e-7);
@@ -293,6 +293,30 @@ TEST(Sweep, RowsEscapeStrings) {
   EXPECT_EQ(j.size(), header.size());
   EXPECT_NE(line.find("\"model\":\"my \\\"model\\\"\\\\v2.toml\""), std::string::npos) << line;
   EXPECT_NE(line.find("\\u0001"), std::string::npos) << line;
+  // A negative count, a non-finite or negative figure, or a JSON integer written as a
+  // fraction is refused when read back (merge ranked a hand-edited "-5" ms as the best).
+  SweepRow neg = r;
+  neg.batch = -3;
+  EXPECT_THROW(parse_row(format_row(neg, RowFormat::csv).substr(0, csv.size() - 1), RowFormat::csv, header, "here"),
+               Error);
+  EXPECT_THROW(parse_row(format_row(neg, RowFormat::jsonl), RowFormat::jsonl, header, "here"), Error);
+  for (const nlohmann::json& bad : {nlohmann::json(-5.0), nlohmann::json("nan"), nlohmann::json(nullptr)}) {
+    nlohmann::json k = nlohmann::json::parse(line);
+    k["tpot_ms"] = bad;
+    EXPECT_THROW(parse_row(k.dump(), RowFormat::jsonl, header, "here"), Error) << bad.dump();
+  }
+  for (const char* point : {"1.5", "-1", "1e300"}) {
+    nlohmann::json k = nlohmann::json::parse(line);
+    k["point"] = nlohmann::json::parse(point);
+    EXPECT_THROW(parse_row(k.dump(), RowFormat::jsonl, header, "here"), Error) << point;
+  }
+  std::string cells = csv.substr(0, csv.size() - 1);
+  const size_t at = cells.find(",0.1234567,");
+  ASSERT_NE(at, std::string::npos);
+  for (const char* bad : {"-5", "nan", "inf"})
+    EXPECT_THROW(parse_row(cells.substr(0, at + 1) + bad + cells.substr(at + 10), RowFormat::csv, header, "here"),
+                 Error)
+        << bad;
 }
 
 TEST(Sweep, InvalidSpacesAreErrors) {
