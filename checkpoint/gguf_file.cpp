@@ -403,6 +403,12 @@ std::optional<int64_t> File::get_int_opt(const std::string& key) const {
   if (!v->is_number() || v->type == ValueType::f32 || v->type == ValueType::f64)
     throw Error(path_ + ": key '" + key + "': expected an integer, got " +
                 value_type_name(v->type));
+  // A u64 past int64's range (converting it was undefined: "got -9223372036854775808").
+  if (!(v->number < 0x1p63 && v->number >= -0x1p63)) {
+    char got[400];
+    std::snprintf(got, sizeof got, "%.0f", v->number);
+    throw Error(path_ + ": key '" + key + "': " + got + " is out of range");
+  }
   return int64_t(v->number);
 }
 

@@ -392,10 +392,27 @@ int run_merge(const MergeArgs& a) {
                                  : std::string(" (every point, no --samples)")) +
                   " is sweep " + space->id +
                   " (another sweep file, other --samples/--seed, or model or hardware files that changed)");
-    for (const SweepRow& r : all)
+    for (const SweepRow& r : all) {
       if (r.point >= space->size)
         throw Error(origin[r.point] + ": point " + std::to_string(r.point) + " is outside sweep " + space->id +
                     " (" + with_commas(int64_t(space->size)) + " points)");
+      // The row's own axes are the point's (a row edited to another model, target or
+      // batch kept its point number and was ranked as that point).
+      const PointAxes x = point_axes(*space, r.point);
+      const SweepSpec& sp = space->spec;
+      auto differs = [&](const char* axis, const std::string& got, const std::string& want) {
+        if (got != want)
+          throw Error(origin[r.point] + ": point " + std::to_string(r.point) + " has " + axis + " " + got +
+                      ", but the sweep's point " + std::to_string(r.point) + " has " + want);
+      };
+      differs("model", r.model, space->models[size_t(x.model)].name);
+      differs("hardware", r.hardware, space->targets[size_t(x.target)].name);
+      differs("batch", std::to_string(r.batch), std::to_string(sp.batch[size_t(x.batch)]));
+      differs("prompt", std::to_string(r.prompt), std::to_string(sp.prompt[size_t(x.prompt)]));
+      differs("gen", std::to_string(r.gen), std::to_string(sp.gen[size_t(x.gen)]));
+      differs("tp", std::to_string(r.tp), std::to_string(sp.tp[size_t(x.tp)]));
+      differs("fusion", r.fusion, sp.fusion[size_t(x.fusion)].name);
+    }
     uint64_t expected =
         a.samples > 0 && uint64_t(a.samples) < space->size ? uint64_t(a.samples) : space->size;
     if (all.size() < expected)

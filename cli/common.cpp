@@ -396,10 +396,16 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
 }
 
 void PlanFlags::add_to(CLI::App* cmd, bool with_passes) {
-  cmd->add_option("--weights", weights, std::string("weight format: ") + std::string(kWeightFormatSpellings));
-  cmd->add_option("--kv", kv, std::string("KV-cache dtype: ") + std::string(kKvDtypeSpellings));
-  cmd->add_option("--kv-layout", kv_layout, "KV layout: auto, LHTD, LTHD, TLHD, paged:N");
-  cmd->add_option("--act", act, "activation dtype: f32, f16, bf16 (default: f32 on CPUs, model dtype on GPUs)");
+  // `--weights ''` was taken as not given: the model's format, without a word.
+  const CLI::Validator given_value(
+      [](std::string& s) -> std::string { return s.empty() ? "an empty value (leave the flag out for the default)" : ""; },
+      "");
+  cmd->add_option("--weights", weights, std::string("weight format: ") + std::string(kWeightFormatSpellings))
+      ->check(given_value);
+  cmd->add_option("--kv", kv, std::string("KV-cache dtype: ") + std::string(kKvDtypeSpellings))->check(given_value);
+  cmd->add_option("--kv-layout", kv_layout, "KV layout: auto, LHTD, LTHD, TLHD, paged:N")->check(given_value);
+  cmd->add_option("--act", act, "activation dtype: f32, f16, bf16 (default: f32 on CPUs, model dtype on GPUs)")
+      ->check(given_value);
   cmd->add_option("--tp", tp, "tensor-parallel degree")->check(CLI::Range(int64_t(1), int64_t(1024)));
   cmd->add_option("--plan", plan_file, "plan TOML file (flags given here override it)");
   if (!with_passes) return;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <exception>
 #include <initializer_list>
+#include <iostream>
 #include <new>
 #include <string>
 #include <string_view>
@@ -104,6 +105,26 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    CLI::App* sub = nullptr;
+    if (argc > 1) try {
+        sub = app.get_subcommand(argv[1]);
+      } catch (const CLI::Error&) {
+      }
+    // --help wins over an error elsewhere on the line (`simulate --help --batch 0`).
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+        std::cout << (sub ? sub->help(argv[0]) : app.help());
+        return 0;
+      }
+    // A command with subcommands of its own given an unknown one (`weights nope`).
+    if (sub && argc > 2 && argv[2][0] != '-' && !sub->get_subcommands({}).empty() &&
+        !sub->get_subcommands([&](CLI::App* c) { return c->get_name() == argv[2]; }).size()) {
+      std::string names;
+      for (const CLI::App* c : sub->get_subcommands({})) names += (names.empty() ? "" : ", ") + c->get_name();
+      std::fprintf(stderr, "lathe: error: unknown %s subcommand '%s'; subcommands: %s\nRun with --help for usage.\n",
+                   argv[1], lathe::printable(argv[2]).c_str(), names.c_str());
+      return 2;
+    }
     std::fprintf(stderr, "lathe: error: %s\n", parse_error_text(e.what()).c_str());
     std::fprintf(stderr, "Run with --help for usage.\n");
     return 2;

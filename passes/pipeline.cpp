@@ -55,6 +55,9 @@ std::vector<std::string> pipeline_for(const PlanOptions& o) {
     if (*o.passes != "none") {
       for (std::string& p : split_pass_list(*o.passes)) {
         if (!find_pass(p)) throw Error("unknown pass '" + p + "' in the pipeline");
+        // As every other list lathe takes: a repeat is most likely a typo.
+        if (std::find(names.begin(), names.end(), p) != names.end())
+          throw Error("pass '" + p + "' appears twice in the pipeline");
         names.push_back(std::move(p));
       }
     }

@@ -788,6 +788,17 @@ sig_rc=$?
 [ "$sig_rc" -eq 143 ] || bad "a sweep killed by SIGTERM exited $sig_rc (expected 143)"
 [ -z "$(ls "$tmp"/sig/ | grep -v long.toml)" ] || bad "a killed sweep left: $(ls "$tmp/sig")"
 
+# --help wins over another flag's error; an unknown subcommand of `weights` is named;
+# an empty format and a repeated pass are refused (they were taken as not given / run twice).
+expect_rc 0 "$LATHE" simulate --help --batch 0
+grep -q "Usage: .*simulate" "$tmp/out" || bad "simulate --help --batch 0: $(cat "$tmp/out" "$tmp/err")"
+expect_rc 2 "$LATHE" weights nope
+grep -q "unknown weights subcommand 'nope'; subcommands: init, convert, info" "$tmp/err" || bad "weights nope: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate tiny cpu-host --weights ''
+grep -q -- "--weights: an empty value" "$tmp/err" || bad "--weights '': $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate tiny cpu-host --passes fuse-qkv,fuse-qkv
+grep -q "pass 'fuse-qkv' appears twice in the pipeline" "$tmp/err" || bad "a repeated pass: $(cat "$tmp/err")"
+
 # ---- serve-sim ----
 # One-token outputs have no TPOT: "-" in the table, null in the JSON (it showed 0.00).
 expect_rc 0 "$LATHE" serve-sim tiny cpu-host --requests 3 --output fixed:1 --prompt fixed:10 --format json
@@ -1147,6 +1158,16 @@ expect_rc 0 "$LATHE" merge "$tmp/m2.jsonl" -o "$tmp/m2.csv"
 expect_rc 0 "$LATHE" sweep hardware-mixtral -o "$tmp/full.csv"
 cmp -s "$tmp/m1.csv" "$tmp/full.csv" || bad "merged shards differ from the full sweep"
 cmp -s "$tmp/m2.csv" "$tmp/full.csv" || bad "merge depends on the order of its inputs"
+# With the sweep file, a row's axes must be its point's (a row edited to another batch
+# kept its point number and was ranked as that point).
+python3 - "$tmp/shard0.csv" "$tmp/shard-edit.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+rows[1][rows[0].index("batch")] = "999"
+csv.writer(open(sys.argv[2], "w"), lineterminator="\n").writerows(rows)
+PY
+expect_rc 2 "$LATHE" merge "$tmp/shard-edit.csv" "$tmp/shard1.csv" "$tmp/shard2.csv" -o "$tmp/m3.csv" --sweep hardware-mixtral
+grep -q "has batch 999, but the sweep's point" "$tmp/err" || bad "merge --sweep took a row of another batch: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" "$tmp/sw.csv" -o "$tmp/mix.csv"
 expect_rc 2 "$LATHE" merge "$tmp/shard0.csv" -o "$tmp/eb.csv" --sweep hardware-mixtral --emit-best "$tmp/shard1.csv"
 [ -e "$tmp/eb.csv" ] && bad "merge with a bad --emit-best wrote its rows first"

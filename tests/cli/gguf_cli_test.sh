@@ -109,5 +109,18 @@ done
 expect_rc 2 "$LATHE" weights convert "$tmp" -o "$tmp/y.gguf"
 [ ! -e "$tmp/y.gguf" ] || bad "a failed convert left a file"
 
+# A u64 count past int64's range is named as out of range (its conversion was undefined
+# and printed "got -9223372036854775808").
+python3 - "$tmp/u64.gguf" <<'PY'
+import struct, sys
+def key(k): return struct.pack("<Q", len(k)) + k
+kv = key(b"general.architecture") + struct.pack("<IQ", 8, 5) + b"llama"
+kv += key(b"llama.embedding_length") + struct.pack("<II", 4, 64)
+kv += key(b"llama.block_count") + struct.pack("<IQ", 10, 2**64 - 1)
+open(sys.argv[1], "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 3) + kv)
+PY
+expect_rc 2 "$LATHE" weights info "$tmp/u64.gguf"
+grep -q "key 'llama.block_count': 18446744073709551616 is out of range" "$tmp/err" || bad "u64 block_count: $(cat "$tmp/err")"
+
 [ $fail -eq 0 ] && echo "gguf cli: all passed"
 exit $fail
