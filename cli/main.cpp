@@ -110,10 +110,18 @@ int main(int argc, char** argv) {
         sub = app.get_subcommand(argv[1]);
       } catch (const CLI::Error&) {
       }
-    // --help wins over an error elsewhere on the line (`simulate --help --batch 0`).
+    // --help wins over an error elsewhere on the line (`simulate --help --batch 0`), for
+    // the command named (`weights init --help --seed -1`: init's help).
     for (int i = 1; i < argc; ++i)
       if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-        std::cout << (sub ? sub->help(argv[0]) : app.help());
+        CLI::App* nested = nullptr;
+        if (sub && argc > 2) try {
+            nested = sub->get_subcommand(argv[2]);
+          } catch (const CLI::Error&) {
+          }
+        std::cout << (nested ? nested->help(std::string(argv[0]) + " " + argv[1])
+                             : sub ? sub->help(argv[0])
+                                   : app.help());
         return 0;
       }
     // A command with subcommands of its own given an unknown one (`weights nope`).

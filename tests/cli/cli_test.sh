@@ -792,6 +792,8 @@ sig_rc=$?
 # an empty format and a repeated pass are refused (they were taken as not given / run twice).
 expect_rc 0 "$LATHE" simulate --help --batch 0
 grep -q "Usage: .*simulate" "$tmp/out" || bad "simulate --help --batch 0: $(cat "$tmp/out" "$tmp/err")"
+expect_rc 0 "$LATHE" weights init --help --seed -1
+grep -q "Usage: .*weights init" "$tmp/out" || bad "weights init --help --seed -1: $(cat "$tmp/out" "$tmp/err")"
 expect_rc 2 "$LATHE" weights nope
 grep -q "unknown weights subcommand 'nope'; subcommands: init, convert, info" "$tmp/err" || bad "weights nope: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate tiny cpu-host --weights ''
