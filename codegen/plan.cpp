@@ -380,9 +380,6 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
     for (const std::string& pass : p.pipeline)
       if (std::find(known.begin(), known.end(), pass) == known.end())
         throw Error(source + ": \"pipeline\" names an unknown pass '" + pass + "'");
-    for (const char* key : {"batch", "prompt", "gen"})
-      if (!w.at(key).is_number_integer())
-        throw Error(source + ": workload." + std::string(key) + " must be an integer");
     // The workload the plan was compiled for, as the graphs have it.
     const Workload& wl = p.workload;
     if (wl.batch != p.prefill.attrs.i("B") || wl.prompt != p.prefill.attrs.i("S") ||

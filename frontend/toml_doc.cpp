@@ -33,7 +33,7 @@ namespace {
 constexpr int kMaxTomlDepth = 64;
 
 TomlValue convert(const toml::node& n, int depth, std::string_view source) {
-  if (depth > kMaxTomlDepth) throw Error("TOML nesting deeper than 64 levels");
+  if (depth > kMaxTomlDepth) throw Error("TOML nesting deeper than " + std::to_string(kMaxTomlDepth) + " levels");
   TomlValue v;
   v.line = int(n.source().begin.line);
   v.column = int(n.source().begin.column);
