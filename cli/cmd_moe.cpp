@@ -1,6 +1,9 @@
 // lathe moe-sim: expert placement over GPUs for MoE decode: per-GPU load, step time
 // and the speed-up of each placement under a skewed expert load.
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -85,13 +88,24 @@ std::string shares_text(const std::vector<double>& v, int width = 0) {
   return s;
 }
 
+// Experts of each device, consecutive ids as ranges ("0-3,6"). Above 96 characters in
+// all (hundreds of experts), each device shows its count: --format json lists them.
 std::string experts_text(const std::vector<std::vector<int>>& on) {
-  std::string s;
+  std::string s, counts;
   for (size_t g = 0; g < on.size(); ++g) {
     s += (g ? " | " : "");
-    for (size_t i = 0; i < on[g].size(); ++i) s += (i ? "," : "") + std::to_string(on[g][i]);
+    counts += (g ? " | " : "") + std::to_string(on[g].size());
+    std::vector<int> ids = on[g];
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {
+      size_t j = i;
+      while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+      s += (i ? "," : "") + std::to_string(ids[i]);
+      if (j > i) s += (j == i + 1 ? "," : "-") + std::to_string(ids[j]);
+      i = j + 1;
+    }
   }
-  return s;
+  return s.size() <= 96 ? s : counts + " experts";
 }
 
 // Bytes on the fullest device of a placement at a batch: the non-expert weights (every
@@ -160,7 +174,7 @@ int run_moe(const MoeArgs& a) {
                         {"interconnect_latency_us", p.target.interconnect_latency_us},
                         {"ideal", a.common.ideal}};
     for (const MoeBatchResult& b : r.batches) {
-      nlohmann::json jb = {{"batch", b.batch}};
+      nlohmann::json jb = {{"batch", b.batch}, {"search_stopped", b.search_stopped}};
       for (const PlacementResult& pl : b.placements) {
         const double mem = gpu_bytes(p, r, pl, b.batch);
         jb["placements"].push_back({{"placement", std::string(placement_name(pl.kind))},
@@ -195,8 +209,18 @@ int run_moe(const MoeArgs& a) {
             << ", attention data-parallel; all-to-all over "
             << fmt_double(p.target.link_bytes_per_s() / 1e9, 0) << " GB/s per GPU, "
             << fmt_double(p.target.interconnect_latency_us, 1) << " us per step\n";
-  std::cout << "  routing   top-" << r.top_k << " of " << r.experts << " experts, " << load
-            << "; expert shares " << shares_text(r.expert_share) << "\n";
+  std::cout << "  routing   top-" << r.top_k << " of " << r.experts << " experts, " << load;
+  if (r.expert_share.size() <= 16) {
+    std::cout << "; expert shares " << shares_text(r.expert_share) << "\n";
+  } else {
+    std::vector<double> v = r.expert_share;
+    std::sort(v.begin(), v.end(), std::greater<double>());
+    const size_t k = size_t(std::min<int64_t>(r.top_k, int64_t(v.size())));
+    std::cout << "; expert shares from " << fmt_double(100 * v.front(), 2) << "% to "
+              << fmt_double(100 * v.back(), 2) << "%, the hottest " << k << " "
+              << fmt_double(100 * std::accumulate(v.begin(), v.begin() + long(k), 0.0), 1)
+              << "% (--format json lists them)\n";
+  }
   std::cout << "  experts   " << human_bytes(r.expert_bytes) << " of weights per expert per layer; "
             << (o.prompt > 0 ? "prefill of " + std::to_string(o.prompt) + " tokens per sequence"
                              : "decode at context " + std::to_string(o.context))
@@ -221,6 +245,9 @@ int run_moe(const MoeArgs& a) {
              shares_text(pl.gpu_load_share), per_gpu, experts_text(pl.experts_on_gpu)});
     }
     std::cout << t.text("  ");
+    if (b.search_stopped)
+      std::cout << "  balanced: the swap search stopped at its budget before converging; "
+                   "fewer --samples let it go further\n";
     const PlacementResult& rep = b.placements.back();
     if (rep.extra_expert_bytes > 0)
       std::cout << "  replicated: up to " << human_bytes(rep.extra_expert_bytes)

@@ -21,7 +21,8 @@
 // balanced (at most ceil(E / gpus) experts per device, chosen by a search that starts
 // from round-robin and from longest-processing-time-first and swaps experts while the
 // simulated layer time on the routing samples drops, so it never loses to
-// round-robin on them); replicated (balanced, plus copies of the hottest experts on
+// round-robin on them; each candidate is costed incrementally on the samples where its
+// experts have rows, and the search stops after 2^26 sample evaluations); replicated (balanced, plus copies of the hottest experts on
 // a second device, kept only where they lower the time; tokens use the copy on their
 // own device, else alternate between copies).
 #pragma once
@@ -50,6 +51,7 @@ struct PlacementResult {
 struct MoeBatchResult {
   int64_t batch = 1;
   std::vector<PlacementResult> placements;  // round-robin, balanced, replicated
+  bool search_stopped = false;  // the balanced search spent its budget before converging
 };
 
 struct MoeResult {

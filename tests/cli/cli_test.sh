@@ -928,6 +928,24 @@ grep -q "more expert weights" "$tmp/out" && bad "moe-sim --hot-replicas 0 still 
 printf '[scenario]\nname = "h"\nkind = "moe"\nmodel = "mixtral-8x7b"\nhardware = "h100-sxm"\n[scenario.moe]\nhistogram = [100, 0, 0, 0, 0, 0, 0, 1]\n' >"$tmp/moeh.toml"
 expect_rc 0 "$LATHE" moe-sim --scenario "$tmp/moeh.toml" --batch 1
 grep -q "histogram" "$tmp/out" || bad "a scenario histogram without load was ignored: $(head -3 "$tmp/out")"
+# 256 experts (top-8): the balanced search took 2.5 minutes at 2 GPUs when it
+# re-evaluated every expert for every candidate swap; the text names per-device counts
+# instead of 128 ids, and summarizes the 256 shares.
+sed 's/^experts = 8/experts = 256/; s/^top_k = 2/top_k = 8/; s/^expert_ffn.*/expert_ffn = 2048/; s/^name.*/name = "moe256"/' \
+  "$SRC/specs/models/mixtral-8x7b.toml" >"$tmp/moe256.toml"
+expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 2 --batch 1,64 --allow-oom
+grep -q "128 | 128 experts" "$tmp/out" || bad "moe-sim 256 experts per-device counts: $(tail -3 "$tmp/out")"
+grep -q "the hottest 8" "$tmp/out" || bad "moe-sim 256 experts shares: $(sed -n 4p "$tmp/out")"
+expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 8 --batch 64 --samples 16 --allow-oom --format json
+python3 - "$tmp/out" <<'PY' || bad "moe-sim 256 experts json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["batches"][0]
+assert b["search_stopped"] is False
+p = {x["placement"]: x for x in b["placements"]}
+assert sorted(e for g in p["balanced"]["experts_on_gpu"] for e in g) == list(range(256))
+assert p["balanced"]["step_ms"] <= p["round-robin"]["step_ms"] * (1 + 1e-12)
+PY
 expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams ""
 # Unbounded values the simulators took: an infinite priority share put every request in
 # the last class; a retrieval time of 1e308 ms printed 63-digit latencies.
