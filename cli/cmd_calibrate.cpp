@@ -12,18 +12,12 @@
 #include "cli/planning.h"
 #include "frontend/sweep.h"
 #include "ir/assert.h"
+#include "ir/json_fields.h"
 #include "simulator/calibrate.h"
 
 namespace lathe::cli {
 
 namespace {
-
-// A JSON integer as written: 1.5, 1e300 or 2^63 is an error, not 1, 0 or a negative.
-int64_t whole(const nlohmann::json& v, const char* what) {
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-    throw Error(std::string(what) + ": " + v.dump() + " is not an integer");
-  return v.get<int64_t>();
-}
 
 struct CalibrateArgs {
   std::string runs, hw, out, name, format = "text";
@@ -114,7 +108,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     auto it = plans.find(key);
     if (it == plans.end()) {
       PlanRequest req;
-      req.model = pl.at("model").get<std::string>();
+      req.model = json_string(json_field(pl, "model", "plan.model"), "plan.model");
       req.hardware = hw;
       std::string why;
       std::string w = opt_string(pl, "weights"), kv = opt_string(pl, "kv"),
@@ -136,13 +130,15 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
         req.options.act_dtype = parse_float_dtype(act);
         if (!req.options.act_dtype) throw Error("act: '" + act + "' (expected f32, f16 or bf16)");
       }
-      req.options.tp = pl.contains("tp") ? whole(pl["tp"], "plan.tp") : 1;
+      req.options.tp = pl.contains("tp") ? json_integer(pl["tp"], "plan.tp") : 1;
       std::string passes;
-      for (const auto& p : pl.value("pipeline", nlohmann::json::array()))
+      for (const auto& p : pl.value("pipeline", nlohmann::json::array())) {
+        if (!p.is_string()) throw Error("plan.pipeline: " + p.dump() + " is not a pass name");
         passes += (passes.empty() ? "" : ",") + p.get<std::string>();
+      }
       req.options.passes = passes.empty() ? "none" : passes;
-      req.workload = {whole(pl.at("batch"), "plan.batch"), whole(pl.at("prompt"), "plan.prompt"),
-                      whole(pl.at("gen"), "plan.gen")};
+      req.workload = {json_integer(pl.at("batch"), "plan.batch"), json_integer(pl.at("prompt"), "plan.prompt"),
+                      json_integer(pl.at("gen"), "plan.gen")};
       // The ranges `lathe run` accepts (its decode steps are costed one by one).
       if (req.workload.batch < 1 || req.workload.batch > kMaxRunBatch || req.workload.prompt < 1 ||
           req.workload.prompt > kMaxRunTokens || req.workload.gen < 0 || req.workload.gen > kMaxRunTokens)
@@ -158,15 +154,14 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     d.plan = it->second;
     d.run.prefill = &d.plan->lowered.prefill;
     d.run.decode = &d.plan->lowered.decode;
-    d.run.batch = whole(j.at("batch"), "batch");
-    d.run.prompt = j.contains("prompt_length") ? whole(j["prompt_length"], "prompt_length")
-                                               : whole(pl.at("prompt"), "plan.prompt");
-    d.run.decode_steps = whole(j.at("decode_steps"), "decode_steps");
-    d.run.prefill_s = j.at("prefill_ms").get<double>() * 1e-3;
-    d.run.decode_s = j.at("decode_ms").get<double>() * 1e-3;
+    d.run.batch = json_integer(j.at("batch"), "batch");
+    d.run.prompt = j.contains("prompt_length") ? json_integer(j["prompt_length"], "prompt_length")
+                                               : json_integer(pl.at("prompt"), "plan.prompt");
+    d.run.decode_steps = json_integer(j.at("decode_steps"), "decode_steps");
+    d.run.prefill_s = json_number(json_field(j, "prefill_ms", "prefill_ms"), "prefill_ms") * 1e-3;
+    d.run.decode_s = json_number(json_field(j, "decode_ms", "decode_ms"), "decode_ms") * 1e-3;
     if (j.contains("cpu_int8_dot")) {
-      if (!j["cpu_int8_dot"].is_boolean()) throw Error("cpu_int8_dot must be true or false");
-      d.int8_dot = j["cpu_int8_dot"].get<bool>() ? 1 : 0;
+      d.int8_dot = json_bool(j["cpu_int8_dot"], "cpu_int8_dot") ? 1 : 0;
     }
     // The run must fit the plan it was recorded with (the decode steps are costed one
     // by one), and its times must be numbers.
@@ -189,7 +184,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     time_ok(d.run.prefill_s, "prefill_ms");
     time_ok(d.run.decode_s, "decode_ms");
     for (const auto& k : kernels) {
-      std::string phase = k.at("phase").get<std::string>(), name = k.at("name").get<std::string>();
+      std::string phase = json_string(json_field(k, "phase", "kernel phase"), "kernel phase"), name = json_string(json_field(k, "name", "kernel name"), "kernel name");
       if (phase != "prefill" && phase != "decode")
         throw Error("kernel " + name + ": phase '" + phase + "' (expected prefill or decode)");
       const Graph& g = phase == "prefill" ? *d.run.prefill : *d.run.decode;
@@ -197,7 +192,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       if (id == kNone || !g.node(id).alive)
         throw Error("kernel " + phase + "/" + name +
                     " is not in the plan lathe builds for this run (another version?)");
-      MeasuredKernel mk{id, k.at("measured_ms").get<double>() * 1e-3};
+      MeasuredKernel mk{id, json_number(json_field(k, "measured_ms", "kernel " + phase + "/" + name + ": measured_ms"),
+                                         "kernel " + phase + "/" + name + ": measured_ms") * 1e-3};
       time_ok(mk.measured_s, "kernel " + phase + "/" + name + ": measured_ms");
       (phase == "prefill" ? d.run.prefill_kernels : d.run.decode_kernels).push_back(mk);
     }

@@ -122,6 +122,11 @@ int run_edge(const EdgeArgs& a) {
           fmt_double(unified_bandwidth_target(probe, o.cpu_bandwidth_share).hbm_bandwidth_gbs, 6));
     // The OS reserve and the CPU's bandwidth share are the unified-memory model: a
     // discrete GPU has its own memory, and given explicitly they would silently do nothing.
+    // A reserve of the whole memory leaves nothing to fit: every row would say NO.
+    if (probe.unified_memory > 0 && o.os_reserve_gb * 1e9 >= probe.capacity_bytes())
+      throw Error("the OS reserve (--os-reserve-gb, os_reserve_gb) of " + fmt_double(o.os_reserve_gb, 1) +
+                  " GB leaves nothing of " + probe.name + "'s " + fmt_double(probe.capacity_bytes() / 1e9, 1) +
+                  " GB for the model");
     if (probe.unified_memory <= 0 && (a.os_reserve || (a.cpu_share && *a.cpu_share > 0)))
       std::cerr << "lathe: warning: --os-reserve-gb and --cpu-bandwidth-share model a device whose memory the "
                    "CPU shares (unified_memory = 1); "

@@ -33,7 +33,9 @@ std::vector<double> number_list(const std::string& flag, const std::string& s) {
     try {
       size_t used = 0;
       double v = std::stod(x, &used);
-      if (used != x.size() || !(v >= 0) || !std::isfinite(v)) throw std::invalid_argument(x);
+      if (used != x.size() || !(v >= 0) || !std::isfinite(v) ||
+          x.find_first_not_of("0123456789.eE+-") != std::string::npos)  // no hex, no spaces
+        throw std::invalid_argument(x);
       out.push_back(v);
     } catch (...) {
       throw Error(flag + ": '" + x + "' is not a non-negative number");

@@ -87,7 +87,9 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
         double v = std::stod(x, &used);
         // Bounded as in scenario files: an infinite share (or shares whose sum overflows)
         // put every request in the last class.
-        if (used != x.size() || !(v >= 0 && v <= 1e12)) throw std::invalid_argument(x);
+        if (used != x.size() || !(v >= 0 && v <= 1e12) ||
+            x.find_first_not_of("0123456789.eE+-") != std::string::npos)  // no hex, no spaces
+          throw std::invalid_argument(x);
         ar.priority_mix.push_back(v);
       } catch (...) {
         throw Error("--priority-mix: '" + x + "' is not a share in [0, 1e12]");

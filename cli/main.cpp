@@ -40,6 +40,26 @@ std::string parse_error_text(const std::string& what) {
   if (x >= a && x <= b) return flag + ": '" + value + "' is not a whole number (expected one in " + want + ")";
   return flag + ": " + value + " is outside " + want;
 }
+
+// CLI11 reads integers with C prefixes: `--batch 010` was batch 8 (octal) and
+// `--batch 0x10` batch 16. Every integer option takes plain decimal digits instead.
+void decimal_integers(CLI::App* app) {
+  for (CLI::Option* o : app->get_options()) {
+    const std::string t = o->get_type_name();
+    if (t.rfind("INT", 0) != 0 && t.rfind("UINT", 0) != 0) continue;
+    o->check(CLI::Validator(
+        [](std::string& v) -> std::string {
+          const size_t digits = v.size() - (!v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0);
+          const std::string_view d = std::string_view(v).substr(v.size() - digits);
+          if (d.empty() || d.find_first_not_of("0123456789") != std::string_view::npos)
+            return "'" + v + "' is not a whole decimal number";
+          if (d.size() > 1 && d[0] == '0') return "'" + v + "': write it without leading zeros";
+          return "";
+        },
+        ""));
+  }
+  for (CLI::App* sub : app->get_subcommands({})) decimal_integers(sub);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +116,7 @@ int main(int argc, char** argv) {
   } else {
     for (const Entry& e : entries) e.fn(app, reg);
   }
+  decimal_integers(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,7 +1,9 @@
 #include "codegen/plan.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +14,7 @@
 #include "ir/assert.h"
 #include "ir/atomic_file.h"
 #include "ir/buffers.h"
+#include "ir/json_fields.h"
 #include "ir/text.h"
 #include "ir/verifier.h"
 
@@ -32,18 +35,23 @@ json target_json(const Target& t) {
 
 Target target_from(const json& j) {
   Target t;
-  t.name = j.at("name").get<std::string>();
+  t.name = json_string(json_field(j, "name", "target.name"), "target.name");
   t.description = j.value("description", "");
   if (printable(t.name) != t.name || printable(t.description) != t.description)
     throw Error("target name or description holds control characters");
-  const std::string kind = j.at("kind").get<std::string>();
+  const std::string kind = json_string(json_field(j, "kind", "target.kind"), "target.kind");
   if (kind != "gpu" && kind != "cpu") throw Error("target kind '" + kind + "' (expected cpu or gpu)");
   t.kind = kind == "gpu" ? TargetKind::gpu : TargetKind::cpu;
-  t.compute_capability = j.at("compute_capability").get<int>();
+  const int64_t cc = json_integer(json_field(j, "compute_capability", "target.compute_capability"),
+                                  "target.compute_capability");
+  if (cc < 0 || cc > 1000) throw Error("target.compute_capability: " + std::to_string(cc) + " is outside [0, 1000]");
+  t.compute_capability = int(cc);
+  const nlohmann::json& fields = json_field(j, "fields", "target.fields");
+  if (!fields.is_object()) throw Error("target.fields: not an object");
   for (const TargetField& f : target_fields()) {
-    auto it = j.at("fields").find(std::string(f.key));
-    if (it == j.at("fields").end()) continue;
-    double v = it->get<double>();
+    auto it = fields.find(std::string(f.key));
+    if (it == fields.end()) continue;
+    double v = json_number(*it, "target field " + std::string(f.key));
     FieldRange r = target_field_range(f);
     if (!r.contains(v))  // the ranges of hardware TOML files and --set
       throw Error("target field " + std::string(f.key) + " = " + it->dump() + " is outside " + r.text());
@@ -307,41 +315,74 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       throw Error(source + ": plan format version " + j.at("lathe_plan").dump() + ", but this lathe reads version " +
                   std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");
     Plan p;
-    p.model = j.at("model").get<std::string>();
+    // Fields by type, named in errors ("options.kv_dtype: 5 is not a string").
+    auto named = [&](auto read) {
+      try {
+        return read();
+      } catch (const Error& e) {
+        throw Error(source + ": " + e.what());
+      }
+    };
+    auto field = [&](const json& in, const char* key, const std::string& what) -> const json& {
+      return *named([&] { return &json_field(in, key, what); });
+    };
+    auto text = [&](const json& in, const char* key, const std::string& what) {
+      return named([&] { return json_string(json_field(in, key, what), what); });
+    };
+    auto number = [&](const json& in, const char* key, const std::string& what) {
+      return named([&] { return json_number(json_field(in, key, what), what); });
+    };
+    auto integer = [&](const json& in, const char* key, const std::string& what) {
+      return named([&] { return json_integer(json_field(in, key, what), what); });
+    };
+    auto flag = [&](const json& in, const char* key, const std::string& what) {
+      return named([&] { return json_bool(json_field(in, key, what), what); });
+    };
+    p.model = text(j, "model", "model");
     try {
-      p.target = target_from(j.at("target"));
+      p.target = target_from(field(j, "target", "target"));
     } catch (const Error& e) {
       throw Error(source + ": " + e.what());
     }
-    const json& w = j.at("workload");
-    auto whole = [&](const json& v, const char* what) {
-      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-        throw Error(source + ": workload." + what + ": " + v.dump() + " is not an integer");
-      return v.get<int64_t>();
-    };
-    p.workload = {whole(w.at("batch"), "batch"), whole(w.at("prompt"), "prompt"), whole(w.at("gen"), "gen")};
-    const json& o = j.at("options");
-    p.weights_format = o.at("weights").get<std::string>();
-    p.kv_dtype = o.at("kv_dtype").get<std::string>();
-    p.kv_layout = o.at("kv_layout").get<std::string>();
-    p.kv_layout_reason = o.value("kv_layout_reason", "");
-    p.act_dtype = o.at("act_dtype").get<std::string>();
-    p.tp = o.at("tp").get<int64_t>();
-    p.pipeline = j.at("pipeline").get<std::vector<std::string>>();
-    for (const json& r : j.at("passes")) {
+    const json& w = field(j, "workload", "workload");
+    p.workload = {integer(w, "batch", "workload.batch"), integer(w, "prompt", "workload.prompt"),
+                  integer(w, "gen", "workload.gen")};
+    const json& o = field(j, "options", "options");
+    p.weights_format = text(o, "weights", "options.weights");
+    p.kv_dtype = text(o, "kv_dtype", "options.kv_dtype");
+    p.kv_layout = text(o, "kv_layout", "options.kv_layout");
+    p.kv_layout_reason = o.contains("kv_layout_reason") ? text(o, "kv_layout_reason", "options.kv_layout_reason") : "";
+    p.act_dtype = text(o, "act_dtype", "options.act_dtype");
+    p.tp = integer(o, "tp", "options.tp");
+    const json& pipeline = field(j, "pipeline", "pipeline");
+    if (!pipeline.is_array()) throw Error(source + ": pipeline: not a list of pass names");
+    for (size_t i = 0; i < pipeline.size(); ++i) {
+      if (!pipeline[i].is_string())
+        throw Error(source + ": pipeline[" + std::to_string(i) + "]: " + pipeline[i].dump() + " is not a pass name");
+      p.pipeline.push_back(pipeline[i].get<std::string>());
+    }
+    const json& passes = field(j, "passes", "passes");
+    if (!passes.is_array()) throw Error(source + ": passes: not a list");
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const json& r = passes[i];
+      const std::string at = "passes[" + std::to_string(i) + "].";
       PassRecord pr;
-      pr.pass = r.at("pass").get<std::string>();
-      pr.changed = r.at("changed").get<bool>();
-      pr.note = r.at("note").get<std::string>();
-      pr.prefill_kernels = r.at("prefill_kernels").get<int>();
-      pr.decode_kernels = r.at("decode_kernels").get<int>();
-      pr.prefill_s = r.at("prefill_ms").get<double>() / 1e3;
-      pr.decode_s = r.at("decode_ms").get<double>() / 1e3;
-      pr.tpot_s = r.at("tpot_ms").get<double>() / 1e3;
+      pr.pass = text(r, "pass", at + "pass");
+      pr.changed = flag(r, "changed", at + "changed");
+      pr.note = text(r, "note", at + "note");
+      const int64_t pk = integer(r, "prefill_kernels", at + "prefill_kernels"),
+                    dk = integer(r, "decode_kernels", at + "decode_kernels");
+      if (pk < 0 || pk > INT32_MAX || dk < 0 || dk > INT32_MAX)
+        throw Error(source + ": " + at + "prefill_kernels / decode_kernels: outside [0, 2^31)");
+      pr.prefill_kernels = int(pk);
+      pr.decode_kernels = int(dk);
+      pr.prefill_s = number(r, "prefill_ms", at + "prefill_ms") / 1e3;
+      pr.decode_s = number(r, "decode_ms", at + "decode_ms") / 1e3;
+      pr.tpot_s = number(r, "tpot_ms", at + "tpot_ms") / 1e3;
       p.records.push_back(pr);
     }
-    p.prefill = parse_graph(j.at("prefill").at("ir").get<std::string>(), source + " (prefill IR)");
-    p.decode = parse_graph(j.at("decode").at("ir").get<std::string>(), source + " (decode IR)");
+    p.prefill = parse_graph(text(field(j, "prefill", "prefill"), "ir", "prefill.ir"), source + " (prefill IR)");
+    p.decode = parse_graph(text(field(j, "decode", "decode"), "ir", "decode.ir"), source + " (decode IR)");
     for (const Graph* g : {&p.prefill, &p.decode}) {
       std::vector<std::string> errs = verify(*g);
       if (!errs.empty()) throw Error(source + ": " + g->name + " does not verify: " + errs[0]);

@@ -7,6 +7,7 @@
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/kernel_facts.h"
 #include "ir/assert.h"
+#include "ir/json_fields.h"
 
 namespace lathe {
 
@@ -266,23 +267,42 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
       throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
                   " (this lathe reads version 1)");
-    t.backend = j.at("backend").get<std::string>();
+    // Fields by type, named in errors ("entries[2].shape: 7 is not a string").
+    auto named = [&](auto read) {
+      try {
+        return read();
+      } catch (const Error& e) {
+        throw Error(source + ": " + e.what());
+      }
+    };
+    auto text = [&](const nlohmann::json& in, const char* key, const std::string& what) {
+      return named([&] { return json_string(json_field(in, key, what), what); });
+    };
+    t.backend = text(j, "backend", "backend");
     if (!is_tuning_backend(t.backend))
       throw Error(source + ": backend '" + t.backend + "' (expected cpu or cuda)");
     const std::vector<std::string> kinds = tuning_kinds(t.backend);
-    t.machine = j.value("machine", "");
-    t.model = j.value("model", "");
-    t.target = j.value("target", "");
+    t.machine = j.contains("machine") ? text(j, "machine", "machine") : "";
+    t.model = j.contains("model") ? text(j, "model", "model") : "";
+    t.target = j.contains("target") ? text(j, "target", "target") : "";
     if (j.contains("workload")) {
-      t.batch = j["workload"].value("batch", int64_t(1));
-      t.prompt = j["workload"].value("prompt", int64_t(1));
-      t.gen = j["workload"].value("gen", int64_t(1));
+      const nlohmann::json& w = j["workload"];
+      auto count = [&](const char* key, int64_t& out) {
+        if (w.is_object() && w.contains(key))
+          out = named([&] { return json_integer(w[key], std::string("workload.") + key); });
+      };
+      count("batch", t.batch);
+      count("prompt", t.prompt);
+      count("gen", t.gen);
     }
-    if (!j.at("entries").is_array()) throw Error(source + ": \"entries\" must be an array");
-    for (const auto& e : j.at("entries")) {
+    if (!j.contains("entries") || !j["entries"].is_array()) throw Error(source + ": \"entries\" must be an array");
+    const nlohmann::json& entries = j["entries"];
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const nlohmann::json& e = entries[i];
+      const std::string at = "entries[" + std::to_string(i) + "].";
       TuningEntry x;
-      x.kind = e.at("kind").get<std::string>();
-      x.shape = e.at("shape").get<std::string>();
+      x.kind = text(e, "kind", at + "kind");
+      x.shape = text(e, "shape", at + "shape");
       const std::string where = source + ": entry " + x.kind + " '" + x.shape + "'";
       if (std::find(kinds.begin(), kinds.end(), x.kind) == kinds.end()) {
         std::string known;
@@ -291,15 +311,17 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       }
       for (const TuningEntry& y : t.entries)
         if (y.kind == x.kind && y.shape == x.shape) throw Error(where + ": a second entry for this kernel");
-      if (!e.at("params").is_object()) throw Error(where + ": params must be an object");
-      for (const auto& [k, v] : e.at("params").items()) {
-        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-          throw Error(where + ": " + k + " must be an integer");
-        check_tuning_param(t.backend, x.kind, k, v.get<int64_t>(), where);
-        x.params[k] = v.get<int64_t>();
+      if (!e.contains("params") || !e["params"].is_object()) throw Error(where + ": params must be an object");
+      for (const auto& [k, v] : e["params"].items()) {
+        const int64_t n = json_integer(v, where + ": " + k);
+        check_tuning_param(t.backend, x.kind, k, n, where);
+        x.params[k] = n;
       }
-      x.default_us = e.value("default_us", 0.0);
-      x.best_us = e.value("best_us", 0.0);
+      auto time_us = [&](const char* key) {
+        return e.contains(key) ? json_number(e[key], where + ": " + key) : 0.0;
+      };
+      x.default_us = time_us("default_us");
+      x.best_us = time_us("best_us");
       t.entries.push_back(std::move(x));
     }
   } catch (const nlohmann::json::parse_error&) {

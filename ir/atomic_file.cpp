@@ -1,6 +1,7 @@
 #include "ir/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <limits.h>  // NAME_MAX
 #include <unistd.h>
@@ -217,6 +218,11 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
     }
   } f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) throw Error(path + ": cannot open file (" + std::strerror(errno) + ")");
+  // A character device other than a terminal (/dev/zero, /dev/urandom) is an endless
+  // stream: commands without a size limit (calibrate, merge) read gigabytes of it.
+  struct stat st {};
+  if (::fstat(f.fd, &st) == 0 && S_ISCHR(st.st_mode) && !::isatty(f.fd))
+    throw Error(path + ": is a device, not a file");
   int flags = ::fcntl(f.fd, F_GETFL);
   if (flags >= 0) ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK);
   // Read in pieces up to a limit, so /dev/zero or a wrong multi-gigabyte file is an

@@ -167,6 +167,12 @@ expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch abc
 grep -q -- "--batch: 'abc' is not a number" "$tmp/err" || bad "--batch abc message: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 1.5
 grep -q -- "--batch: '1.5' is not a whole number" "$tmp/err" || bad "--batch 1.5 message: $(cat "$tmp/err")"
+# CLI11 read C prefixes: --batch 010 was batch 8 (octal), 0x10 batch 16.
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --batch 010
+grep -q -- "--batch: '010': write it without leading zeros" "$tmp/err" || bad "--batch 010 message: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt 0x10
+grep -q -- "--prompt: '0x10' is not a whole decimal number" "$tmp/err" || bad "--prompt 0x10 message: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" sweep batch-quant-llama3-8b-a100 --samples 0b11
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
 expect_rc 2 "$LATHE" simulate llama-3-70b a100-40g
 grep -q "largest batch" "$tmp/err" || bad "OOM message lacks the largest batch"
@@ -828,7 +834,7 @@ grep -q "goodput" "$tmp/out" || bad "serve-sim text lacks goodput"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 1e6 --duration 100
 grep -q "more than one run simulates" "$tmp/err" || bad "a huge stream: $(cat "$tmp/err")"
 expect_rc 2 timeout 60 "$LATHE" check /dev/zero
-grep -q "/dev/zero: larger than" "$tmp/err" || bad "check /dev/zero: $(cat "$tmp/err")"
+grep -q "/dev/zero: is a device, not a file" "$tmp/err" || bad "check /dev/zero: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --rate 5 --requests 200 --batching dynamic --priority-mix 0.3,0.7 \
   --format json --trace "$tmp/serve-trace.json"
 python3 - "$tmp/out" "$tmp/serve-trace.json" <<'PY' || bad "serve-sim json or trace"
@@ -1295,6 +1301,29 @@ expect_rc 2 "$LATHE" calibrate "$tmp/steps2.jsonl" --hw cpu-host -o "$tmp/cal6.t
 grep -q "outside what lathe run accepts" "$tmp/err" || bad "calibrate with edited plan gen: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" calibrate "$tmp/negtime.jsonl" --hw cpu-host -o "$tmp/cal5.toml"
 grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" || bad "calibrate with a negative time: $(cat "$tmp/err")"
+# A field of the wrong type names the field (nlohmann's message said only "type must
+# be number, but is string").
+python3 -c "
+import json
+r = json.loads(open('$tmp/runs.jsonl').readline())
+r['prefill_ms'] = 'fast'
+open('$tmp/strtime.jsonl', 'w').write(json.dumps(r) + '\n')
+r = json.loads(open('$tmp/runs.jsonl').readline())
+r['kernels'][1]['phase'] = 7
+open('$tmp/intphase.jsonl', 'w').write(json.dumps(r) + '\n')
+"
+expect_rc 2 "$LATHE" calibrate "$tmp/strtime.jsonl" --hw cpu-host -o "$tmp/calstr.toml"
+grep -q 'prefill_ms: "fast" is not a number' "$tmp/err" || bad "calibrate with a string time: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/intphase.jsonl" --hw cpu-host -o "$tmp/calstr.toml"
+grep -q 'kernel phase: 7 is not a string' "$tmp/err" || bad "calibrate with a numeric phase: $(cat "$tmp/err")"
+# Endless devices are refused before reading (calibrate and merge have no size limit:
+# /dev/zero was read until memory ran out).
+expect_rc 2 timeout 20 "$LATHE" calibrate /dev/zero --hw cpu-host -o "$tmp/caldev.toml"
+grep -q "/dev/zero: is a device, not a file" "$tmp/err" || bad "calibrate /dev/zero: $(cat "$tmp/err")"
+expect_rc 2 timeout 20 "$LATHE" merge /dev/zero -o "$tmp/merged9.csv"
+grep -q "/dev/zero: is a device, not a file" "$tmp/err" || bad "merge /dev/zero: $(cat "$tmp/err")"
+expect_rc 2 timeout 20 "$LATHE" serve-sim tiny h100-sxm --arrivals-csv /dev/urandom
+grep -q "/dev/urandom: is a device, not a file" "$tmp/err" || bad "serve-sim --arrivals-csv /dev/urandom: $(cat "$tmp/err")"
 sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": 1e300/' "$tmp/onerun.jsonl" >"$tmp/hugetime.jsonl"
 expect_rc 2 "$LATHE" calibrate "$tmp/hugetime.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
 grep -q "measured_ms must be a number of milliseconds in \[0, 1e9\]" "$tmp/err" || bad "calibrate with a 1e300 ms kernel: $(cat "$tmp/err")"
@@ -1308,7 +1337,7 @@ open(sys.argv[2], 'w').write('\n'.join([json.dumps(j)] + lines[1:]) + '\n')" "$t
 expect_rc 2 "$LATHE" calibrate "$tmp/zerotime.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
 grep -q "zerotime.jsonl:1: every measured time of the run is 0" "$tmp/err" || bad "calibrate with a run of zeros: $(cat "$tmp/err")"
 sed 's/"measured_ms": [0-9.e+-]*/"measured_ms": NaN/' "$tmp/onerun.jsonl" >"$tmp/nantime.jsonl"
-expect_rc 2 "$LATHE" calibrate "$tmp/nantime.jsonl" --hw cpu-host -o "$tmp/cal8.toml"
+expect_rc 2 "$LATHE" calibrate "$tmp/nantime.jsonl" --hw cpu-host -o "$tmp/calstr.toml"
 grep -q "nantime.jsonl:1: not valid JSON: parse error" "$tmp/err" && ! grep -q "json.exception" "$tmp/err" || bad "calibrate with NaN: $(cat "$tmp/err")"
 # Runs that used 8-bit dot products (cpu_int8_dot, as lathe run records it): a CPU spec
 # without an int8 peak is fitted with 4x its f32 peak (cpu-host: 4 x 0.768); runs that
@@ -1343,7 +1372,7 @@ expect_rc 0 "$LATHE" calibrate "$tmp/dotmix.jsonl" --hw cpu-host -o "$tmp/cal8.t
 python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and '1 of 4 runs used' in d['note'] and '3 did not' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
 grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal8.toml")"
 expect_rc 2 "$LATHE" calibrate "$tmp/dotbad.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
-grep -q "cpu_int8_dot must be true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"
+grep -q "cpu_int8_dot: .* is not true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"
 # Edited plan fields and phases are errors (they fitted against the default plan), and
 # runs whose times are all 0 have nothing to fit.
 python3 -c "

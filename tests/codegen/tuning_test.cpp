@@ -50,23 +50,31 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
     if (auto k = tuning_key(l.decode, id, "cuda")) {
       kinds.insert(k->kind);
       gemvs += k->kind == "gemv";
-      if (k->kind == "decode_attention") EXPECT_NE(k->shape.find(" cap=20"), std::string::npos) << k->shape;
+      if (k->kind == "decode_attention") {
+        EXPECT_NE(k->shape.find(" cap=20"), std::string::npos) << k->shape;
+      }
     }
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"gemv", "decode_attention"}));
   EXPECT_EQ(gemvs, gemm_nodes);  // every decode GEMM-family node runs its GEMV entry
   // The CPU keys are untouched by the CUDA ones.
   for (NodeId id : l.decode.topo_order())
-    if (auto k = tuning_key(l.decode, id, "cpu")) EXPECT_EQ(k->kind, "decode_attention");
+    if (auto k = tuning_key(l.decode, id, "cpu")) {
+      EXPECT_EQ(k->kind, "decode_attention");
+    }
   // 2-8 sequences: the decode matmuls go to cuBLAS and lm_head to its tensor-core GEMV
   // (no knobs); 9: the tiled entry. Either way only decode attention is left to tune.
   for (int batch : {2, 8, 9}) {
     auto bb = build_plan_graphs("tiny", "h100-sxm", {batch, 16, 4}, o);
     Lowered lb = lower_plan(bb, o);
     for (NodeId id : lb.decode.topo_order()) {
-      if (auto k = tuning_key(lb.decode, id, "cuda")) EXPECT_EQ(k->kind, "decode_attention") << batch;
+      if (auto k = tuning_key(lb.decode, id, "cuda")) {
+        EXPECT_EQ(k->kind, "decode_attention") << batch;
+      }
       const Node& n = lb.decode.node(id);
-      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_batched_min_rows(lb.decode, n), 2) << n.name;
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
+        EXPECT_EQ(cuda_batched_min_rows(lb.decode, n), 2) << n.name;
+      }
     }
   }
   // Decoded weights (int4) leave the warp-per-row GEMV from 5 rows: at batch 4 it runs
@@ -80,7 +88,9 @@ TEST(Tuning, CudaKeysAreTheDecodeGemvsAndDecodeAttention) {
     for (NodeId id : lq.decode.topo_order()) {
       if (auto k = tuning_key(lq.decode, id, "cuda")) q_gemvs += k->kind == "gemv";
       const Node& n = lq.decode.node(id);
-      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) EXPECT_EQ(cuda_batched_min_rows(lq.decode, n), 5);
+      if (n.kind == OpKind::matmul || n.kind == OpKind::lm_head) {
+        EXPECT_EQ(cuda_batched_min_rows(lq.decode, n), 5);
+      }
     }
     EXPECT_EQ(q_gemvs > 0, batch == 4) << batch;
   }
@@ -338,6 +348,25 @@ TEST(Tuning, MalformedFilesAreErrors) {
            R"({"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4}}, {"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 16}})",
        })
     EXPECT_THROW(cuda(bad), Error) << bad;
+  // Fields of the wrong type name the field (nlohmann said only "type must be string,
+  // but is number"); a fractional workload count was read as its integer part.
+  auto message = [](const std::string& text) {
+    try {
+      tuning_from_json(text, "a.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = R"({"format": "lathe-tuning", "version": 1, "backend": "cuda", )";
+  EXPECT_EQ(message(head + R"("entries": [{"kind": "gemv", "shape": 7, "params": {}}]})"),
+            "a.json: entries[0].shape: 7 is not a string");
+  EXPECT_EQ(message(head + R"("workload": {"batch": 1.5}, "entries": []})"),
+            "a.json: workload.batch: 1.5 is not an integer");
+  EXPECT_EQ(message(head + R"("model": 3, "entries": []})"), "a.json: model: 3 is not a string");
+  EXPECT_NE(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {}, "best_us": "fast"}]})")
+                .find("best_us: \"fast\" is not a number"),
+            std::string::npos);
 }
 
 // Which entry the runtime launches for a step (cuda_step_entry), against the tuning
@@ -375,7 +404,9 @@ TEST(Tuning, CudaStepEntryAgreesWithTheTuningKeys) {
           EXPECT_EQ(cuda_step_entry(k, batch, batch, false), batch > 8 ? 1 : 0) << at;  // no cuBLAS
         }
         // lm_head over one sequence's last row runs the GEMV however many rows it has.
-        if (n.kind == OpKind::lm_head) EXPECT_EQ(cuda_step_entry(k, 100, 1, true), 0) << at;
+        if (n.kind == OpKind::lm_head) {
+          EXPECT_EQ(cuda_step_entry(k, 100, 1, true), 0) << at;
+        }
       }
       EXPECT_GT(gemm_nodes, 0);
     }

@@ -255,6 +255,25 @@ TEST(Passes, LoweredGraphAndPlanFileRoundTrip) {
   std::string frac = text;  // a fractional version was read as 1
   frac.replace(frac.find("\"lathe_plan\": 1"), 15, "\"lathe_plan\": 1.5");
   EXPECT_THROW(plan_from_json(frac, "v1.5.json"), Error);
+  // A field of the wrong type is named (nlohmann said only "type must be string, but
+  // is number").
+  auto message = [&](const std::string& from, const std::string& to) {
+    std::string edited = text;
+    const size_t at = edited.find(from);
+    if (at == std::string::npos) return "no " + from + " in the plan";
+    edited.replace(at, from.size(), to);
+    try {
+      plan_from_json(edited, "plan.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("\"kv_dtype\": \"int8\"", "\"kv_dtype\": 8"), "plan.json: options.kv_dtype: 8 is not a string");
+  EXPECT_EQ(message("\"tp\": 1", "\"tp\": \"one\""), "plan.json: options.tp: \"one\" is not an integer");
+  EXPECT_EQ(message("\"changed\": ", "\"changed\": 3, \"x\": "), "plan.json: passes[0].changed: 3 is not true or false");
+  EXPECT_EQ(message("\"hbm_bandwidth_gbs\": ", "\"hbm_bandwidth_gbs\": \"fast\", \"x\": "),
+            "plan.json: target field hbm_bandwidth_gbs: \"fast\" is not a number");
 }
 
 Plan plan_of(const std::string& model, const std::string& hw, const PlanOptions& o, Workload w = {2, 16, 8}) {

@@ -1,0 +1,42 @@
+// Reading JSON fields strictly, naming the field in errors: nlohmann's own type errors
+// say only "type must be number, but is string", and get<int64_t>() reads 1.5 as 1
+// and 2^63 as a negative. Header-only: included by the files that read JSON.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ir/assert.h"
+
+namespace lathe {
+
+// j[key], or "WHAT: missing" when j is not an object or lacks it.
+inline const nlohmann::json& json_field(const nlohmann::json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing");
+  return j[key];
+}
+
+// A JSON integer as written: 1.5, 1e300 or 2^63 is an error, not 1, 0 or a negative.
+inline int64_t json_integer(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw Error(what + ": " + v.dump() + " is not an integer");
+  return v.get<int64_t>();
+}
+
+inline double json_number(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number()) throw Error(what + ": " + v.dump() + " is not a number");
+  return v.get<double>();
+}
+
+inline std::string json_string(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_string()) throw Error(what + ": " + v.dump() + " is not a string");
+  return v.get<std::string>();
+}
+
+inline bool json_bool(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_boolean()) throw Error(what + ": " + v.dump() + " is not true or false");
+  return v.get<bool>();
+}
+
+}  // namespace lathe
