@@ -6,10 +6,12 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
 #include "cli/planning.h"
+#include "frontend/specs.h"
 #include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "ir/json_fields.h"
@@ -225,6 +227,7 @@ int run_calibrate(const CalibrateArgs& a) {
   auto objects = read_objects(a.runs);
   std::map<std::string, std::shared_ptr<Planned>> plans;
   std::vector<RunData> runs;
+  std::set<std::string> measured_with;  // the kernel builds the runs ran ("" = not said)
   for (auto& [line, j] : objects) {
     // Measurements on one kind of machine say nothing about another's efficiencies.
     std::string where = a.runs + ":" + std::to_string(line);
@@ -233,6 +236,10 @@ int run_calibrate(const CalibrateArgs& a) {
                   (start.is_gpu() ? "GPU" : "CPU") + " spec; give --hw the " +
                   (be == "cuda" ? "GPU" : "CPU") + " spec the runs were predicted for (their \"target\": " +
                   opt_string(j, "target") + ")");
+    const std::string build = opt_string(j, "measured_with");
+    if (!build.empty() && !is_kernel_build_id(build))
+      throw Error(where + ": measured_with: '" + printable(build) + "' is not a kernel build id (\"cpu:\" or \"cuda:\" and hex digits)");
+    measured_with.insert(build);
     runs.push_back(load_run(j, where, a.hw, plans));
     runs.back().run.label = "#" + std::to_string(runs.size()) + " " + runs.back().label;
   }
@@ -310,6 +317,15 @@ int run_calibrate(const CalibrateArgs& a) {
     also("only " + std::to_string(train.size()) + " fitted run" + (train.size() == 1 ? "" : "s") +
          ": the factors that depend on a run's shape (the roofline exponent, the CPU size terms) are not pinned "
          "down by so few shapes; record runs at several batches and prompts");
+  // The fitted factors describe the kernels the runs ran: stamp the spec with their
+  // build, so lathe warns once the kernels change. Runs of several builds (or runs that
+  // do not say) leave it unstamped.
+  fitted.measured_with = measured_with.size() == 1 ? *measured_with.begin() : "";
+  if (measured_with.size() > 1) {
+    std::string ids;
+    for (const std::string& m : measured_with) ids += (ids.empty() ? "" : ", ") + (m.empty() ? "(not said)" : m);
+    also("the runs were measured with different kernel builds (" + ids + "); record them with one build");
+  }
   if (!worse.empty()) comment += "\nWarning: " + worse + ".";
   if (fitted.description.find("calibrated") == std::string::npos)
     fitted.description += " (calibrated " + std::string(date) + ")";

@@ -12,6 +12,9 @@
 #include "cli/common.h"
 #include "cli/emit.h"
 #include "cli/planning.h"
+#include "frontend/builder.h"
+#include "frontend/specs.h"
+#include "frontend/sweep.h"
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/plan.h"
 #include "ir/assert.h"
@@ -145,6 +148,15 @@ int run_compile(const CompileArgs& a) {
   if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")
     throw Error("--emit: expected cpu or cuda, got '" + a.emit + "'");
 
+  // CUDA kernels compute in bf16 or f16 activations: with --emit cuda and no act given,
+  // an f32 default (an f32 model on a GPU, any model on a CPU target) becomes bf16, as
+  // `lathe run --backend cuda` does.
+  if (a.emit == "cuda" && !req.options.act_dtype) {
+    const ModelSpec m = load_model(req.model);
+    const Target t = load_target_spec(req.hardware, req.sets);
+    const Workload w = req.workload;
+    if (build_options(m, t, req.options, w, Phase::prefill).act == DType::f32) req.options.act_dtype = DType::bf16;
+  }
   std::map<std::string, std::string> dumps;
   LowerHooks hooks;
   hooks.after_pass = [&](const std::string& pass, int index, const Graph& g, bool changed) {
@@ -248,7 +260,7 @@ void register_compile(CLI::App& app, Registry& r) {
   cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");
   cmd->add_option("--dump-dir", a->dump_dir, "write NN_pass.phase.ir after every pass into DIR");
-  cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu)");
+  cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu; f32 activations become bf16 unless --act says)");
   cmd->add_flag("--nvrtc", a->nvrtc,
                 "with --emit cuda: compile every kernel with NVRTC for the target's sm_XX and report registers, "
                 "shared memory and spills (kernels/cuda/nvrtc_report.md)");

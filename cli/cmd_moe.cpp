@@ -91,7 +91,8 @@ std::string shares_text(const std::vector<double>& v, int width = 0) {
 }
 
 // Experts of each device, consecutive ids as ranges ("0-3,6"). Above 96 characters in
-// all (hundreds of experts), each device shows its count: --format json lists them.
+// all (hundreds of experts), each device shows its count where that is shorter:
+// --format json lists them.
 std::string experts_text(const std::vector<std::vector<int>>& on) {
   std::string s, counts;
   for (size_t g = 0; g < on.size(); ++g) {
@@ -107,7 +108,7 @@ std::string experts_text(const std::vector<std::vector<int>>& on) {
       i = j + 1;
     }
   }
-  return s.size() <= 96 ? s : counts + " experts";
+  return s.size() <= 96 || s.size() <= counts.size() + 8 ? s : counts + " experts";
 }
 
 // Bytes on the fullest device of a placement at a batch: the non-expert weights (every
@@ -248,8 +249,8 @@ int run_moe(const MoeArgs& a) {
     }
     std::cout << t.text("  ");
     if (b.search_stopped)
-      std::cout << "  balanced: the swap search stopped at its budget before converging; "
-                   "fewer --samples let it go further\n";
+      std::cout << "  balanced: the swap search stopped at its budget before converging (the best "
+                   "placement it found is shown)\n";
     const PlacementResult& rep = b.placements.back();
     if (rep.extra_expert_bytes > 0)
       std::cout << "  replicated: up to " << human_bytes(rep.extra_expert_bytes)

@@ -16,6 +16,7 @@
 #include "cli/planning.h"
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
+#include "codegen/kernels_id.h"
 #include "cli/run_weights.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
@@ -370,6 +371,8 @@ int run_run(const RunArgs& a) {
     std::vector<int32_t> flat;
     for (const auto& g : generated) flat.insert(flat.end(), g.begin(), g.end());
     j["backend"] = a.backend;
+    // The kernel build that ran (lathe calibrate stamps the spec it fits with it).
+    j["measured_with"] = std::string(a.backend == "cuda" ? cuda_kernels_id() : cpu_kernels_id());
     j["model"] = model_name;
     j["target"] = plan.target.name;
     j["threads"] = session.threads;
@@ -647,7 +650,7 @@ void register_run(CLI::App& app, Registry& r) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (tuned for the same --backend)");
   cmd->add_option("--format", a->format, "table (or text) or json")->check(CLI::IsMember({"table", "text", "json"}));
-  cmd->add_option("--cache-dir", a->cache_dir, "JIT cache directory (default $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, in its cpu/ or cuda/ folder; a given DIR holds CPU kernels itself and CUDA kernels in DIR/cuda)");
+  cmd->add_option("--cache-dir", a->cache_dir, kCacheDirHelp);
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");
   cmd->footer(
       "Profiling the CPU kernels: LATHE_PERF_MAP=1 writes /tmp/perf-PID.map (the kernels' functions by name) and "

@@ -155,7 +155,12 @@ std::string emit_best(const SweepSpace& space, const SweepSummary& sum, const st
   while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
   return "emitted the best plan for '" + space.spec.objectives[0].text() + "' (point " +
          std::to_string(best.point) + ": " + row_options(best) + ") to " + shown +
-         "/; run it with `lathe run " + shown + (p.target.is_gpu() ? " --backend cuda`" : "`");
+         "/; run it with `lathe run " + shown +
+         // The CUDA backend computes in bf16 or f16: an f32 plan runs on the CPU only.
+         (!p.target.is_gpu() ? "`"
+          : p.lowered.decode.attrs.s("act_dtype") == "f32"
+              ? "` (on the CPU: the CUDA backend needs bf16 or f16 activations, and this plan has f32)"
+              : " --backend cuda`");
 }
 
 void print_summary(const SweepSpec& spec, const SweepSummary& sum, int64_t top) {

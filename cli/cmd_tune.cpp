@@ -226,8 +226,7 @@ void register_tune(CLI::App& app, Registry& r) {
       ->check(CLI::Range(1, 100));
   cmd->add_option("--steps", a->steps, "decode steps per repetition (default 8)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--cache-dir", a->cache_dir,
-                  "kernel cache directory (default $XDG_CACHE_HOME/lathe; CUDA in its cuda/)");
+  cmd->add_option("--cache-dir", a->cache_dir, kCacheDirHelp);
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([&r, a] { r.action = [a] { return run_tune(*a); }; });
 }

@@ -22,6 +22,11 @@
 
 namespace lathe::cli {
 
+// --cache-dir's help (run and tune share the JIT caches).
+inline constexpr const char* kCacheDirHelp =
+    "JIT cache directory (default $LATHE_CACHE_DIR, else $XDG_CACHE_HOME/lathe, in its cpu/ or cuda/ folder; a given "
+    "DIR holds CPU kernels itself and CUDA kernels in DIR/cuda)";
+
 // The workloads `lathe run` accepts (--batch, --prompt-tokens, --gen); `lathe calibrate`
 // holds recorded runs to the same limits.
 constexpr int64_t kMaxRunBatch = 4096;

@@ -1,4 +1,6 @@
 // lathe: compile, simulate and run LLM inference plans.
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -42,18 +44,27 @@ std::string parse_error_text(const std::string& what) {
 }
 
 // CLI11 reads integers with C prefixes: `--batch 010` was batch 8 (octal) and
-// `--batch 0x10` batch 16. Every integer option takes plain decimal digits instead.
+// `--batch 0x10` batch 16. Every integer option takes plain decimal digits instead, and
+// an unsigned one no minus sign (`--sample-seed -5` wrapped around).
 void decimal_integers(CLI::App* app) {
   for (CLI::Option* o : app->get_options()) {
     const std::string t = o->get_type_name();
-    if (t.rfind("INT", 0) != 0 && t.rfind("UINT", 0) != 0) continue;
+    const bool is_unsigned = t.rfind("UINT", 0) == 0;
+    if (t.rfind("INT", 0) != 0 && !is_unsigned) continue;
     o->check(CLI::Validator(
-        [](std::string& v) -> std::string {
+        [is_unsigned](std::string& v) -> std::string {
+          if (is_unsigned && !v.empty() && v[0] == '-') return "'" + v + "' is negative; expected a whole number >= 0";
           const size_t digits = v.size() - (!v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0);
           const std::string_view d = std::string_view(v).substr(v.size() - digits);
           if (d.empty() || d.find_first_not_of("0123456789") != std::string_view::npos)
             return "'" + v + "' is not a whole decimal number";
           if (d.size() > 1 && d[0] == '0') return "'" + v + "': write it without leading zeros";
+          // Past 64 bits CLI11 wrapped or saturated silently (--sample-seed 2^64).
+          uint64_t magnitude = 0;
+          const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), magnitude);
+          if (ec != std::errc() || end != d.data() + d.size() ||
+              (!is_unsigned && magnitude > (v[0] == '-' ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX))))
+            return "'" + v + "' is out of the 64-bit range";
           return "";
         },
         ""));

@@ -8,6 +8,7 @@
 #include "frontend/builder.h"
 #include "frontend/sweep.h"
 #include "checkpoint/gguf_model.h"
+#include "codegen/kernels_id.h"
 #include "ir/assert.h"
 #include "runtime/cuda/cuda_api.h"
 
@@ -54,6 +55,21 @@ std::string fmt_elements(double n) {
   std::snprintf(buf, sizeof buf, "%.3g", n);
   return buf;
 }
+
+// A probed or calibrated spec describes the kernels of the build that measured it; after
+// the kernels or the cost model change its efficiencies mispredict (a spec probed before
+// a flash-attention speed-up predicted attention 1.9x slow). Said once per process.
+void warn_if_measured_by_another_build(const Target& t) {
+  if (t.measured_with.empty()) return;
+  const std::string_view now = t.is_gpu() ? cuda_kernels_id() : cpu_kernels_id();
+  static bool said = false;
+  if (t.measured_with == now || said) return;
+  said = true;
+  std::cerr << "lathe: warning: " << t.name << " was measured with another build of lathe's "
+            << (t.is_gpu() ? "CUDA" : "CPU") << " kernels or cost model (measured_with " << t.measured_with
+            << ", this lathe " << now << "); its efficiencies may not describe the kernels this lathe runs: "
+            << "measure it again with `lathe probe` or `lathe calibrate`\n";
+}
 }  // namespace
 
 void refuse_plan_inputs(const std::string& out, const std::string& flag, const PlanRequest& req,
@@ -67,6 +83,7 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   Planned p;
   p.model = load_model(req.model);
   p.target = load_target_spec(req.hardware, req.sets);
+  warn_if_measured_by_another_build(p.target);
   p.workload = req.workload;
   p.options = req.options;
   // A GGUF file runs in the format its matrices are stored in unless --weights says

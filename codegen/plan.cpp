@@ -339,8 +339,9 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       return named([&] { return json_bool(json_field(in, key, what), what); });
     };
     p.model = text(j, "model", "model");
+    const json& target = field(j, "target", "target");
     try {
-      p.target = target_from(field(j, "target", "target"));
+      p.target = target_from(target);
     } catch (const Error& e) {
       throw Error(source + ": " + e.what());
     }

@@ -287,8 +287,9 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     t.target = j.contains("target") ? text(j, "target", "target") : "";
     if (j.contains("workload")) {
       const nlohmann::json& w = j["workload"];
+      if (!w.is_object()) throw Error(source + ": workload: " + w.dump() + " is not an object");
       auto count = [&](const char* key, int64_t& out) {
-        if (w.is_object() && w.contains(key))
+        if (w.contains(key))
           out = named([&] { return json_integer(w[key], std::string("workload.") + key); });
       };
       count("batch", t.batch);
@@ -300,6 +301,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     for (size_t i = 0; i < entries.size(); ++i) {
       const nlohmann::json& e = entries[i];
       const std::string at = "entries[" + std::to_string(i) + "].";
+      if (!e.is_object()) throw Error(source + ": entries[" + std::to_string(i) + "]: " + e.dump() + " is not an object");
       TuningEntry x;
       x.kind = text(e, "kind", at + "kind");
       x.shape = text(e, "shape", at + "shape");

@@ -165,6 +165,14 @@ ModelSpec parse_model_toml(std::string_view text, std::string_view source_sv) {
   return m;
 }
 
+bool is_kernel_build_id(std::string_view id) {
+  const size_t colon = id.find(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view kind = id.substr(0, colon), hex = id.substr(colon + 1);
+  return (kind == "cpu" || kind == "cuda") && !hex.empty() && hex.size() <= 64 &&
+         hex.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   std::string source(source_sv);
   TomlValue root = parse_toml(text, source);
@@ -174,6 +182,12 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   tg.name = r.require_string("name");
   if (std::string why = name_problem(tg.name); !why.empty()) r.fail_at(*t.get("name"), "name", why);
   tg.description = r.get_string("description").value_or("");
+  if (const TomlValue* m = t.get("measured_with")) {
+    tg.measured_with = r.get_string("measured_with").value_or("");
+    if (!is_kernel_build_id(tg.measured_with))
+      r.fail_at(*m, "measured_with",
+                "expected the kernel build id `lathe probe` writes, \"cpu:\" or \"cuda:\" and hex digits");
+  }
   std::string kind = r.require_string("kind");
   if (kind == "gpu") tg.kind = TargetKind::gpu;
   else if (kind == "cpu") tg.kind = TargetKind::cpu;
@@ -379,6 +393,7 @@ std::string target_to_toml(const Target& t, const std::string& comment) {
   out += "[hardware]\n";
   out += "name = " + quoted(t.name) + "\n";
   out += "description = " + quoted(t.description) + "\n";
+  if (!t.measured_with.empty()) out += "measured_with = " + quoted(t.measured_with) + "\n";
   out += std::string("kind = \"") + (t.is_gpu() ? "gpu" : "cpu") + "\"\n";
   if (t.is_gpu() || t.compute_capability > 0) {
     char cc[32];

@@ -31,6 +31,8 @@ struct PlanSpec {
 
 ModelSpec parse_model_toml(std::string_view text, std::string_view source);
 Target parse_target_toml(std::string_view text, std::string_view source);
+// A hardware spec's measured_with: "cpu:" or "cuda:" and lowercase hex digits.
+bool is_kernel_build_id(std::string_view id);
 PlanSpec parse_plan_toml(std::string_view text, std::string_view source);
 // The kind of spec a TOML text holds, judged by its top-level table.
 SpecKind detect_spec_kind(std::string_view text, std::string_view source);

@@ -51,6 +51,9 @@ struct Efficiency {
 struct Target {
   std::string name;
   std::string description;
+  // The kernel build a probed or calibrated spec was measured with (codegen/kernels_id.h:
+  // "cpu:<hash>" or "cuda:<hash>"); empty for datasheet specs.
+  std::string measured_with;
   TargetKind kind = TargetKind::gpu;
   int compute_capability = 0;  // 80 for sm_80; 0 for CPUs
   double sm_count = 0;         // SMs (GPU) or cores (CPU)

@@ -195,7 +195,7 @@ Eval evaluate(const Placement& pl, const Setup& s) {
       ev.gpu_pairs[g] += double(pairs_here);
       ev.gpu_expert_s[g] += t;
       slowest = std::max(slowest, t);
-      a2a = std::max(a2a, double(sent[g] + recv[g]) * s.row_bytes / s.link);
+      if (sent[g] + recv[g] > 0) a2a = std::max(a2a, double(sent[g] + recv[g]) * s.row_bytes / s.link);
     }
     if (G > 1) a2a += double(G - 1) * s.latency;
     ev.dispatch_s += a2a;
@@ -337,7 +337,7 @@ class SwapSearch {
   double busy_of(int64_t nexp, int64_t pairs) const {
     return pairs > 0 ? s_.cost->busy(nexp, pairs) + s_.cost->launch() : 0.0;
   }
-  double link_s(int64_t traffic) const { return double(traffic) * s_.row_bytes / s_.link; }
+  double link_s(int64_t traffic) const { return traffic > 0 ? double(traffic) * s_.row_bytes / s_.link : 0.0; }
 
   void refresh(size_t k) {
     Top3& t = top_[k];
@@ -468,6 +468,7 @@ Placement balanced(const Setup& s, const std::vector<double>& share, bool* stopp
   Placement l = lpt(s, share, cap);
   Eval l_ev = evaluate(l, s);
   if (better(l_ev, best_ev)) best = l, best_ev = l_ev;
+  if (s.gpus == 1) return best;  // one device: nothing to place
   SwapSearch search(s, best);
   search.run(cap, kSearchBudget);
   *stopped = search.stopped();
@@ -481,6 +482,8 @@ Placement balanced(const Setup& s, const std::vector<double>& share, bool* stopp
   return found;
 }
 
+constexpr int kMaxCopyTargets = 16;
+
 Placement replicated(const Setup& s, const std::vector<double>& share, Placement base,
                      int64_t hot) {
   std::vector<size_t> order(share.size());
@@ -492,8 +495,17 @@ Placement replicated(const Setup& s, const std::vector<double>& share, Placement
     size_t e = order[size_t(i)];
     Placement best = base;
     Eval best_ev = cur;
-    for (int g = 0; g < int(s.gpus); ++g) {
+    // The copy goes to one of the kMaxCopyTargets least busy devices (every device up to
+    // that many): each candidate is a full evaluation, and 100 hot experts x 200 devices
+    // took minutes.
+    std::vector<int> devices(size_t(s.gpus));
+    std::iota(devices.begin(), devices.end(), 0);
+    std::stable_sort(devices.begin(), devices.end(),
+                     [&](int x, int y) { return cur.gpu_expert_s[size_t(x)] < cur.gpu_expert_s[size_t(y)]; });
+    int tried = 0;
+    for (int g : devices) {
       if (std::find(base[e].begin(), base[e].end(), g) != base[e].end()) continue;
+      if (++tried > kMaxCopyTargets) break;
       Placement c = base;
       c[e].push_back(g);
       Eval ev = evaluate(c, s);

@@ -13,6 +13,7 @@
 
 #include "codegen/cpu/abi.h"
 #include "codegen/cpu/emit_cpu.h"
+#include "codegen/kernels_id.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/weights.h"
@@ -688,7 +689,11 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 p.attention_efficiency > 0 ? "measured flash attention / FMA peak, large head_dim and group limit"
                                            : "default (not measured)",
                 int_dot_line);
-  return buf;
+  // The kernel build measured (a later build's kernels make these figures stale).
+  std::string out = buf;
+  const size_t at = out.find("kind = \"cpu\"\n");
+  if (at != std::string::npos) out.insert(at, "measured_with = \"" + std::string(cpu_kernels_id()) + "\"\n");
+  return out;
 }
 
 }  // namespace lathe

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <vector>
 
+#include "codegen/kernels_id.h"
 #include "ir/assert.h"
 
 namespace lathe {
@@ -142,7 +143,11 @@ std::string cuda_probe_to_toml(const CudaProbeResult& p, const Target& t, const 
                 t.price_per_hour, t.peak_fp32, t.peak_tf32, t.peak_fp16, t.peak_bf16, t.peak_fp8, t.peak_int8,
                 std::clamp(gemm_eff, 0.05, 1.0), t.eff.attention, std::clamp(mem_eff, 0.05, 1.0),
                 std::clamp(mem_eff * t.eff.elementwise / std::max(0.05, t.eff.memory), 0.05, 1.0));
-  return buf;
+  // The kernel build measured (a later build's kernels make these figures stale).
+  std::string out = buf;
+  const size_t at = out.find("kind = \"gpu\"\n");
+  if (at != std::string::npos) out.insert(at, "measured_with = \"" + std::string(cuda_kernels_id()) + "\"\n");
+  return out;
 }
 
 }  // namespace lathe

@@ -701,6 +701,21 @@ grep -q "nan is not a finite number" "$tmp/err" || bad "probe --buffer-mb nan: $
 expect_rc 0 "$LATHE" probe --buffer-mb 64 -o "$tmp/probe.toml"
 expect_rc 0 "$LATHE" check "$tmp/probe.toml"
 expect_rc 0 "$LATHE" simulate small "$tmp/probe.toml" --act f32
+# The probe stamps the kernel build it measured; the same build uses it silently, another
+# build (here: an edited id) warns, and `run --format json` reports the build that ran.
+grep -qE '^measured_with = "cpu:[0-9a-f]{12}"$' "$tmp/probe.toml" || bad "probe wrote no measured_with: $(grep measured "$tmp/probe.toml")"
+grep -q "measured with another build" "$tmp/err" && bad "the probing build warned about its own spec: $(cat "$tmp/err")"
+sed -E 's/^measured_with = "cpu:[0-9a-f]+"/measured_with = "cpu:000000000000"/' "$tmp/probe.toml" >"$tmp/probe-old.toml"
+expect_rc 0 "$LATHE" simulate small "$tmp/probe-old.toml" --act f32
+grep -q "probe-.* was measured with another build of lathe's CPU kernels or cost model (measured_with cpu:000000000000" "$tmp/err" ||
+  bad "a spec measured by another build gave no warning: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" run tiny --gen 2 --hw "$tmp/probe.toml" --format json
+python3 - "$tmp/out" "$tmp/probe.toml" <<'PY' || bad "run json measured_with"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+stamp = re.search(r'^measured_with = "(.*)"$', open(sys.argv[2]).read(), re.M).group(1)
+assert d["measured_with"] == stamp, (d["measured_with"], stamp)
+PY
 # The sgemm efficiency is fitted at two row counts.
 grep -qE "^gemm_half_rows = [0-9.]+" "$tmp/probe.toml" || bad "probe wrote no gemm_half_rows"
 # And the generated f32 GEMV of decode, at 8 rows.
@@ -748,6 +763,10 @@ if [ -e /usr/local/cuda/include/cuda_fp16.h ]; then
 fi
 expect_rc 2 "$LATHE" compile tiny h100-sxm --act f32 -o "$tmp/f32plan" --emit cuda
 grep -q "bf16 or f16" "$tmp/err" || bad "f32 activations for CUDA: unclear error: $(cat "$tmp/err")"
+# Without --act, an f32 model's CUDA plan computes in bf16 (as run --backend cuda does).
+expect_rc 0 "$LATHE" compile tiny h100-sxm -o "$tmp/bf16plan" --emit cuda --format json
+python3 -c "import json; d=json.load(open('$tmp/bf16plan/plan.json')); assert d['options']['act_dtype'] == 'bf16', d['options']" ||
+  bad "compile --emit cuda of an f32 model without --act"
 expect_rc 2 "$LATHE" compile tiny a100-80g --act bf16 --weights fp8 -o "$tmp/fp8plan"
 grep -q "sm_89" "$tmp/err" || bad "fp8 on sm_80: unclear error"
 # Without a GPU (CI) the CUDA backend must say so and exit 2; with one it runs.
@@ -942,6 +961,13 @@ sed 's/^experts = 8/experts = 256/; s/^top_k = 2/top_k = 8/; s/^expert_ffn.*/exp
 expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 2 --batch 1,64 --allow-oom
 grep -q "128 | 128 experts" "$tmp/out" || bad "moe-sim 256 experts per-device counts: $(tail -3 "$tmp/out")"
 grep -q "the hottest 8" "$tmp/out" || bad "moe-sim 256 experts shares: $(sed -n 4p "$tmp/out")"
+# One device on a target without an interconnect: 0 rows over a 0 B/s link were NaN
+# in the incremental search (an internal error).
+expect_rc 0 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --context 64
+expect_rc 2 "$LATHE" run tiny --gen 2 --sample-seed -5
+grep -q -- "--sample-seed: '-5' is negative" "$tmp/err" || bad "--sample-seed -5: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --gen 2 --sample-seed 18446744073709551616
+grep -q "out of the 64-bit range" "$tmp/err" || bad "--sample-seed 2^64: $(cat "$tmp/err")"
 expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 8 --batch 64 --samples 16 --allow-oom --format json
 python3 - "$tmp/out" <<'PY' || bad "moe-sim 256 experts json"
 import json, sys
@@ -1264,6 +1290,22 @@ done
 expect_rc 0 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/cal.toml"
 grep -q "held-out runs" "$tmp/out" || bad "calibrate reports no held-out error"
 expect_rc 0 "$LATHE" check "$tmp/cal.toml"
+# The fitted spec carries the kernel build the runs ran; runs of two builds leave it
+# unstamped with a warning; an id that is not one is an error.
+grep -qE '^measured_with = "cpu:[0-9a-f]{12}"$' "$tmp/cal.toml" || bad "calibrate wrote no measured_with"
+python3 -c "
+import json
+rows = [json.loads(l) for l in open('$tmp/runs.jsonl')]
+rows[1]['measured_with'] = 'cpu:000000000000'
+open('$tmp/mixed.jsonl', 'w').write(''.join(json.dumps(r) + '\n' for r in rows))
+rows[1]['measured_with'] = 'yesterday'
+open('$tmp/badbuild.jsonl', 'w').write(''.join(json.dumps(r) + '\n' for r in rows))
+"
+expect_rc 0 "$LATHE" calibrate "$tmp/mixed.jsonl" --hw cpu-host -o "$tmp/calmixed.toml"
+grep -q "measured with different kernel builds (cpu:000000000000, cpu:" "$tmp/err" || bad "calibrate over two builds: $(cat "$tmp/err")"
+grep -q "^measured_with" "$tmp/calmixed.toml" && bad "calibrate over two builds stamped the spec"
+expect_rc 2 "$LATHE" calibrate "$tmp/badbuild.jsonl" --hw cpu-host -o "$tmp/calbad.toml"
+grep -q "measured_with: 'yesterday' is not a kernel build id" "$tmp/err" || bad "calibrate with a bad build id: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
 head -1 "$tmp/runs.jsonl" >"$tmp/onerun.jsonl"
 expect_rc 0 "$LATHE" calibrate "$tmp/onerun.jsonl" --hw cpu-host -o "$tmp/cal1.toml"

@@ -364,6 +364,8 @@ TEST(Tuning, MalformedFilesAreErrors) {
   EXPECT_EQ(message(head + R"("workload": {"batch": 1.5}, "entries": []})"),
             "a.json: workload.batch: 1.5 is not an integer");
   EXPECT_EQ(message(head + R"("model": 3, "entries": []})"), "a.json: model: 3 is not a string");
+  EXPECT_EQ(message(head + R"("workload": 5, "entries": []})"), "a.json: workload: 5 is not an object");
+  EXPECT_EQ(message(head + R"("entries": [7]})"), "a.json: entries[0]: 7 is not an object");
   EXPECT_NE(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {}, "best_us": "fast"}]})")
                 .find("best_us: \"fast\" is not a number"),
             std::string::npos);

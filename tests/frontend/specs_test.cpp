@@ -122,7 +122,9 @@ TEST(Specs, RopeScalingDivisors) {
   }
   EXPECT_EQ(d[0], 1.0);
   EXPECT_EQ(d[63], 8.0);
-  RopeScaling lin{.type = "linear", .factor = 2.5};
+  RopeScaling lin;
+  lin.type = "linear";
+  lin.factor = 2.5;
   for (double v : rope_divisors(lin, 10000.0, 64)) EXPECT_EQ(v, 2.5);
 }
 
@@ -285,6 +287,29 @@ TEST(TargetToml, RoundTripsEveryField) {
     EXPECT_NE(std::string(e.what()).find(": a string holds the control character \\x1b"), std::string::npos)
         << e.what();
     EXPECT_EQ(std::string(e.what()).find('\x1b'), std::string::npos);  // the message is printable
+  }
+}
+
+// measured_with (the kernel build a probe or calibration measured) round-trips, and
+// only a build id is accepted.
+TEST(TargetToml, MeasuredWith) {
+  Target t = load_target("cpu-host");
+  EXPECT_EQ(t.measured_with, "");  // a datasheet spec
+  EXPECT_EQ(target_to_toml(t).find("measured_with"), std::string::npos);
+  t.measured_with = "cpu:0123456789ab";
+  EXPECT_EQ(parse_target_toml(target_to_toml(t), "back.toml").measured_with, "cpu:0123456789ab");
+  EXPECT_TRUE(is_kernel_build_id("cuda:ff"));
+  for (const char* bad : {"", "cpu:", "gpu:12", "cpu:12G", "cpu:ABC", "cpu", "cpu:12 "}) {
+    EXPECT_FALSE(is_kernel_build_id(bad)) << bad;
+    t.measured_with = bad;
+    if (std::string(bad).empty()) continue;  // not written at all
+    try {
+      parse_target_toml(target_to_toml(t), "back.toml");
+      ADD_FAILURE() << "measured_with = '" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("hardware.measured_with: expected the kernel build id"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

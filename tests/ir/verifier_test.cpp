@@ -108,7 +108,9 @@ TEST(Graph, TopoOrderWithBackwardEdges) {
   for (size_t i = 0; i < order.size(); ++i) at[size_t(order[i])] = i;
   for (NodeId n : order)
     for (ValueId v : g.node(n).inputs)
-      if (g.producer(v) != kNone) EXPECT_LT(at[size_t(g.producer(v))], at[size_t(n)]) << g.node(n).name;
+      if (g.producer(v) != kNone) {
+        EXPECT_LT(at[size_t(g.producer(v))], at[size_t(n)]) << g.node(n).name;
+      }
   EXPECT_LT(at[size_t(late)], at[size_t(wq)]);
   EXPECT_TRUE(verify(g).empty());
 }

@@ -270,6 +270,7 @@ TEST(Passes, LoweredGraphAndPlanFileRoundTrip) {
     return std::string("no error");
   };
   EXPECT_EQ(message("\"kv_dtype\": \"int8\"", "\"kv_dtype\": 8"), "plan.json: options.kv_dtype: 8 is not a string");
+  EXPECT_EQ(message("\"target\":", "\"not_the_target\":"), "plan.json: target: missing");  // the file named once
   EXPECT_EQ(message("\"tp\": 1", "\"tp\": \"one\""), "plan.json: options.tp: \"one\" is not an integer");
   EXPECT_EQ(message("\"changed\": ", "\"changed\": 3, \"x\": "), "plan.json: passes[0].changed: 3 is not true or false");
   EXPECT_EQ(message("\"hbm_bandwidth_gbs\": ", "\"hbm_bandwidth_gbs\": \"fast\", \"x\": "),
