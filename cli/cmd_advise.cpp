@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "cli/common.h"
+#include "cli/planning.h"
+#include "frontend/sweep.h"
 #include "ir/assert.h"
 #include "sweep/advise.h"
 
@@ -33,6 +35,7 @@ int run_advise(const AdviseArgs& a) {
                 " no decode step runs (the prefill makes the first token), so there is no TPOT to hold to an SLO; "
                 "give --gen 2 or more");
   r.threads = a.threads;
+  warn_if_measured_by_another_build(load_target_spec(a.hardware));
   Advice adv = advise(r);
   const SweepRow& best = adv.plan;
   const std::string reproduce = "lathe simulate " + a.model + " " + a.hardware + " --batch " +

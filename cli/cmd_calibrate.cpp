@@ -237,8 +237,10 @@ int run_calibrate(const CalibrateArgs& a) {
                   (be == "cuda" ? "GPU" : "CPU") + " spec the runs were predicted for (their \"target\": " +
                   opt_string(j, "target") + ")");
     const std::string build = opt_string(j, "measured_with");
-    if (!build.empty() && !is_kernel_build_id(build))
-      throw Error(where + ": measured_with: '" + printable(build) + "' is not a kernel build id (\"cpu:\" or \"cuda:\" and hex digits)");
+    const std::string want = start.is_gpu() ? "cuda:" : "cpu:";
+    if (!build.empty() && (!is_kernel_build_id(build) || !build.starts_with(want)))
+      throw Error(where + ": measured_with: '" + printable(build) + "' is not a " + (start.is_gpu() ? "CUDA" : "CPU") +
+                  " kernel build id (\"" + want + "\" and hex digits)");
     measured_with.insert(build);
     runs.push_back(load_run(j, where, a.hw, plans));
     runs.back().run.label = "#" + std::to_string(runs.size()) + " " + runs.back().label;
@@ -320,11 +322,19 @@ int run_calibrate(const CalibrateArgs& a) {
   // The fitted factors describe the kernels the runs ran: stamp the spec with their
   // build, so lathe warns once the kernels change. Runs of several builds (or runs that
   // do not say) leave it unstamped.
+  // Factors the fit keeps come from the spec given: a spec measured by another build
+  // leaves the result unstamped too (its kept factors describe other kernels).
   fitted.measured_with = measured_with.size() == 1 ? *measured_with.begin() : "";
   if (measured_with.size() > 1) {
     std::string ids;
     for (const std::string& m : measured_with) ids += (ids.empty() ? "" : ", ") + (m.empty() ? "(not said)" : m);
     also("the runs were measured with different kernel builds (" + ids + "); record them with one build");
+  } else if (!start.measured_with.empty() && start.measured_with != fitted.measured_with) {
+    also(start.name + " was measured with kernel build " + start.measured_with + " and the runs with " +
+         (fitted.measured_with.empty() ? std::string("an unnamed one") : fitted.measured_with) +
+         ": the factors the fit keeps from it describe other kernels, so the spec is not stamped; probe again "
+         "and calibrate from that spec");
+    fitted.measured_with.clear();
   }
   if (!worse.empty()) comment += "\nWarning: " + worse + ".";
   if (fitted.description.find("calibrated") == std::string::npos)

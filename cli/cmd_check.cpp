@@ -10,6 +10,7 @@
 #include "frontend/specs.h"
 #include "frontend/sweep.h"
 #include "checkpoint/gguf_model.h"
+#include "codegen/kernels_id.h"
 #include "ir/assert.h"
 #include "sweep/sweep.h"
 
@@ -109,12 +110,14 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
   DType mat = t.peak_bf16 > 0 ? DType::bf16 : (t.peak_fp16 > 0 ? DType::f16 : DType::f32);
   double ridge = t.matrix_peak_flops(mat) / t.bandwidth_bytes_per_s();
   for (const std::string& w : check_target(t)) std::cerr << "lathe: warning: " << w << "\n";
+  warn_if_measured_by_another_build(t);
   if (format == "json") {
     nlohmann::json j = {{"kind", "hardware"},
                         {"name", t.name},
                         {"source", src},
                         {"description", t.description},
                         {"target_kind", t.is_gpu() ? "gpu" : "cpu"},
+                        {"measured_with", t.measured_with.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.measured_with)},
                         {"ridge_flops_per_byte", ridge}};
     if (t.is_gpu()) j["compute_capability"] = t.compute_capability;
     for (const TargetField& f : target_fields()) j["fields"][std::string(f.key)] = get_field(t, f);
@@ -123,6 +126,8 @@ int summarize_target(const Target& t, const std::string& src, const std::string&
   }
   std::cout << "hardware " << t.name << " (" << src << "): OK\n";
   std::cout << "  " << t.description << "\n";
+  if (!t.measured_with.empty()) std::cout << "  measured with     " << t.measured_with << " (this lathe "
+                                          << (t.is_gpu() ? cuda_kernels_id() : cpu_kernels_id()) << ")\n";
   std::cout << "  kind              " << (t.is_gpu() ? "gpu" : "cpu");
   if (t.is_gpu()) std::cout << ", sm_" << t.compute_capability;
   std::cout << ", " << t.sm_count << (t.is_gpu() ? " SMs" : " cores") << " at " << t.clock_mhz << " MHz\n";
@@ -168,7 +173,8 @@ namespace {
 int summarize_plan(const PlanSpec& p, const std::string& src, const std::string& format) {
   try {
     if (p.model) load_model(*p.model);  // throws when unknown
-    if (p.hardware) load_target_spec(*p.hardware);  // "h100-sxm+memory_gb=40" as the commands take it
+    if (p.hardware)  // "h100-sxm+memory_gb=40" as the commands take it
+      warn_if_measured_by_another_build(load_target_spec(*p.hardware));
     if (p.model && p.hardware) {
       // Lowered as `simulate --plan` would: what the commands refuse (tp that does not
       // divide the heads, a format the target lacks) is refused here too.
@@ -212,7 +218,7 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
 int summarize_scenario(const ScenarioSpec& s, const std::string& src, const std::string& format) {
   try {
     if (s.model) load_model(*s.model);  // throws when unknown
-    if (s.hardware) load_target_spec(*s.hardware);
+    if (s.hardware) warn_if_measured_by_another_build(load_target_spec(*s.hardware));
   } catch (const Error& e) {
     throw Error(src + ": " + e.what());
   }
@@ -241,6 +247,12 @@ int summarize_scenario(const ScenarioSpec& s, const std::string& src, const std:
 
 int summarize_sweep(const SweepSpec& s, const std::string& src, const std::string& format) {
   check_sweep_spec(s);  // what `lathe sweep` refuses before it costs anything (it printed 2^63 - 1 points, "OK")
+  for (const std::string& h : s.hardware) {
+    try {  // only for the warning: `lathe sweep` reports a target it cannot load
+      warn_if_measured_by_another_build(load_target_spec(h));
+    } catch (const Error&) {
+    }
+  }
   uint64_t points = sweep_point_count(s);
   std::vector<std::string> objs, cons;
   for (const Objective& o : s.objectives) objs.push_back(o.text());

@@ -149,13 +149,13 @@ int run_compile(const CompileArgs& a) {
     throw Error("--emit: expected cpu or cuda, got '" + a.emit + "'");
 
   // CUDA kernels compute in bf16 or f16 activations: with --emit cuda and no act given,
-  // an f32 default (an f32 model on a GPU, any model on a CPU target) becomes bf16, as
-  // `lathe run --backend cuda` does.
+  // an f32 default (an f32 model on a GPU) becomes bf16 (f16 where the target lacks
+  // bf16), as `lathe run --backend cuda` does.
   if (a.emit == "cuda" && !req.options.act_dtype) {
     const ModelSpec m = load_model(req.model);
     const Target t = load_target_spec(req.hardware, req.sets);
     const Workload w = req.workload;
-    if (build_options(m, t, req.options, w, Phase::prefill).act == DType::f32) req.options.act_dtype = DType::bf16;
+    if (build_options(m, t, req.options, w, Phase::prefill).act == DType::f32) req.options.act_dtype = cuda_default_act(t);
   }
   std::map<std::string, std::string> dumps;
   LowerHooks hooks;

@@ -17,6 +17,7 @@
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
 #include "codegen/kernels_id.h"
+#include "frontend/sweep.h"
 #include "cli/run_weights.h"
 #include "ir/assert.h"
 #include "runtime/cpu/probe.h"
@@ -201,6 +202,7 @@ int run_run(const RunArgs& a) {
       throw Error("--hw: " + a.model + " is a compiled plan; its predictions are for the target it was compiled for "
                   "(compile again with another target, or run the model itself)");
     plan = load_plan_dir(a.model);
+    warn_if_measured_by_another_build(plan.target);
     model_name = plan.model;
     if (!a.prompt_tokens_given) run_prompt = plan.workload.prompt;
     if (!a.gen_given) run_gen = std::max<int64_t>(1, plan.workload.gen);
@@ -212,7 +214,8 @@ int run_run(const RunArgs& a) {
     req.hardware = hw;
     req.sets = a.sets;
     req.options = spec.options;
-    if (!req.options.act_dtype) req.options.act_dtype = cuda ? DType::bf16 : DType::f32;
+    if (!req.options.act_dtype)
+      req.options.act_dtype = cuda ? cuda_default_act(load_target_spec(hw, a.sets)) : DType::f32;
     int64_t sequences = prompts.empty() ? a.batch : int64_t(prompts.size());
     int64_t longest = a.prompt_tokens;
     if (!prompts.empty()) {

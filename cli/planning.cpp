@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "frontend/builder.h"
 #include "frontend/sweep.h"
@@ -56,21 +57,24 @@ std::string fmt_elements(double n) {
   return buf;
 }
 
-// A probed or calibrated spec describes the kernels of the build that measured it; after
-// the kernels or the cost model change its efficiencies mispredict (a spec probed before
-// a flash-attention speed-up predicted attention 1.9x slow). Said once per process.
+}  // namespace
+
 void warn_if_measured_by_another_build(const Target& t) {
   if (t.measured_with.empty()) return;
   const std::string_view now = t.is_gpu() ? cuda_kernels_id() : cpu_kernels_id();
-  static bool said = false;
-  if (t.measured_with == now || said) return;
-  said = true;
+  // Once per spec (whatif lists several; a sweep's what-if variants add "+key=value").
+  static std::set<std::string> said;
+  if (t.measured_with == now || !said.insert(t.measured_with + " " + t.name.substr(0, t.name.find('+'))).second)
+    return;
   std::cerr << "lathe: warning: " << t.name << " was measured with another build of lathe's "
             << (t.is_gpu() ? "CUDA" : "CPU") << " kernels or cost model (measured_with " << t.measured_with
             << ", this lathe " << now << "); its efficiencies may not describe the kernels this lathe runs: "
-            << "measure it again with `lathe probe` or `lathe calibrate`\n";
+            << "measure it again (`lathe probe` or `lathe calibrate`)\n";
 }
-}  // namespace
+
+DType cuda_default_act(const Target& t) {
+  return t.supports(DType::bf16) || !t.supports(DType::f16) ? DType::bf16 : DType::f16;
+}
 
 void refuse_plan_inputs(const std::string& out, const std::string& flag, const PlanRequest& req,
                         const std::string& plan_file) {

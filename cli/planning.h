@@ -53,6 +53,17 @@ std::vector<std::string> check_target(const Target& t);
 
 Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per_op = true);
 
+// A probed or calibrated spec describes the kernels of the build that measured it
+// (Target::measured_with); after the kernels or the cost model change, its efficiencies
+// mispredict (a spec probed before a flash-attention speed-up predicted attention 1.9x
+// slow). Warns on stderr, once per spec; make_plan calls it, and the commands that load
+// targets otherwise (check, sweep, advise, run of a plan directory).
+void warn_if_measured_by_another_build(const Target& t);
+
+// The activation dtype of a CUDA plan when none is given: bf16, or f16 on a target
+// without bf16 (before sm_80, or a spec that sets its bf16 peak to 0).
+DType cuda_default_act(const Target& t);
+
 // Refuses `out` (named `flag` in the message) when it is the model, hardware or plan file
 // (`plan_file`, "" for none) the request reads: refuse_input_as_output for each.
 void refuse_plan_inputs(const std::string& out, const std::string& flag, const PlanRequest& req,

@@ -27,6 +27,7 @@ namespace {
 json target_json(const Target& t) {
   json j = {{"name", t.name},
             {"description", t.description},
+            {"measured_with", t.measured_with},
             {"kind", t.is_gpu() ? "gpu" : "cpu"},
             {"compute_capability", t.compute_capability}};
   for (const TargetField& f : target_fields()) j["fields"][std::string(f.key)] = get_field(t, f);
@@ -37,8 +38,11 @@ Target target_from(const json& j) {
   Target t;
   t.name = json_string(json_field(j, "name", "target.name"), "target.name");
   t.description = j.value("description", "");
-  if (printable(t.name) != t.name || printable(t.description) != t.description)
-    throw Error("target name or description holds control characters");
+  // Plans written before specs carried it have none: not measured.
+  if (j.contains("measured_with")) t.measured_with = json_string(j["measured_with"], "target.measured_with");
+  if (printable(t.name) != t.name || printable(t.description) != t.description ||
+      printable(t.measured_with) != t.measured_with)
+    throw Error("target name, description or measured_with holds control characters");
   const std::string kind = json_string(json_field(j, "kind", "target.kind"), "target.kind");
   if (kind != "gpu" && kind != "cpu") throw Error("target kind '" + kind + "' (expected cpu or gpu)");
   t.kind = kind == "gpu" ? TargetKind::gpu : TargetKind::cpu;

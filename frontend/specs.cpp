@@ -182,16 +182,20 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
   tg.name = r.require_string("name");
   if (std::string why = name_problem(tg.name); !why.empty()) r.fail_at(*t.get("name"), "name", why);
   tg.description = r.get_string("description").value_or("");
-  if (const TomlValue* m = t.get("measured_with")) {
-    tg.measured_with = r.get_string("measured_with").value_or("");
-    if (!is_kernel_build_id(tg.measured_with))
-      r.fail_at(*m, "measured_with",
-                "expected the kernel build id `lathe probe` writes, \"cpu:\" or \"cuda:\" and hex digits");
-  }
   std::string kind = r.require_string("kind");
   if (kind == "gpu") tg.kind = TargetKind::gpu;
   else if (kind == "cpu") tg.kind = TargetKind::cpu;
   else r.fail_at(*t.get("kind"), "kind", "expected \"gpu\" or \"cpu\", got \"" + kind + "\"");
+  // The kernel build a probe or calibration measured ("" = not measured): a CPU spec's
+  // id names CPU kernels, a GPU spec's CUDA kernels.
+  if (const TomlValue* m = t.get("measured_with")) {
+    tg.measured_with = r.get_string("measured_with").value_or("");
+    const std::string want = tg.is_gpu() ? "cuda:" : "cpu:";
+    if (!tg.measured_with.empty() && (!is_kernel_build_id(tg.measured_with) || !tg.measured_with.starts_with(want)))
+      r.fail_at(*m, "measured_with",
+                "expected the kernel build id `lathe probe` writes for a " + kind + " spec, \"" + want +
+                    "\" and hex digits");
+  }
   if (const TomlValue* cc = t.get("compute_capability")) {
     r.allow("compute_capability");
     double v = 0;

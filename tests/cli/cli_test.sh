@@ -709,6 +709,21 @@ sed -E 's/^measured_with = "cpu:[0-9a-f]+"/measured_with = "cpu:000000000000"/' 
 expect_rc 0 "$LATHE" simulate small "$tmp/probe-old.toml" --act f32
 grep -q "probe-.* was measured with another build of lathe's CPU kernels or cost model (measured_with cpu:000000000000" "$tmp/err" ||
   bad "a spec measured by another build gave no warning: $(cat "$tmp/err")"
+# Every command that takes the spec warns, once per spec: whatif with two stale specs
+# names both; check shows the id; a compiled plan keeps it, and running the plan warns.
+sed -E 's/^measured_with = "cpu:[0-9a-f]+"/measured_with = "cpu:111111111111"/; s/^name = ".*"/name = "probe-two"/' \
+  "$tmp/probe.toml" >"$tmp/probe-two.toml"
+expect_rc 0 "$LATHE" whatif small --hw "$tmp/probe-old.toml,$tmp/probe-two.toml,$tmp/probe-old.toml+hbm_bandwidth_gbs=x2" --act f32
+[ "$(grep -c "was measured with another build" "$tmp/err")" = 2 ] || bad "whatif over two stale specs: $(cat "$tmp/err")"
+grep -q "probe-two was measured with another build" "$tmp/err" || bad "whatif named one stale spec: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" check "$tmp/probe-old.toml"
+grep -q "measured with     cpu:000000000000 (this lathe cpu:" "$tmp/out" || bad "check shows no measured_with: $(cat "$tmp/out")"
+grep -q "was measured with another build" "$tmp/err" || bad "check of a stale spec gave no warning"
+expect_rc 0 "$LATHE" advise tiny "$tmp/probe-old.toml" --prompt 32 --gen 4
+grep -q "was measured with another build" "$tmp/err" || bad "advise on a stale spec gave no warning"
+expect_rc 0 "$LATHE" compile tiny "$tmp/probe-old.toml" -o "$tmp/stale-plan"
+expect_rc 0 "$LATHE" run "$tmp/stale-plan" --gen 2
+grep -q "was measured with another build" "$tmp/err" || bad "run of a plan compiled for a stale spec gave no warning"
 expect_rc 0 "$LATHE" run tiny --gen 2 --hw "$tmp/probe.toml" --format json
 python3 - "$tmp/out" "$tmp/probe.toml" <<'PY' || bad "run json measured_with"
 import json, re, sys
@@ -1304,8 +1319,13 @@ open('$tmp/badbuild.jsonl', 'w').write(''.join(json.dumps(r) + '\n' for r in row
 expect_rc 0 "$LATHE" calibrate "$tmp/mixed.jsonl" --hw cpu-host -o "$tmp/calmixed.toml"
 grep -q "measured with different kernel builds (cpu:000000000000, cpu:" "$tmp/err" || bad "calibrate over two builds: $(cat "$tmp/err")"
 grep -q "^measured_with" "$tmp/calmixed.toml" && bad "calibrate over two builds stamped the spec"
+# Calibrating from a spec another build measured keeps some of its factors: unstamped.
+sed -E 's/^measured_with = "cpu:[0-9a-f]+"/measured_with = "cpu:000000000000"/' "$tmp/cal.toml" >"$tmp/cal-old.toml"
+expect_rc 0 "$LATHE" calibrate "$tmp/runs.jsonl" --hw "$tmp/cal-old.toml" -o "$tmp/cal-re.toml"
+grep -q "the factors the fit keeps from it describe other kernels" "$tmp/err" || bad "calibrate from a stale spec: $(cat "$tmp/err")"
+grep -q "^measured_with" "$tmp/cal-re.toml" && bad "calibrate from a stale spec stamped the result"
 expect_rc 2 "$LATHE" calibrate "$tmp/badbuild.jsonl" --hw cpu-host -o "$tmp/calbad.toml"
-grep -q "measured_with: 'yesterday' is not a kernel build id" "$tmp/err" || bad "calibrate with a bad build id: $(cat "$tmp/err")"
+grep -q "measured_with: 'yesterday' is not a CPU kernel build id" "$tmp/err" || bad "calibrate with a bad build id: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
 head -1 "$tmp/runs.jsonl" >"$tmp/onerun.jsonl"
 expect_rc 0 "$LATHE" calibrate "$tmp/onerun.jsonl" --hw cpu-host -o "$tmp/cal1.toml"

@@ -299,15 +299,24 @@ TEST(TargetToml, MeasuredWith) {
   t.measured_with = "cpu:0123456789ab";
   EXPECT_EQ(parse_target_toml(target_to_toml(t), "back.toml").measured_with, "cpu:0123456789ab");
   EXPECT_TRUE(is_kernel_build_id("cuda:ff"));
-  for (const char* bad : {"", "cpu:", "gpu:12", "cpu:12G", "cpu:ABC", "cpu", "cpu:12 "}) {
-    EXPECT_FALSE(is_kernel_build_id(bad)) << bad;
+  // Written empty: not measured.
+  EXPECT_EQ(parse_target_toml("[hardware]\nname = \"x\"\nmeasured_with = \"\"\nkind = \"cpu\"\nsm_count = 2\n"
+                              "clock_mhz = 1000\nmemory_gb = 8\nhbm_bandwidth_gbs = 10\n[hardware.peak_tflops]\n"
+                              "fp32 = 0.1\n",
+                              "empty.toml")
+                .measured_with,
+            "");
+  // A CPU spec's id names CPU kernels ("cuda:" on a CPU spec warned under every build).
+  for (const char* bad : {"cpu:", "gpu:12", "cpu:12G", "cpu:ABC", "cpu", "cpu:12 ", "cuda:ff"}) {
+    EXPECT_EQ(is_kernel_build_id(bad), std::string(bad) == "cuda:ff") << bad;
     t.measured_with = bad;
-    if (std::string(bad).empty()) continue;  // not written at all
     try {
       parse_target_toml(target_to_toml(t), "back.toml");
       ADD_FAILURE() << "measured_with = '" << bad << "' was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("hardware.measured_with: expected the kernel build id"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("hardware.measured_with: expected the kernel build id `lathe probe` writes "
+                                           "for a cpu spec, \"cpu:\""),
+                std::string::npos)
           << e.what();
     }
   }
