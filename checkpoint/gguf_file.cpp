@@ -371,6 +371,18 @@ void File::parse_all() {
                   ") overlaps tensor '" + a.name + "' (" + std::to_string(a.bytes) + " bytes at offset " +
                   std::to_string(a.offset) + ")");
   }
+  // The tensors end the file (writers pad each to the alignment). Bytes past the last
+  // one mean the header was read wrong: a tensor count one short (its tensor dropped,
+  // the data section starting early) or another alignment shifted every tensor, and the
+  // model ran on misread weights.
+  if (!by_offset.empty()) {
+    const TensorInfo& last = *by_offset.back();
+    const uint64_t end = data_start + last.offset + last.bytes;
+    if (size_ - end >= alignment_)
+      throw Error(path_ + ": " + std::to_string(size_ - end) + " bytes after the last tensor's data ('" + last.name +
+                  "' ends at byte " + std::to_string(end) + " of " + std::to_string(size_) +
+                  "): the header's tensor count or alignment does not match the data (a corrupt file?)");
+  }
 }
 
 const TensorInfo* File::find(const std::string& name) const {

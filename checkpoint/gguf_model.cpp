@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -212,16 +213,28 @@ ModelSpec model_spec(const File& f) {
   m.max_context = req("context_length");
   m.norm_eps = f.get_float_opt("llama.attention.layer_norm_rms_epsilon").value_or(1e-5);
   m.rope_theta = f.get_float_opt("llama.rope.freq_base").value_or(10000.0);
-  if (m.norm_eps <= 0)
-    throw Error(path + ": key 'llama.attention.layer_norm_rms_epsilon' must be positive");
-  if (m.rope_theta <= 0) throw Error(path + ": key 'llama.rope.freq_base' must be positive");
+  // The ranges config.json's reader holds them to (an epsilon of 1e38 ran and produced
+  // logits of 1e-19, exit 0).
+  auto within = [&](double v, double lo, double hi, const char* key) {
+    if (!(v >= lo && v <= hi)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s: key '%s' is %g, outside [%g, %g]", path.c_str(), key, v, lo, hi);
+      throw Error(buf);
+    }
+  };
+  within(m.norm_eps, 1e-12, 0.1, "llama.attention.layer_norm_rms_epsilon");
+  within(m.rope_theta, 1.0, 1e12, "llama.rope.freq_base");
   // RoPE scaling: linear by metadata, or per-dimension divisors in rope_freqs.weight
   // (what llama.cpp's converter writes for Llama 3.1's llama3 rule).
   if (f.get_string_opt("llama.rope.scaling.type").value_or("none") == "linear") {
     double factor = f.get_float_opt("llama.rope.scaling.factor").value_or(1.0);
-    if (!(factor > 0) || !std::isfinite(factor))
-      throw Error(path + ": key 'llama.rope.scaling.factor' must be a positive number");
-    if (factor != 1.0) m.rope_scaling = RopeScaling{.type = "linear", .factor = factor};
+    within(factor, 1e-3, 1e6, "llama.rope.scaling.factor");
+    if (factor != 1.0) {
+      RopeScaling linear;
+      linear.type = "linear";
+      linear.factor = factor;
+      m.rope_scaling = linear;
+    }
   }
   if (const TensorInfo* rf = f.find("rope_freqs.weight")) {
     if (rf->type != 0 || rf->ne.size() != 1 || rf->ne[0] != m.head_dim / 2)

@@ -29,6 +29,8 @@ int run_init(const InitArgs& a) {
   std::string why;
   auto fmt = parse_weight_format(a.weights, &why);
   if (!fmt) throw Error("--weights: " + why);
+  if (a.out.empty()) throw Error("-o: an empty path (give the output .gguf file)");
+  check_output_file(a.out);  // before the weights are generated
   refuse_input_as_output(a.out, a.model, "-o", "models");
   ModelSpec m = load_model(a.model);
   write_synthetic_gguf(m, a.seed, *fmt, a.out);
@@ -63,11 +65,9 @@ int run_convert(const ConvertArgs& a) {
     throw Error(a.source +
                 ": not a Hugging Face checkpoint directory (config.json + *.safetensors)");
   }
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(a.source, ec)) {
-    std::string ext = e.path().extension().string();
-    if (ext == ".json" || ext == ".safetensors") refuse_input_as_output(a.out, e.path().string());
-  }
+  if (a.out.empty()) throw Error("-o: an empty path (give the output .gguf file)");
+  check_output_file(a.out);  // before the checkpoint is read
+  refuse_input_as_output(a.out, a.source);  // its config, index and shards
   PlanRequest req;
   req.model = a.source;
   req.hardware = "cpu-host";

@@ -181,12 +181,25 @@ void refuse_input_as_output(const std::string& out, const std::string& input, co
   std::error_code ec;
   if (out.empty() || input.empty() || !std::filesystem::exists(input, ec)) return;
   if (!builtin_folder.empty() && is_builtin_name(builtin_folder, input)) return;
-  // A model given as a Hugging Face directory is read through its config.json.
-  const std::string file =
-      std::filesystem::is_directory(input, ec) ? (std::filesystem::path(input) / "config.json").string() : input;
-  if (same_file_path(out, file))
-    throw Error(flag + " " + out + ": that is an input of this command (" + file +
-                "); writing there would overwrite it. Choose another output path");
+  // A Hugging Face checkpoint (its directory, or its config.json) is its config, index
+  // and weight shards: `import-hf X -o X/model-00002-of-00002.safetensors` replaced a
+  // shard with TOML.
+  namespace fs = std::filesystem;
+  std::vector<std::string> files{input};
+  fs::path dir;
+  if (fs::is_directory(input, ec))
+    dir = input, files = {(fs::path(input) / "config.json").string()};
+  else if (fs::path(input).filename() == "config.json")
+    dir = fs::path(input).parent_path().empty() ? fs::path(".") : fs::path(input).parent_path();
+  if (!dir.empty())
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (ext == ".json" || ext == ".safetensors") files.push_back(e.path().string());
+    }
+  for (const std::string& file : files)
+    if (same_file_path(out, file))
+      throw Error(flag + " " + out + ": that is an input of this command (" + file +
+                  "); writing there would overwrite it. Choose another output path");
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

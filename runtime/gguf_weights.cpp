@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/tokenizer.h"
@@ -131,10 +133,19 @@ void gguf_dequantize(const gguf::File& f, const gguf::TensorInfo& t, float* out)
 WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
                               std::shared_ptr<const gguf::File> file, int threads) {
   const gguf::File& f = *file;
-  WeightSource source = [&f](const std::string& name, const std::vector<int64_t>& shape,
-                             float* out) { gguf_dequantize(f, tensor_for(f, name, shape), out); };
-  DirectFill direct = [&f](WeightTensor& w) {
-    const gguf::TensorInfo& t = tensor_for(f, w.name, w.shape);
+  // The file's tensors the plan reads (the weights are filled on several threads).
+  std::mutex used_mu;
+  std::set<std::string> used;
+  auto use = [&](const std::string& name, const std::vector<int64_t>& shape) -> const gguf::TensorInfo& {
+    const gguf::TensorInfo& t = tensor_for(f, name, shape);
+    std::lock_guard<std::mutex> lock(used_mu);
+    used.insert(t.name);
+    return t;
+  };
+  WeightSource source = [&f, &use](const std::string& name, const std::vector<int64_t>& shape,
+                                   float* out) { gguf_dequantize(f, use(name, shape), out); };
+  DirectFill direct = [&f, &use](WeightTensor& w) {
+    const gguf::TensorInfo& t = use(w.name, w.shape);
     if (gguf::format_of(t.type) != w.format) return false;
     gguf_check_values(f, t);
     const int64_t n = t.elements();
@@ -164,7 +175,19 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
         return false;
     }
   };
-  return WeightStore::build(graphs, source, threads, direct);
+  WeightStore store = WeightStore::build(graphs, source, threads, direct);
+  // A tensor no weight reads means the metadata describes another model than the
+  // tensors hold (llama.block_count 1 over two layers' tensors ran one layer, exit 0).
+  // rope_freqs.weight is read with the metadata, into the model's RoPE scaling.
+  std::vector<std::string> unused;
+  for (const gguf::TensorInfo& t : f.tensors())
+    if (!used.count(t.name) && t.name != "rope_freqs.weight") unused.push_back(t.name);
+  if (!unused.empty())
+    throw Error(f.path() + ": tensor '" + unused[0] + "'" +
+                (unused.size() > 1 ? " and " + std::to_string(unused.size() - 1) + " more are" : " is") +
+                " not a weight of the model its metadata describes (llama.block_count, llama.expert_count and the "
+                "other llama.* keys): the metadata and the tensors disagree");
+  return store;
 }
 
 Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& shape,

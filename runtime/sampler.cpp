@@ -18,7 +18,8 @@ int32_t Sampler::sample(const std::vector<float>& logits) {
   LATHE_ASSERT(!logits.empty(), "sampling from empty logits");
   for (float x : logits)
     if (std::isnan(x))
-      throw Error("the logits hold NaN: the plan computes garbage (a hand-edited plan, or a kernel bug)");
+      throw Error("the logits hold NaN: values overflowed on the way (weights too large for their format: check "
+                  "the weight file), or the plan computes garbage (a hand-edited plan, or a kernel bug)");
   if (greedy()) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<int32_t> idx(logits.size());
   std::iota(idx.begin(), idx.end(), 0);

@@ -122,5 +122,44 @@ PY
 expect_rc 2 "$LATHE" weights info "$tmp/u64.gguf"
 grep -q "key 'llama.block_count': 18446744073709551616 is out of range" "$tmp/err" || bad "u64 block_count: $(cat "$tmp/err")"
 
+# One-field corruptions that ran to wrong tokens with exit 0 (a fuzz run): the tensor
+# count one short (a tensor dropped, the data read 64 bytes early), a block count below
+# the tensors', an epsilon of 1e38 (config.json's range is [1e-12, 0.1]).
+expect_rc 0 "$LATHE" weights init tiny --seed 7 --weights f32 -o "$tmp/f32.gguf"
+python3 - "$tmp/f32.gguf" "$tmp" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+def patched(name, fn):
+    d = bytearray(data)
+    fn(d)
+    open(sys.argv[2] + "/" + name, "wb").write(d)
+def count(d):
+    n = struct.unpack_from("<Q", d, 8)[0]
+    struct.pack_into("<Q", d, 8, n - 1)
+def value_after(key, fmt, v):
+    def fn(d):
+        at = d.find(key) + len(key) + 4  # past the key and its value type
+        struct.pack_into(fmt, d, at, v)
+    return fn
+patched("count.gguf", count)
+patched("blocks.gguf", value_after(b"llama.block_count", "<I", 1))
+patched("eps.gguf", value_after(b"llama.attention.layer_norm_rms_epsilon", "<f", 1e38))
+PY
+expect_rc 2 "$LATHE" run "$tmp/count.gguf" --tokens 1,2,3 --gen 2
+grep -q "bytes after the last tensor's data" "$tmp/err" || bad "a tensor count one short: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run "$tmp/blocks.gguf" --tokens 1,2,3 --gen 2
+grep -q "tensor 'blk.1.attn_norm.weight' and 8 more are not a weight of the model its metadata describes" "$tmp/err" ||
+  bad "block_count below the tensors': $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" check "$tmp/eps.gguf"
+grep -q "key 'llama.attention.layer_norm_rms_epsilon' is 1e+38, outside \[1e-12, 0.1\]" "$tmp/err" || bad "eps 1e38: $(cat "$tmp/err")"
+# An empty output path, and a shard of the checkpoint as import-hf's output.
+expect_rc 2 "$LATHE" weights convert "$HF/tiny-llama" -o ""
+grep -q -- "-o: an empty path" "$tmp/err" || bad "convert -o '': $(cat "$tmp/err")"
+cp -r "$HF/tiny-llama" "$tmp/hfcopy"
+expect_rc 2 "$LATHE" import-hf "$tmp/hfcopy" -o "$tmp/hfcopy/model-00002-of-00002.safetensors"
+grep -q "that is an input of this command" "$tmp/err" || bad "import-hf over a shard: $(cat "$tmp/err")"
+cmp -s "$HF/tiny-llama/model-00002-of-00002.safetensors" "$tmp/hfcopy/model-00002-of-00002.safetensors" ||
+  bad "import-hf replaced a shard"
+
 [ $fail -eq 0 ] && echo "gguf cli: all passed"
 exit $fail
