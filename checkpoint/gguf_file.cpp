@@ -309,8 +309,22 @@ void File::parse_all() {
     c.fail("metadata count " + std::to_string(n_kv) + " cannot fit in the file");
   if (n_tensors > size_ / 28)
     c.fail("tensor count " + std::to_string(n_tensors) + " cannot fit in the file");
+  // A key or tensor name with control bytes or past 256 bytes is a misread string
+  // length (a corrupt file), not a name: quoted whole, it put kilobytes of raw bytes
+  // into the error.
+  auto name_ok = [](const std::string& n) {
+    if (n.size() > 256) return false;
+    for (unsigned char ch : n)
+      if (ch < 0x20 || ch == 0x7f) return false;
+    return true;
+  };
+  auto bad_name = [&](const std::string& what, const std::string& n) {
+    throw Error(path_ + ": " + what + " is not a name (" + std::to_string(n.size()) +
+                " bytes with control characters or past 256 bytes: a corrupt string length?)");
+  };
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.string("metadata key #" + std::to_string(i));
+    if (!name_ok(key)) bad_name("metadata key #" + std::to_string(i), key);
     uint32_t type = c.read<uint32_t>("type of key '" + key + "'");
     Value v = read_value(c, type, "key '" + key + "'");
     if (!kv_.emplace(key, std::move(v)).second)
@@ -328,6 +342,7 @@ void File::parse_all() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo t;
     t.name = c.string("name of tensor #" + std::to_string(i));
+    if (!name_ok(t.name)) bad_name("the name of tensor #" + std::to_string(i), t.name);
     std::string where = path_ + ": tensor '" + t.name + "'";
     uint32_t nd = c.read<uint32_t>("dimension count of tensor '" + t.name + "'");
     if (nd == 0 || nd > kMaxDims)
@@ -335,7 +350,8 @@ void File::parse_all() {
     for (uint32_t d = 0; d < nd; ++d) {
       uint64_t n = c.read<uint64_t>("dimensions of tensor '" + t.name + "'");
       if (n == 0 || n > (uint64_t(1) << 40))
-        throw Error(where + ": dimension " + std::to_string(d) + " is " + std::to_string(n));
+        throw Error(where + ": dimension " + std::to_string(d) + " is " + std::to_string(n) +
+                    " (expected 1 to 2^40 elements)");
       t.ne.push_back(int64_t(n));
     }
     t.type = c.read<uint32_t>("type of tensor '" + t.name + "'");

@@ -126,7 +126,12 @@ void SafetensorsFile::index() {
     throw Error(p + ": safetensors header is not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw Error(p + ": safetensors header is not a JSON object");
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+    bool operator<(const Range& o) const { return begin != o.begin ? begin < o.begin : end < o.end; }
+  };
+  std::vector<Range> ranges;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     if (name == "__metadata__") continue;
@@ -165,15 +170,15 @@ void SafetensorsFile::index() {
       bad("data_offsets " + o->dump() + " hold " + std::to_string(t.end - t.begin) +
           " bytes but shape " + s->dump() + " of " + t.dtype + " needs " +
           std::to_string(elements * uint64_t(bytes)));
-    ranges.push_back({t.begin, t.end});
+    ranges.push_back({t.begin, t.end, name});
     tensors_[name] = std::move(t);
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second && ranges[i].first != ranges[i].second &&
-        ranges[i - 1].first != ranges[i - 1].second)
-      throw Error(p + ": tensors overlap in the data section at byte " +
-                  std::to_string(ranges[i].first));
+    if (ranges[i].begin < ranges[i - 1].end && ranges[i].begin != ranges[i].end &&
+        ranges[i - 1].begin != ranges[i - 1].end)
+      throw Error(p + ": tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
+                  "' overlap in the data section at byte " + std::to_string(ranges[i].begin));
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {

@@ -161,7 +161,7 @@ TEST(GgufModel, RopeScalingRoundTrips) {
 
   ModelSpec l3 = plain;
   l3.rope_scaling = RopeScaling{.type = "llama3", .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
-                                .original_max_context = 64};
+                                .original_max_context = 64, .factors = {}};
   const std::vector<double> want = rope_divisors(*l3.rope_scaling, l3.rope_theta, l3.head_dim);
   // The head size and theta put the pairs on both sides of the blend.
   EXPECT_DOUBLE_EQ(want.front(), 1.0);
@@ -178,7 +178,8 @@ TEST(GgufModel, RopeScalingRoundTrips) {
   EXPECT_TRUE(gguf::model_notes(*gguf::File::open(path)).empty());
 
   ModelSpec lin = plain;
-  lin.rope_scaling = RopeScaling{.type = "linear", .factor = 4};
+  lin.rope_scaling = RopeScaling{.type = "linear", .factor = 4, .low_freq_factor = 1, .high_freq_factor = 4,
+                                 .original_max_context = 8192, .factors = {}};
   path = temp_path("rope-linear.gguf");
   write_synthetic_gguf(lin, 7, *parse_weight_format("f32"), path);
   back = gguf::load_model_spec(path);
@@ -268,8 +269,9 @@ TEST(GgufWeights, LoadEqualsSyntheticPacking) {
         EXPECT_EQ(std::memcmp(ta.payload.data(), tb.payload.data(), ta.payload.size()), 0)
             << model << " " << c.file_fmt << "->" << c.plan_fmt << ": " << name;
         ASSERT_EQ(ta.scales.size(), tb.scales.size()) << name;
-        if (ta.scales.size())
+        if (ta.scales.size()) {
           EXPECT_EQ(std::memcmp(ta.scales.data(), tb.scales.data(), ta.scales.size()), 0) << name;
+        }
       }
     }
   }
@@ -463,6 +465,30 @@ TEST(GgufErrors, OverlappingTensorDataIsRefused) {
   EXPECT_NE(e.find("bad.gguf: tensor 'b.weight': its data (at offset 96) overlaps tensor 'a.weight' (128 bytes at offset 0)"),
             std::string::npos)
       << e;
+}
+
+// A key read with a corrupt string length swallows the bytes after it: refused as not
+// a name, without quoting the bytes (the error was 8 KB of raw bytes).
+TEST(GgufErrors, KeyThatIsNotANameIsNotQuoted) {
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u64 = [&](uint64_t v) { put(&v, 8); };
+  put("GGUF", 4);
+  u32(3);
+  u64(0);  // tensors
+  u64(1);  // metadata keys
+  std::string key = "general.name\t\x01";
+  key += std::string(300, 'x');
+  u64(key.size());
+  put(key.data(), key.size());
+  u32(4);  // UINT32
+  u32(7);
+  std::string e = error_of([&] { gguf::File::parse(b.data(), b.size(), "bad.gguf"); });
+  EXPECT_NE(e.find("bad.gguf: metadata key #0 is not a name (314 bytes with control characters or past 256 bytes"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("xxxx"), std::string::npos) << e;
 }
 
 TEST(GgufErrors, KQuantTypeIsNamed) {

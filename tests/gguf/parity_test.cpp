@@ -92,9 +92,10 @@ TEST(GgufParity, LogitsMatchLlamaCpp) {
     }
     std::printf("%s: max normalized error %.3g over %lld positions (bound %.0e)\n", fmt.c_str(),
                 worst, (long long)gen, tolerance(fmt));
-    if (fmt == "f32")
+    if (fmt == "f32") {
       EXPECT_EQ(greedy, info["llama_cpp_greedy"].get<std::vector<int32_t>>())
           << "greedy continuation differs";
+    }
   }
 }
 

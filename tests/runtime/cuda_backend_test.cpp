@@ -281,7 +281,7 @@ TEST(CudaBackendKv, PrefillThenDecodeEqualsTokenByToken) {
 TEST(CudaTune, EveryCandidateGivesTheDefaultsLogits) {
   REQUIRE_GPU();
   const std::string wide = std::string(LATHE_SOURCE_DIR) + "/tests/fixtures/wide-rows.toml";
-  for (const std::string model : {wide, std::string("tiny-moe")})
+  for (const std::string& model : {wide, std::string("tiny-moe")})
     for (const char* wf : {"bf16", "int4:g32"})
       for (int batch : {1, 6}) {
         PlanOptions o;

@@ -311,7 +311,7 @@ TEST(Safetensors, MalformedFilesNameTheFileAndTensor) {
       {with_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                        "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
                    12),
-       "tensors overlap"},
+       "tensors 'a' and 'b' overlap in the data section at byte 4"},
       {with_header(
            R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
            8),
@@ -641,7 +641,9 @@ void cpu_backend_matches(const std::string& name, const std::string& weights, do
               << ": normalized error " << e << "\n";
     int32_t want = int32_t(std::max_element(fx.logits[step].begin(), fx.logits[step].end()) -
                            fx.logits[step].begin());
-    if (tol <= 1e-4) EXPECT_EQ(r.argmax[0], want) << "greedy token differs at step " << step;
+    if (tol <= 1e-4) {
+      EXPECT_EQ(r.argmax[0], want) << "greedy token differs at step " << step;
+    }
     if (step < fx.decode.size()) r = s.decode({fx.decode[step]});
   }
 }

@@ -118,8 +118,8 @@ TEST(Advise, MaxBatchIsNeverExceeded) {
 
 TEST(Advise, ImpossibleSlosAreAClearError) {
   AdviseRequest r;
-  r.model = "llama-3-8b";
-  r.hardware = "l4";
+  r.model = std::string("llama-3-8b");
+  r.hardware = std::string("l4");
   r.slo_tpot_ms = 0.01;
   r.threads = 2;
   try {
