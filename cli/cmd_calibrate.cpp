@@ -110,7 +110,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     auto it = plans.find(key);
     if (it == plans.end()) {
       PlanRequest req;
-      req.model = json_string(json_field(pl, "model", "plan.model"), "plan.model");
+      req.model = json_string_at(pl, "model", "plan.model");
       req.hardware = hw;
       std::string why;
       std::string w = opt_string(pl, "weights"), kv = opt_string(pl, "kv"),
@@ -160,8 +160,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     d.run.prompt = j.contains("prompt_length") ? json_integer(j["prompt_length"], "prompt_length")
                                                : json_integer(pl.at("prompt"), "plan.prompt");
     d.run.decode_steps = json_integer(j.at("decode_steps"), "decode_steps");
-    d.run.prefill_s = json_number(json_field(j, "prefill_ms", "prefill_ms"), "prefill_ms") * 1e-3;
-    d.run.decode_s = json_number(json_field(j, "decode_ms", "decode_ms"), "decode_ms") * 1e-3;
+    d.run.prefill_s = json_number_at(j, "prefill_ms", "prefill_ms") * 1e-3;
+    d.run.decode_s = json_number_at(j, "decode_ms", "decode_ms") * 1e-3;
     if (j.contains("cpu_int8_dot")) {
       d.int8_dot = json_bool(j["cpu_int8_dot"], "cpu_int8_dot") ? 1 : 0;
     }
@@ -186,7 +186,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     time_ok(d.run.prefill_s, "prefill_ms");
     time_ok(d.run.decode_s, "decode_ms");
     for (const auto& k : kernels) {
-      std::string phase = json_string(json_field(k, "phase", "kernel phase"), "kernel phase"), name = json_string(json_field(k, "name", "kernel name"), "kernel name");
+      std::string phase = json_string_at(k, "phase", "kernel phase"), name = json_string_at(k, "name", "kernel name");
       if (phase != "prefill" && phase != "decode")
         throw Error("kernel " + name + ": phase '" + phase + "' (expected prefill or decode)");
       const Graph& g = phase == "prefill" ? *d.run.prefill : *d.run.decode;
@@ -194,8 +194,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       if (id == kNone || !g.node(id).alive)
         throw Error("kernel " + phase + "/" + name +
                     " is not in the plan lathe builds for this run (another version?)");
-      MeasuredKernel mk{id, json_number(json_field(k, "measured_ms", "kernel " + phase + "/" + name + ": measured_ms"),
-                                         "kernel " + phase + "/" + name + ": measured_ms") * 1e-3};
+      MeasuredKernel mk{id, json_number_at(k, "measured_ms", "kernel " + phase + "/" + name + ": measured_ms") * 1e-3};
       time_ok(mk.measured_s, "kernel " + phase + "/" + name + ": measured_ms");
       (phase == "prefill" ? d.run.prefill_kernels : d.run.decode_kernels).push_back(mk);
     }

@@ -36,18 +36,17 @@ json target_json(const Target& t) {
 
 Target target_from(const json& j) {
   Target t;
-  t.name = json_string(json_field(j, "name", "target.name"), "target.name");
+  t.name = json_string_at(j, "name", "target.name");
   t.description = j.value("description", "");
   // Plans written before specs carried it have none: not measured.
   if (j.contains("measured_with")) t.measured_with = json_string(j["measured_with"], "target.measured_with");
   if (printable(t.name) != t.name || printable(t.description) != t.description ||
       printable(t.measured_with) != t.measured_with)
     throw Error("target name, description or measured_with holds control characters");
-  const std::string kind = json_string(json_field(j, "kind", "target.kind"), "target.kind");
+  const std::string kind = json_string_at(j, "kind", "target.kind");
   if (kind != "gpu" && kind != "cpu") throw Error("target kind '" + kind + "' (expected cpu or gpu)");
   t.kind = kind == "gpu" ? TargetKind::gpu : TargetKind::cpu;
-  const int64_t cc = json_integer(json_field(j, "compute_capability", "target.compute_capability"),
-                                  "target.compute_capability");
+  const int64_t cc = json_integer_at(j, "compute_capability", "target.compute_capability");
   if (cc < 0 || cc > 1000) throw Error("target.compute_capability: " + std::to_string(cc) + " is outside [0, 1000]");
   t.compute_capability = int(cc);
   const nlohmann::json& fields = json_field(j, "fields", "target.fields");
@@ -319,75 +318,58 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
       throw Error(source + ": plan format version " + j.at("lathe_plan").dump() + ", but this lathe reads version " +
                   std::to_string(kPlanFormatVersion) + "; recompile the plan with `lathe compile`");
     Plan p;
-    // Fields by type, named in errors ("options.kv_dtype: 5 is not a string").
-    auto named = [&](auto read) {
-      try {
-        return read();
-      } catch (const Error& e) {
-        throw Error(source + ": " + e.what());
-      }
-    };
-    auto field = [&](const json& in, const char* key, const std::string& what) -> const json& {
-      return *named([&] { return &json_field(in, key, what); });
-    };
-    auto text = [&](const json& in, const char* key, const std::string& what) {
-      return named([&] { return json_string(json_field(in, key, what), what); });
-    };
-    auto number = [&](const json& in, const char* key, const std::string& what) {
-      return named([&] { return json_number(json_field(in, key, what), what); });
-    };
-    auto integer = [&](const json& in, const char* key, const std::string& what) {
-      return named([&] { return json_integer(json_field(in, key, what), what); });
-    };
-    auto flag = [&](const json& in, const char* key, const std::string& what) {
-      return named([&] { return json_bool(json_field(in, key, what), what); });
-    };
-    p.model = text(j, "model", "model");
-    const json& target = field(j, "target", "target");
+    // Fields by type, named in errors ("plan.json: options.kv_dtype: 5 is not a string").
+    auto at = [&](const std::string& what) { return source + ": " + what; };
+    p.model = json_string_at(j, "model", at("model"));
+    const json& target = json_field(j, "target", at("target"));
     try {
       p.target = target_from(target);
     } catch (const Error& e) {
       throw Error(source + ": " + e.what());
     }
-    const json& w = field(j, "workload", "workload");
-    p.workload = {integer(w, "batch", "workload.batch"), integer(w, "prompt", "workload.prompt"),
-                  integer(w, "gen", "workload.gen")};
-    const json& o = field(j, "options", "options");
-    p.weights_format = text(o, "weights", "options.weights");
-    p.kv_dtype = text(o, "kv_dtype", "options.kv_dtype");
-    p.kv_layout = text(o, "kv_layout", "options.kv_layout");
-    p.kv_layout_reason = o.contains("kv_layout_reason") ? text(o, "kv_layout_reason", "options.kv_layout_reason") : "";
-    p.act_dtype = text(o, "act_dtype", "options.act_dtype");
-    p.tp = integer(o, "tp", "options.tp");
-    const json& pipeline = field(j, "pipeline", "pipeline");
+    const json& w = json_field(j, "workload", at("workload"));
+    p.workload = {json_integer_at(w, "batch", at("workload.batch")),
+                  json_integer_at(w, "prompt", at("workload.prompt")),
+                  json_integer_at(w, "gen", at("workload.gen"))};
+    const json& o = json_field(j, "options", at("options"));
+    p.weights_format = json_string_at(o, "weights", at("options.weights"));
+    p.kv_dtype = json_string_at(o, "kv_dtype", at("options.kv_dtype"));
+    p.kv_layout = json_string_at(o, "kv_layout", at("options.kv_layout"));
+    p.kv_layout_reason =
+        o.contains("kv_layout_reason") ? json_string_at(o, "kv_layout_reason", at("options.kv_layout_reason")) : "";
+    p.act_dtype = json_string_at(o, "act_dtype", at("options.act_dtype"));
+    p.tp = json_integer_at(o, "tp", at("options.tp"));
+    const json& pipeline = json_field(j, "pipeline", at("pipeline"));
     if (!pipeline.is_array()) throw Error(source + ": pipeline: not a list of pass names");
     for (size_t i = 0; i < pipeline.size(); ++i) {
       if (!pipeline[i].is_string())
         throw Error(source + ": pipeline[" + std::to_string(i) + "]: " + pipeline[i].dump() + " is not a pass name");
       p.pipeline.push_back(pipeline[i].get<std::string>());
     }
-    const json& passes = field(j, "passes", "passes");
+    const json& passes = json_field(j, "passes", at("passes"));
     if (!passes.is_array()) throw Error(source + ": passes: not a list");
     for (size_t i = 0; i < passes.size(); ++i) {
       const json& r = passes[i];
-      const std::string at = "passes[" + std::to_string(i) + "].";
+      const std::string rec = "passes[" + std::to_string(i) + "].";
       PassRecord pr;
-      pr.pass = text(r, "pass", at + "pass");
-      pr.changed = flag(r, "changed", at + "changed");
-      pr.note = text(r, "note", at + "note");
-      const int64_t pk = integer(r, "prefill_kernels", at + "prefill_kernels"),
-                    dk = integer(r, "decode_kernels", at + "decode_kernels");
+      pr.pass = json_string_at(r, "pass", at(rec + "pass"));
+      pr.changed = json_bool_at(r, "changed", at(rec + "changed"));
+      pr.note = json_string_at(r, "note", at(rec + "note"));
+      const int64_t pk = json_integer_at(r, "prefill_kernels", at(rec + "prefill_kernels")),
+                    dk = json_integer_at(r, "decode_kernels", at(rec + "decode_kernels"));
       if (pk < 0 || pk > INT32_MAX || dk < 0 || dk > INT32_MAX)
-        throw Error(source + ": " + at + "prefill_kernels / decode_kernels: outside [0, 2^31)");
+        throw Error(at(rec + "prefill_kernels / decode_kernels: outside [0, 2^31)"));
       pr.prefill_kernels = int(pk);
       pr.decode_kernels = int(dk);
-      pr.prefill_s = number(r, "prefill_ms", at + "prefill_ms") / 1e3;
-      pr.decode_s = number(r, "decode_ms", at + "decode_ms") / 1e3;
-      pr.tpot_s = number(r, "tpot_ms", at + "tpot_ms") / 1e3;
+      pr.prefill_s = json_number_at(r, "prefill_ms", at(rec + "prefill_ms")) / 1e3;
+      pr.decode_s = json_number_at(r, "decode_ms", at(rec + "decode_ms")) / 1e3;
+      pr.tpot_s = json_number_at(r, "tpot_ms", at(rec + "tpot_ms")) / 1e3;
       p.records.push_back(pr);
     }
-    p.prefill = parse_graph(text(field(j, "prefill", "prefill"), "ir", "prefill.ir"), source + " (prefill IR)");
-    p.decode = parse_graph(text(field(j, "decode", "decode"), "ir", "decode.ir"), source + " (decode IR)");
+    p.prefill = parse_graph(json_string_at(json_field(j, "prefill", at("prefill")), "ir", at("prefill.ir")),
+                            source + " (prefill IR)");
+    p.decode =
+        parse_graph(json_string_at(json_field(j, "decode", at("decode")), "ir", at("decode.ir")), source + " (decode IR)");
     for (const Graph* g : {&p.prefill, &p.decode}) {
       std::vector<std::string> errs = verify(*g);
       if (!errs.empty()) throw Error(source + ": " + g->name + " does not verify: " + errs[0]);

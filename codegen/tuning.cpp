@@ -267,16 +267,10 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
       throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
                   " (this lathe reads version 1)");
-    // Fields by type, named in errors ("entries[2].shape: 7 is not a string").
-    auto named = [&](auto read) {
-      try {
-        return read();
-      } catch (const Error& e) {
-        throw Error(source + ": " + e.what());
-      }
-    };
+    // Fields by type, named in errors ("t.json: entries[2].shape: 7 is not a string").
+    auto at = [&](const std::string& what) { return source + ": " + what; };
     auto text = [&](const nlohmann::json& in, const char* key, const std::string& what) {
-      return named([&] { return json_string(json_field(in, key, what), what); });
+      return json_string_at(in, key, at(what));
     };
     t.backend = text(j, "backend", "backend");
     if (!is_tuning_backend(t.backend))
@@ -290,7 +284,7 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       if (!w.is_object()) throw Error(source + ": workload: " + w.dump() + " is not an object");
       auto count = [&](const char* key, int64_t& out) {
         if (w.contains(key))
-          out = named([&] { return json_integer(w[key], std::string("workload.") + key); });
+          out = json_integer(w[key], at(std::string("workload.") + key));
       };
       count("batch", t.batch);
       count("prompt", t.prompt);
@@ -300,11 +294,11 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     const nlohmann::json& entries = j["entries"];
     for (size_t i = 0; i < entries.size(); ++i) {
       const nlohmann::json& e = entries[i];
-      const std::string at = "entries[" + std::to_string(i) + "].";
+      const std::string rec = "entries[" + std::to_string(i) + "].";
       if (!e.is_object()) throw Error(source + ": entries[" + std::to_string(i) + "]: " + e.dump() + " is not an object");
       TuningEntry x;
-      x.kind = text(e, "kind", at + "kind");
-      x.shape = text(e, "shape", at + "shape");
+      x.kind = text(e, "kind", rec + "kind");
+      x.shape = text(e, "shape", rec + "shape");
       const std::string where = source + ": entry " + x.kind + " '" + x.shape + "'";
       if (std::find(kinds.begin(), kinds.end(), x.kind) == kinds.end()) {
         std::string known;

@@ -39,4 +39,18 @@ inline bool json_bool(const nlohmann::json& v, const std::string& what) {
   return v.get<bool>();
 }
 
+// j[key] read by type: "WHAT: missing" or "WHAT: <value> is not a ...".
+inline std::string json_string_at(const nlohmann::json& j, const char* key, const std::string& what) {
+  return json_string(json_field(j, key, what), what);
+}
+inline double json_number_at(const nlohmann::json& j, const char* key, const std::string& what) {
+  return json_number(json_field(j, key, what), what);
+}
+inline int64_t json_integer_at(const nlohmann::json& j, const char* key, const std::string& what) {
+  return json_integer(json_field(j, key, what), what);
+}
+inline bool json_bool_at(const nlohmann::json& j, const char* key, const std::string& what) {
+  return json_bool(json_field(j, key, what), what);
+}
+
 }  // namespace lathe

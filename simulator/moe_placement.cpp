@@ -267,10 +267,7 @@ class SwapSearch {
         total_[k * E_ + e] = t;
         if (t > 0) on_[e].push_back(k);
       }
-    pairs_.assign(S_ * G_, 0);
-    nexp_.assign(S_ * G_, 0);
-    traffic_.assign(S_ * G_, 0);
-    busy_.assign(S_ * G_, 0.0);
+    load_.assign(S_ * G_, {});
     top_.resize(S_);
     contrib_.assign(S_, 0.0);
     for (size_t k = 0; k < S_; ++k) {
@@ -278,13 +275,13 @@ class SwapSearch {
         const int64_t t = total_[k * E_ + e];
         if (t == 0) continue;
         const size_t d = size_t(dev_[e]);
-        pairs_[k * G_ + d] += t;
-        ++nexp_[k * G_ + d];
+        load_[k * G_ + d].pairs += t;
+        ++load_[k * G_ + d].experts;
         for (size_t o = 0; o < G_; ++o) {
           if (o == d) continue;
           const int64_t n = s.samples[k][o * E_ + e];
-          traffic_[k * G_ + o] += n;
-          traffic_[k * G_ + d] += n;
+          load_[k * G_ + o].traffic += n;
+          load_[k * G_ + d].traffic += n;
         }
       }
       refresh(k);
@@ -325,11 +322,31 @@ class SwapSearch {
   bool stopped() const { return stopped_; }
 
  private:
+  struct Load {  // one device in one sample
+    int64_t pairs = 0, experts = 0, traffic = 0;  // token-expert pairs, touched experts, rows sent + received
+  };
+  template <class T>
   struct Top3 {  // the three largest values over the devices, and their devices
-    double busy[3];
-    int busy_dev[3];
-    int64_t traffic[3];
-    int traffic_dev[3];
+    T value[3] = {};
+    int dev[3] = {-1, -1, -1};
+    void add(T v, int g) {
+      for (int i = 0; i < 3; ++i)
+        if (dev[i] < 0 || v > value[i]) {
+          for (int j = 2; j > i; --j) value[j] = value[j - 1], dev[j] = dev[j - 1];
+          value[i] = v, dev[i] = g;
+          return;
+        }
+    }
+    // The largest over the devices other than x and y (two of them: three suffice).
+    T max_except(int x, int y) const {
+      for (int i = 0; i < 3; ++i)
+        if (dev[i] >= 0 && dev[i] != x && dev[i] != y) return value[i];
+      return T{};
+    }
+  };
+  struct SampleTop {
+    Top3<double> busy;
+    Top3<int64_t> traffic;
   };
 
   void stop() { stopped_ = true; }
@@ -340,26 +357,27 @@ class SwapSearch {
   double link_s(int64_t traffic) const { return traffic > 0 ? double(traffic) * s_.row_bytes / s_.link : 0.0; }
 
   void refresh(size_t k) {
-    Top3& t = top_[k];
-    for (int i = 0; i < 3; ++i) t.busy[i] = 0, t.busy_dev[i] = -1, t.traffic[i] = 0, t.traffic_dev[i] = -1;
+    SampleTop& t = top_[k];
+    t = {};
     for (size_t g = 0; g < G_; ++g) {
-      const double b = busy_[k * G_ + g] = busy_of(nexp_[k * G_ + g], pairs_[k * G_ + g]);
-      for (int i = 0; i < 3; ++i)
-        if (t.busy_dev[i] < 0 || b > t.busy[i]) {
-          for (int j = 2; j > i; --j) t.busy[j] = t.busy[j - 1], t.busy_dev[j] = t.busy_dev[j - 1];
-          t.busy[i] = b, t.busy_dev[i] = int(g);
-          break;
-        }
-      const int64_t x = traffic_[k * G_ + g];
-      for (int i = 0; i < 3; ++i)
-        if (t.traffic_dev[i] < 0 || x > t.traffic[i]) {
-          for (int j = 2; j > i; --j)
-            t.traffic[j] = t.traffic[j - 1], t.traffic_dev[j] = t.traffic_dev[j - 1];
-          t.traffic[i] = x, t.traffic_dev[i] = int(g);
-          break;
-        }
+      const Load& l = load_[k * G_ + g];
+      t.busy.add(busy_of(l.experts, l.pairs), int(g));
+      t.traffic.add(l.traffic, int(g));
     }
-    contrib_[k] = t.busy[0] + 2 * link_s(t.traffic[0]);
+    contrib_[k] = t.busy.value[0] + 2 * link_s(t.traffic.value[0]);
+  }
+
+  // Expert e's rows of sample k leave device X (`from`) for device Y (`to`): X sends
+  // the rows its own tokens routed to e and no longer receives the others, Y the
+  // reverse.
+  void shift(size_t k, size_t e, size_t X, size_t Y, Load& from, Load& to) const {
+    const int64_t t = total_[k * E_ + e];
+    if (t == 0) return;
+    const std::vector<int64_t>& n = s_.samples[k];
+    from.pairs -= t, to.pairs += t;
+    --from.experts, ++to.experts;
+    from.traffic += 2 * n[X * E_ + e] - t;
+    to.traffic += t - 2 * n[Y * E_ + e];
   }
 
   // The samples where expert a or b (b < 0: none) has rows, merged in order.
@@ -382,38 +400,13 @@ class SwapSearch {
     spent_ += int64_t(merged_.size());
     double delta = 0;
     for (size_t k : merged_) {
-      const std::vector<int64_t>& n = s_.samples[k];
-      int64_t px = pairs_[k * G_ + X], py = pairs_[k * G_ + Y];
-      int64_t ex = nexp_[k * G_ + X], ey = nexp_[k * G_ + Y];
-      int64_t tx = traffic_[k * G_ + X], ty = traffic_[k * G_ + Y];
-      const int64_t ta = total_[k * E_ + a];
-      if (ta > 0) {
-        px -= ta, py += ta, --ex, ++ey;
-        tx += 2 * n[X * E_ + a] - ta;
-        ty += ta - 2 * n[Y * E_ + a];
-      }
-      if (b >= 0) {
-        const size_t B = size_t(b);
-        const int64_t tb = total_[k * E_ + B];
-        if (tb > 0) {
-          py -= tb, px += tb, --ey, ++ex;
-          ty += 2 * n[Y * E_ + B] - tb;
-          tx += tb - 2 * n[X * E_ + B];
-        }
-      }
-      const Top3& t = top_[k];
-      double busy = std::max(busy_of(ex, px), busy_of(ey, py));
-      for (int i = 0; i < 3; ++i)
-        if (t.busy_dev[i] >= 0 && t.busy_dev[i] != x && t.busy_dev[i] != y) {
-          busy = std::max(busy, t.busy[i]);
-          break;
-        }
-      int64_t traffic = std::max(tx, ty);
-      for (int i = 0; i < 3; ++i)
-        if (t.traffic_dev[i] >= 0 && t.traffic_dev[i] != x && t.traffic_dev[i] != y) {
-          traffic = std::max(traffic, t.traffic[i]);
-          break;
-        }
+      Load lx = load_[k * G_ + X], ly = load_[k * G_ + Y];
+      shift(k, a, X, Y, lx, ly);
+      if (b >= 0) shift(k, size_t(b), Y, X, ly, lx);
+      const SampleTop& t = top_[k];
+      const double busy =
+          std::max({busy_of(lx.experts, lx.pairs), busy_of(ly.experts, ly.pairs), t.busy.max_except(x, y)});
+      const int64_t traffic = std::max({lx.traffic, ly.traffic, t.traffic.max_except(x, y)});
       delta += busy + 2 * link_s(traffic) - contrib_[k];
     }
     // As `better`: the new layer time must be below the current one by a relative 1e-12.
@@ -429,14 +422,7 @@ class SwapSearch {
 
   void apply(size_t e, int x, int y) {
     const size_t X = size_t(x), Y = size_t(y);
-    for (size_t k : on_[e]) {
-      const int64_t t = total_[k * E_ + e];
-      const std::vector<int64_t>& n = s_.samples[k];
-      pairs_[k * G_ + X] -= t, pairs_[k * G_ + Y] += t;
-      --nexp_[k * G_ + X], ++nexp_[k * G_ + Y];
-      traffic_[k * G_ + X] += 2 * n[X * E_ + e] - t;
-      traffic_[k * G_ + Y] += t - 2 * n[Y * E_ + e];
-    }
+    for (size_t k : on_[e]) shift(k, e, X, Y, load_[k * G_ + X], load_[k * G_ + Y]);
     dev_[e] = y;
     --held_[X], ++held_[Y];
   }
@@ -447,9 +433,8 @@ class SwapSearch {
   std::vector<int64_t> held_;
   std::vector<int64_t> total_;            // [sample x expert] token-expert pairs
   std::vector<std::vector<size_t>> on_;  // samples where each expert has rows
-  std::vector<int64_t> pairs_, nexp_, traffic_;  // [sample x device]
-  std::vector<double> busy_;
-  std::vector<Top3> top_;
+  std::vector<Load> load_;  // [sample x device]
+  std::vector<SampleTop> top_;
   std::vector<double> contrib_;
   std::vector<size_t> merged_;
   double sum_ = 0;

@@ -45,6 +45,24 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+// A GGUF v3 file written byte by byte, for headers lathe's writer cannot produce.
+struct RawGguf {
+  std::vector<uint8_t> b;
+  RawGguf(uint64_t tensors, uint64_t keys) {
+    put("GGUF", 4);
+    u32(3);
+    u64(tensors);
+    u64(keys);
+  }
+  void put(const void* p, size_t n) { b.insert(b.end(), (const uint8_t*)p, (const uint8_t*)p + n); }
+  void u32(uint32_t v) { put(&v, 4); }
+  void u64(uint64_t v) { put(&v, 8); }
+  void str(const std::string& s) {
+    u64(s.size());
+    put(s.data(), s.size());
+  }
+};
+
 // A file written by lathe for a built-in model, cached per (model, format).
 const std::string& model_file(const std::string& model, const std::string& fmt) {
   static std::map<std::string, std::string> files;
@@ -438,26 +456,17 @@ TEST(GgufErrors, DataPastEndShapeMismatchTypesAndScales) {
 // the same bytes.
 TEST(GgufErrors, OverlappingTensorDataIsRefused) {
   auto file = [](uint64_t second_offset) {
-    std::vector<uint8_t> b;
-    auto put = [&b](const void* p, size_t n) { b.insert(b.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
-    auto u32 = [&](uint32_t v) { put(&v, 4); };
-    auto u64 = [&](uint64_t v) { put(&v, 8); };
-    put("GGUF", 4);
-    u32(3);
-    u64(2);  // tensors
-    u64(0);  // metadata keys
+    RawGguf f(2, 0);  // two tensors, no metadata
     uint64_t offsets[2] = {0, second_offset};
     for (int i = 0; i < 2; ++i) {
-      std::string name = i == 0 ? "a.weight" : "b.weight";
-      u64(name.size());
-      put(name.data(), name.size());
-      u32(1);   // dimensions
-      u64(32);  // 32 f32 values: 128 bytes
-      u32(0);   // F32
-      u64(offsets[i]);
+      f.str(i == 0 ? "a.weight" : "b.weight");
+      f.u32(1);   // dimensions
+      f.u64(32);  // 32 f32 values: 128 bytes
+      f.u32(0);   // F32
+      f.u64(offsets[i]);
     }
-    b.resize((b.size() + 31) / 32 * 32 + 256, 0);
-    return b;
+    f.b.resize((f.b.size() + 31) / 32 * 32 + 256, 0);
+    return f.b;
   };
   std::vector<uint8_t> ok = file(128), bad = file(96);
   EXPECT_NO_THROW(gguf::File::parse(ok.data(), ok.size(), "ok.gguf"));
@@ -470,21 +479,13 @@ TEST(GgufErrors, OverlappingTensorDataIsRefused) {
 // A key read with a corrupt string length swallows the bytes after it: refused as not
 // a name, without quoting the bytes (the error was 8 KB of raw bytes).
 TEST(GgufErrors, KeyThatIsNotANameIsNotQuoted) {
-  std::vector<uint8_t> b;
-  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
-  auto u32 = [&](uint32_t v) { put(&v, 4); };
-  auto u64 = [&](uint64_t v) { put(&v, 8); };
-  put("GGUF", 4);
-  u32(3);
-  u64(0);  // tensors
-  u64(1);  // metadata keys
+  RawGguf f(0, 1);  // no tensors, one key
   std::string key = "general.name\t\x01";
   key += std::string(300, 'x');
-  u64(key.size());
-  put(key.data(), key.size());
-  u32(4);  // UINT32
-  u32(7);
-  std::string e = error_of([&] { gguf::File::parse(b.data(), b.size(), "bad.gguf"); });
+  f.str(key);
+  f.u32(4);  // UINT32
+  f.u32(7);
+  std::string e = error_of([&] { gguf::File::parse(f.b.data(), f.b.size(), "bad.gguf"); });
   EXPECT_NE(e.find("bad.gguf: metadata key #0 is not a name (314 bytes with control characters or past 256 bytes"),
             std::string::npos)
       << e;
