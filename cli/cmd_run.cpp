@@ -246,6 +246,11 @@ int run_run(const RunArgs& a) {
   if (!cuda && plan.act_dtype != "f32")
     throw Error(a.model + ": the CPU backend computes in f32 activations (the plan has " + plan.act_dtype +
                 "; compile with --act f32)");
+  // A checkpoint is held to its config.json first: a config whose sizes disagree with
+  // the tensors is named as such, not as a plan that does not fit.
+  std::string weights_from;
+  WeightSource source;
+  if (!gguf_file) source = run_weight_source(a.model, plan, a.seed, &weights_from);
   check_fits_in_memory(plan);
   if (from_plan && prompts.empty()) {
     // Checked before the synthetic prompts are built (a batch of 4096 x 1M-token prompts
@@ -270,13 +275,11 @@ int run_run(const RunArgs& a) {
 
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : available_cpus();
-  std::string weights_from;
   WeightStore weights;
   if (gguf_file) {
     weights = load_gguf_weights({&plan.prefill, &plan.decode}, gguf_file, threads);
     weights_from = "from " + a.model;
   } else {
-    WeightSource source = run_weight_source(a.model, plan, a.seed, &weights_from);
     weights = WeightStore::build({&plan.prefill, &plan.decode}, source, threads);
   }
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();

@@ -20,7 +20,8 @@ WeightSource run_weight_source(const std::string& model, const Plan& plan, uint6
     for (const std::string& n : load_hf_config(model).notes)
       std::cerr << "lathe: warning: " << n << "\n";
     auto checkpoint = HfWeights::open(model);
-    checkpoint->check({&plan.prefill, &plan.decode});
+    for (const std::string& n : checkpoint->check({&plan.prefill, &plan.decode}))
+      std::cerr << "lathe: warning: " << n << "\n";
     *description = model;
     return checkpoint->source(plan.decode);
   }

@@ -146,14 +146,14 @@ const SafetensorsFile& HfWeights::file_of(const std::string& hf_name,
   return *it->second;
 }
 
-void HfWeights::check(const std::vector<const Graph*>& graphs) const {
+std::vector<std::string> HfWeights::check(const std::vector<const Graph*>& graphs) const {
   for (const auto& [name, f] : where_)
     if (name.ends_with(".bias"))
       throw Error(
           f->path() + ": tensor '" + name +
           "': the checkpoint has biases, which lathe's IR does not support; "
           "`lathe simulate` and `lathe compile` still accept its config.json");
-  std::set<std::string> done;
+  std::set<std::string> done, used;
   for (const Graph* g : graphs) {
     if (g->attrs.i("tp", 1) != 1)
       throw Error(dir_ + ": checkpoint weights can only be loaded into plans with tp = 1");
@@ -163,6 +163,7 @@ void HfWeights::check(const std::vector<const Graph*>& graphs) const {
       std::vector<int64_t> shape;
       for (const Dim& d : w.shape) shape.push_back(d.coef);
       for (const Piece& p : pieces(w.name, shape)) {
+        used.insert(p.hf_name);
         const SafetensorsFile& f = file_of(p.hf_name, w.name);
         const SafetensorsTensor& t = *f.find(p.hf_name);
         if (t.shape != p.shape)
@@ -174,6 +175,53 @@ void HfWeights::check(const std::vector<const Graph*>& graphs) const {
       }
     }
   }
+  return unused_tensor_notes(used);
+}
+
+// Tensors the model leaves unused. One lathe would map to a weight of another config
+// (a layer past num_hidden_layers, an expert past num_local_experts, a router without
+// MoE) means config.json and the checkpoint disagree: an error, as for GGUF files. A
+// tied model's own lm_head is a warning (the embeddings are used in its place); RoPE's
+// inverse frequencies are recomputed from rope_theta; other names are warned about.
+std::vector<std::string> HfWeights::unused_tensor_notes(const std::set<std::string>& used) const {
+  std::vector<std::string> mapped, other;
+  std::string lm_head;
+  for (const auto& [name, f] : where_) {
+    if (used.count(name) || name.ends_with("rotary_emb.inv_freq")) continue;
+    if (name == "lm_head.weight") {
+      lm_head = f->path();
+      continue;
+    }
+    bool lathe_name = name == "model.embed_tokens.weight" || name == "model.norm.weight";
+    if (name.starts_with("model.layers.")) {
+      size_t dot = name.find('.', 13);
+      std::string rest = dot == std::string::npos ? "" : name.substr(dot + 1);
+      for (const auto& [l, hf] : layer_names()) lathe_name = lathe_name || rest == hf;
+      if (rest.starts_with("block_sparse_moe.experts.")) lathe_name = true;
+    }
+    (lathe_name ? mapped : other).push_back(name);
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string o = "'" + v[0] + "'";
+    if (v.size() > 1) o += " and " + std::to_string(v.size() - 1) + " more";
+    return o;
+  };
+  if (!mapped.empty())
+    throw Error(where_.at(mapped[0])->path() + ": tensor " + list(mapped) +
+                (mapped.size() > 1 ? " are" : " is") +
+                " not used by the model config.json describes (more layers or experts than "
+                "num_hidden_layers / num_local_experts, or a router without experts?): the "
+                "checkpoint and config.json disagree");
+  std::vector<std::string> notes;
+  if (!lm_head.empty())
+    notes.push_back(lm_head + ": tensor 'lm_head.weight' is not used: config.json ties the "
+                    "output to the embeddings (tie_word_embeddings), so model.embed_tokens.weight "
+                    "is used in its place");
+  if (!other.empty())
+    notes.push_back(where_.at(other[0])->path() + ": tensor " + list(other) +
+                    (other.size() > 1 ? " are" : " is") +
+                    " not a weight lathe knows, and not used");
+  return notes;
 }
 
 void HfWeights::fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim,

@@ -535,6 +535,54 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
       check(dir).find(file +
                       ": tensor 'model.layers.0.self_attn.q_proj.bias': the checkpoint has biases"),
       std::string::npos);
+  // Tensors the model does not use: a layer past num_hidden_layers (config.json and the
+  // checkpoint disagree) is an error; RoPE's inverse frequencies are skipped; other names
+  // are warnings.
+  auto notes = [&] {
+    auto g = b(dir);
+    return HfWeights::open(dir)->check({&g.prefill, &g.decode});
+  };
+  rewrite(t);
+  EXPECT_TRUE(notes().empty());
+  const int64_t layers = load_model("tiny").layers;
+  v = t;
+  v.push_back({"model.layers." + std::to_string(layers) + ".mlp.up_proj.weight", "F32", {4},
+               f32_bytes({1, 2, 3, 4})});
+  v.push_back({"model.layers." + std::to_string(layers + 1) + ".input_layernorm.weight", "F32",
+               {4}, f32_bytes({1, 2, 3, 4})});
+  rewrite(v);
+  EXPECT_NE(check(dir).find(file + ": tensor 'model.layers." + std::to_string(layers) +
+                            ".mlp.up_proj.weight' and 1 more are not used by the model"),
+            std::string::npos)
+      << check(dir);
+  v = t;
+  v.push_back({"model.layers.0.block_sparse_moe.gate.weight", "F32", {4}, f32_bytes({1, 2, 3, 4})});
+  rewrite(v);
+  EXPECT_NE(check(dir).find("tensor 'model.layers.0.block_sparse_moe.gate.weight' is not used"),
+            std::string::npos)
+      << check(dir);
+  v = t;
+  v.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {4}, f32_bytes({1, 2, 3, 4})});
+  rewrite(v);
+  EXPECT_TRUE(notes().empty());
+  v.push_back({"model.vision_tower.proj", "F32", {4}, f32_bytes({1, 2, 3, 4})});
+  rewrite(v);
+  ASSERT_EQ(notes().size(), 1u);
+  EXPECT_EQ(notes()[0], file + ": tensor 'model.vision_tower.proj' is not a weight lathe knows, and not used");
+  // A tied model's own lm_head: the embeddings are used in its place.
+  {
+    const std::string config = dir + "/config.json";
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(config));
+    cfg["tie_word_embeddings"] = true;
+    write(config, cfg.dump());
+    rewrite(t);
+    ASSERT_EQ(notes().size(), 1u);
+    EXPECT_NE(notes()[0].find(file + ": tensor 'lm_head.weight' is not used: config.json ties"),
+              std::string::npos)
+        << notes()[0];
+    cfg["tie_word_embeddings"] = false;
+    write(config, cfg.dump());
+  }
   // A truncated file.
   std::string bytes = safetensors_bytes(t);
   write(file, bytes.substr(0, bytes.size() / 2));
