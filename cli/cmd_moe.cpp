@@ -72,15 +72,7 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
   if (a.samples) o.samples = *a.samples;
   if (a.seed) o.seed = *a.seed;
   if (a.batches) {
-    o.batches.clear();
-    for (double b : number_list("--batch", *a.batches)) {
-      if (b < 1 || b != std::floor(b) || b > (1 << 20)) {
-        char got[32];
-        std::snprintf(got, sizeof got, "%.10g", b);
-        throw Error("--batch: batch sizes must be whole numbers in [1, 1048576], got " + std::string(got));
-      }
-      o.batches.push_back(int64_t(b));
-    }
+    o.batches = int_list(*a.batches, "--batch", 1, int64_t(1) << 20);
   }
 }
 
@@ -108,7 +100,27 @@ std::string experts_text(const std::vector<std::vector<int>>& on) {
       i = j + 1;
     }
   }
-  return s.size() <= 96 || s.size() <= counts.size() + 8 ? s : counts + " experts";
+  if (s.size() <= 96 || s.size() <= counts.size() + 8) return s;
+  if (counts.size() <= 96) return counts + " experts";
+  // Dozens of devices: the range of the counts, and how many devices hold the most.
+  size_t lo = on[0].size(), hi = lo, at_hi = 0;
+  for (const std::vector<int>& e : on) lo = std::min(lo, e.size()), hi = std::max(hi, e.size());
+  for (const std::vector<int>& e : on) at_hi += e.size() == hi;
+  if (lo == hi) return std::to_string(hi) + " experts each";
+  return std::to_string(lo) + "-" + std::to_string(hi) + " experts (" + std::to_string(hi) + " on " +
+         std::to_string(at_hi) + " of " + std::to_string(on.size()) + " GPUs)";
+}
+
+// A value per device: every one up to 8 devices, else the range and the busiest device.
+std::string per_gpu_text(const std::vector<double>& v, double scale, int digits, const char* unit) {
+  std::string s;
+  if (v.size() <= 8) {
+    for (size_t g = 0; g < v.size(); ++g) s += (g ? " " : "") + fmt_double(v[g] * scale, digits) + unit;
+    return s;
+  }
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fmt_double(*lo * scale, digits) + unit + "-" + fmt_double(*hi * scale, digits) + unit + " (max: GPU " +
+         std::to_string(hi - v.begin()) + ")";
 }
 
 // Bytes on the fullest device of a placement at a batch: the non-expert weights (every
@@ -237,17 +249,16 @@ int run_moe(const MoeArgs& a) {
              "rest/step", "GB/GPU", "per-GPU load", "per-GPU expert ms", "experts per GPU"});
     for (const PlacementResult& pl : b.placements) {
       const double mem = gpu_bytes(p, r, pl, b.batch);
-      std::string per_gpu;
-      for (size_t g = 0; g < pl.gpu_expert_s.size(); ++g)
-        per_gpu += (g ? " " : "") + fmt_double(pl.gpu_expert_s[g] * 1e3, 3);
       t.add({std::string(placement_name(pl.kind)), fmt_double(pl.step_s * 1e3, 2),
              "x" + fmt_double(pl.speedup, 2), fmt_double(pl.router_s * 1e3, 3),
              fmt_double(pl.dispatch_s * 1e3, 3), fmt_double(pl.experts_s * 1e3, 3),
              fmt_double(pl.combine_s * 1e3, 3), fmt_double(pl.other_s * 1e3, 2),
              fmt_double(mem / 1e9, 1) + (mem > capacity ? " NO" : ""),
-             shares_text(pl.gpu_load_share), per_gpu, experts_text(pl.experts_on_gpu)});
+             per_gpu_text(pl.gpu_load_share, 100, r.gpus > 8 ? 1 : 0, "%"), per_gpu_text(pl.gpu_expert_s, 1e3, 3, ""),
+             experts_text(pl.experts_on_gpu)});
     }
     std::cout << t.text("  ");
+    if (r.gpus > 8) std::cout << "  (per-GPU columns: the range over the " << r.gpus << " GPUs; --format json lists each)\n";
     if (b.search_stopped)
       std::cout << "  balanced: the swap search stopped at its budget before converging (the best "
                    "placement it found is shown)\n";

@@ -23,7 +23,7 @@
 // simulated layer time on the routing samples drops, so it never loses to
 // round-robin on them; each candidate is costed incrementally on the samples where its
 // experts have rows, and the search stops after 2^26 sample evaluations); replicated (balanced, plus copies of the hottest experts on
-// a second device, kept only where they lower the time, the device chosen among the 16
+// a second device, kept only where each lowers the layer time by 0.1% or more, the device chosen among the 16
 // least busy; tokens use the copy on their own device, else alternate between copies).
 #pragma once
 

@@ -121,6 +121,53 @@ TEST(Moe, ManyExpertsBalance) {
   }
 }
 
+// Replicated copies on many devices (256 experts, top-8, over 64 GPUs: each copy's
+// device is chosen among the 16 least busy): a copy costs an expert's weights in every
+// layer, so the placement holds copies only when they lower the layer time by 0.1% or
+// more (copies that each saved 0.002% piled 7 experts onto one device). Prefill with a
+// skewed load still replicates.
+TEST(Moe, CopiesOnManyGpusPayForThemselves) {
+  ModelSpec model = load_model("mixtral-8x7b");
+  model.name = "moe256";
+  model.moe->experts = 256;
+  model.moe->top_k = 8;
+  model.moe->expert_ffn = 2048;
+  model.layers = 2;
+  const Target t = load_target("h100-sxm");
+  const Workload w{64, 256, 2};
+  testing::Built b;
+  b.model = model;
+  b.target = t;
+  b.workload = w;
+  b.prefill = build_graph(model, build_options(model, t, {}, w, Phase::prefill));
+  b.decode = build_graph(model, build_options(model, t, {}, w, Phase::decode));
+  const Lowered l = testing::lower_plan(b, {});
+  int replicated_runs = 0;
+  for (int64_t prompt : {int64_t(0), int64_t(256)}) {
+    MoeOptions o;
+    o.gpus = 64;
+    o.zipf_skew = 1.2;
+    o.batches = {prompt > 0 ? int64_t(8) : int64_t(64)};
+    o.samples = 32;
+    o.prompt = prompt;
+    o.hot_replicas = 32;
+    MoeResult r = simulate_moe(l.prefill, l.decode, t, o);
+    const PlacementResult &bal = r.batches[0].placements[1], &rep = r.batches[0].placements[2];
+    size_t held = 0;
+    for (const std::vector<int>& on : rep.experts_on_gpu) held += on.size();
+    const double layer = rep.router_s + rep.dispatch_s + rep.combine_s + rep.experts_s;
+    EXPECT_LE(rep.step_s, bal.step_s * (1 + 1e-12)) << "prompt " << prompt;
+    if (held > 256) {
+      ++replicated_runs;
+      EXPECT_GE(bal.step_s - rep.step_s, 1e-3 * layer * double(r.layers) * (1 - 1e-9))
+          << "prompt " << prompt << ": " << held - 256 << " copies";
+    } else {
+      EXPECT_EQ(rep.extra_expert_bytes, 0.0);
+    }
+  }
+  EXPECT_GE(replicated_runs, 1) << "no case replicated an expert";
+}
+
 // A skewed load makes round-robin slower in prefill (compute-bound expert GEMMs),
 // and balancing recovers part of it.
 TEST(Moe, SkewCostsRoundRobinInPrefill) {
