@@ -52,21 +52,7 @@ void apply_flags(const EdgeArgs& a, EdgeOptions& o) {
   }
   if (a.beams) {
     o.beams.clear();
-    for (const std::string& b : split_commas(*a.beams, "--beams")) {
-      try {
-        size_t used = 0;
-        int v = std::stoi(b, &used);
-        if (used != b.size() || v < 1 || v > 64) throw std::invalid_argument(b);
-        o.beams.push_back(v);
-      } catch (...) {
-        throw Error("--beams: '" + b + "' is not an integer in [1, 64]");
-      }
-    }
-    if (o.beams.empty()) throw Error("--beams: empty list");
-    std::vector<std::string> items, keys;
-    for (int b : o.beams) keys.push_back(std::to_string(b));
-    items = split_commas(*a.beams, "--beams");
-    refuse_repeats(items, keys, "--beams");
+    for (int64_t b : int_list(*a.beams, "--beams", 1, 64)) o.beams.push_back(int(b));
   }
   if (a.prompt) o.prompt = *a.prompt;
   if (a.gen) o.gen = *a.gen;

@@ -279,26 +279,6 @@ struct WhatifArgs {
   std::string format = "text";
 };
 
-// The same ranges as simulate's --batch, --prompt and --gen.
-std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t min, int64_t max) {
-  std::vector<int64_t> out;
-  for (const std::string& x : split_commas(s, flag)) {
-    try {
-      size_t used = 0;
-      long long v = std::stoll(x, &used);
-      if (used != x.size() || v < min || v > max) throw std::invalid_argument(x);
-      out.push_back(v);
-    } catch (...) {
-      throw Error(std::string(flag) + ": '" + x + "' is not an integer in [" + std::to_string(min) + ", " +
-                  std::to_string(max) + "]");
-    }
-  }
-  if (out.empty()) throw Error(std::string(flag) + ": empty list");
-  std::vector<std::string> keys;
-  for (int64_t v : out) keys.push_back(std::to_string(v));
-  refuse_repeats(split_commas(s, flag), keys, flag);
-  return out;
-}
 
 // --hw's comma-separated targets. A hardware TOML whose path holds a comma (with or
 // without "+key=value" overrides after it) is one item: the whole value when it names a

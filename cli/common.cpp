@@ -239,6 +239,27 @@ std::vector<std::string> split_commas(const std::string& s, const std::string& f
   return out;
 }
 
+std::vector<int64_t> int_list(const std::string& s, const std::string& flag, int64_t min, int64_t max) {
+  std::vector<int64_t> out;
+  std::vector<std::string> items = split_commas(s, flag), keys;
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  for (const std::string& x : items) {
+    const size_t sign = x[0] == '-' ? 1 : 0;
+    if (x.size() == sign || x.find_first_not_of("0123456789", sign) != std::string::npos)
+      throw Error(flag + ": '" + x + "' is not a whole decimal number in " + range);
+    if (x.size() > sign + 1 && x[sign] == '0') throw Error(flag + ": '" + x + "': write it without leading zeros");
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), v);
+    if (ec != std::errc() || end != x.data() + x.size() || v < min || v > max)
+      throw Error(flag + ": " + x + " is outside " + range);
+    out.push_back(v);
+    keys.push_back(std::to_string(v));
+  }
+  if (out.empty()) throw Error(flag + ": empty list");
+  refuse_repeats(items, keys, flag);
+  return out;
+}
+
 std::filesystem::path output_dir_path(const std::string& dir) {
   std::string trimmed = dir;  // "plan/" names the directory "plan"
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();

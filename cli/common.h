@@ -113,6 +113,11 @@ using lathe::AtomicFile;  // ir/atomic_file.h
 // value gives an empty list, which each caller reports in its own words.
 std::vector<std::string> split_commas(const std::string& s, const std::string& flag);
 
+// A comma-separated list of whole numbers in [min, max], in plain decimal as the integer
+// options take them (no leading zeros, signs, exponents or hex), none named twice; an
+// empty list is an error.
+std::vector<int64_t> int_list(const std::string& s, const std::string& flag, int64_t min, int64_t max);
+
 // Refuses a list that names one value twice: items[i] as the user wrote it, keys[i] its
 // canonical spelling ("int8:g0" and "int8" are one format), so a duplicate row or
 // column is an error naming both spellings rather than a table that repeats itself.

@@ -173,6 +173,15 @@ grep -q -- "--batch: '010': write it without leading zeros" "$tmp/err" || bad "-
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt 0x10
 grep -q -- "--prompt: '0x10' is not a whole decimal number" "$tmp/err" || bad "--prompt 0x10 message: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" sweep batch-quant-llama3-8b-a100 --samples 0b11
+# Integer lists are held to the same rule (whatif read '010' as 10, moe-sim took '6.4e1').
+expect_rc 2 "$LATHE" whatif tiny --hw cpu-host --batch 1,010
+grep -q -- "--batch: '010': write it without leading zeros" "$tmp/err" || bad "whatif --batch 1,010: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --batch 6.4e1
+grep -q -- "--batch: '6.4e1' is not a whole decimal number in \[1, 1048576\]" "$tmp/err" || bad "moe-sim --batch 6.4e1: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams 1,+2
+grep -q -- "--beams: '+2' is not a whole decimal number in \[1, 64\]" "$tmp/err" || bad "edge-sim --beams +2: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --batch 4,4
+grep -q -- "--batch: '4' is given twice" "$tmp/err" || bad "moe-sim --batch 4,4: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
 expect_rc 2 "$LATHE" simulate llama-3-70b a100-40g
 grep -q "largest batch" "$tmp/err" || bad "OOM message lacks the largest batch"
@@ -976,6 +985,12 @@ sed 's/^experts = 8/experts = 256/; s/^top_k = 2/top_k = 8/; s/^expert_ffn.*/exp
 expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 2 --batch 1,64 --allow-oom
 grep -q "128 | 128 experts" "$tmp/out" || bad "moe-sim 256 experts per-device counts: $(tail -3 "$tmp/out")"
 grep -q "the hottest 8" "$tmp/out" || bad "moe-sim 256 experts shares: $(sed -n 4p "$tmp/out")"
+# 64 GPUs: the per-GPU columns give the range and the busiest device, not 64 values each.
+expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 64 --batch 64 --samples 32 --allow-oom
+grep -q "balanced .* (max: GPU [0-9]*) .* (max: GPU [0-9]*)  4 experts each" "$tmp/out" &&
+  grep -q "the range over the 64 GPUs" "$tmp/out" || bad "moe-sim 64 GPUs text: $(tail -6 "$tmp/out")"
+[ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/out")" -lt 200 ] ||
+  bad "moe-sim 64 GPUs: lines of $(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/out") characters"
 # One device on a target without an interconnect: 0 rows over a 0 B/s link were NaN
 # in the incremental search (an internal error).
 expect_rc 0 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --context 64
@@ -1108,8 +1123,8 @@ expect_rc 2 "$LATHE" edge-sim llama-3-8b --beams 1,2,2
 grep -q "'2' is given twice" "$tmp/err" || bad "edge-sim --beams duplicate: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" rag-sim llama-3-8b h100-sxm --modes prefetch,sequential,prefetch
 expect_rc 2 "$LATHE" whatif llama-3-8b --hw h100-sxm,h200,h100-sxm
-expect_rc 2 "$LATHE" whatif llama-3-8b --batch 1,16,01
-grep -q "'01' is the same as '1'" "$tmp/err" || bad "whatif --batch duplicate: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" whatif llama-3-8b --batch 1,16,1
+grep -q "'1' is given twice" "$tmp/err" || bad "whatif --batch duplicate: $(cat "$tmp/err")"
 printf '[scenario]\nname = "d"\nkind = "edge"\nmodel = "llama-3-8b"\nhardware = "jetson-agx-orin-64g"\n[scenario.edge]\nkv_dtypes = ["f16", "int8", "f16"]\n' >"$tmp/dupe.toml"
 expect_rc 2 "$LATHE" edge-sim --scenario "$tmp/dupe.toml"
 grep -q 'dupe.toml:7:.*"f16" appears twice' "$tmp/err" || bad "scenario duplicate kv_dtypes: $(cat "$tmp/err")"
@@ -1557,6 +1572,16 @@ for m in tiny-llama tiny-mixtral; do
   [ "$got" = "$want" ] || bad "run $m: first greedy token $got, transformers gives $want"
   grep -q "\"weights_from\": \"$HF/$m\"" "$tmp/out" || bad "run $m: weights_from is not the checkpoint"
 done
+# A config.json whose sizes disagree with the tensors is named as such, before the plan's
+# memory is weighed (an FFN of 2e8 was reported as a plan that does not fit).
+cp -r "$HF/tiny-llama" "$tmp/hfbig"
+python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c['intermediate_size'] = 200000000
+json.dump(c, open(sys.argv[1], 'w'))" "$tmp/hfbig/config.json"
+expect_rc 2 "$LATHE" run "$tmp/hfbig" --gen 2 --prompt-tokens 4
+grep -q "tensor 'model.layers.0.mlp.gate_proj.weight': shape \[128, 64\], but the model (config.json) needs \[200000000, 64\]" "$tmp/err" ||
+  bad "run of a checkpoint whose config disagrees: $(cat "$tmp/err")"
 # A bare config.json runs with synthetic weights (it was read as a plan.json); a JSON
 # plan still runs from its plan.json.
 expect_rc 0 "$LATHE" run "$HF/tiny-llama/config.json" --tokens 17,203,5 --gen 2 --format json
