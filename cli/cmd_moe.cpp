@@ -118,7 +118,7 @@ std::string per_gpu_text(const std::vector<double>& v, double scale, int digits,
     for (size_t g = 0; g < v.size(); ++g) s += (g ? " " : "") + fmt_double(v[g] * scale, digits) + unit;
     return s;
   }
-  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  const auto lo = std::min_element(v.begin(), v.end()), hi = std::max_element(v.begin(), v.end());
   return fmt_double(*lo * scale, digits) + unit + "-" + fmt_double(*hi * scale, digits) + unit + " (max: GPU " +
          std::to_string(hi - v.begin()) + ")";
 }
@@ -258,7 +258,9 @@ int run_moe(const MoeArgs& a) {
              experts_text(pl.experts_on_gpu)});
     }
     std::cout << t.text("  ");
-    if (r.gpus > 8) std::cout << "  (per-GPU columns: the range over the " << r.gpus << " GPUs; --format json lists each)\n";
+    if (r.gpus > 8)
+      std::cout << "  (per-GPU load and expert ms: the range over the " << r.gpus
+                << " GPUs and the busiest; --format json lists each GPU)\n";
     if (b.search_stopped)
       std::cout << "  balanced: the swap search stopped at its budget before converging (the best "
                    "placement it found is shown)\n";

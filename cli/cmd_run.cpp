@@ -281,6 +281,7 @@ int run_run(const RunArgs& a) {
     weights_from = "from " + a.model;
   } else {
     weights = WeightStore::build({&plan.prefill, &plan.decode}, source, threads);
+    source = {};  // unmaps a checkpoint's files: the store holds the packed weights
   }
   double weights_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count();
   Backend session = cuda ? cuda_backend(plan, weights, a) : cpu_backend(plan, weights, a, threads);

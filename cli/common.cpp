@@ -244,12 +244,12 @@ std::vector<int64_t> int_list(const std::string& s, const std::string& flag, int
   std::vector<std::string> items = split_commas(s, flag), keys;
   const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
   for (const std::string& x : items) {
-    const size_t sign = x[0] == '-' ? 1 : 0;
+    const size_t sign = x[0] == '-' || x[0] == '+' ? 1 : 0;
     if (x.size() == sign || x.find_first_not_of("0123456789", sign) != std::string::npos)
       throw Error(flag + ": '" + x + "' is not a whole decimal number in " + range);
     if (x.size() > sign + 1 && x[sign] == '0') throw Error(flag + ": '" + x + "': write it without leading zeros");
     int64_t v = 0;
-    const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), v);
+    const auto [end, ec] = std::from_chars(x.data() + (x[0] == '+'), x.data() + x.size(), v);
     if (ec != std::errc() || end != x.data() + x.size() || v < min || v > max)
       throw Error(flag + ": " + x + " is outside " + range);
     out.push_back(v);

@@ -114,8 +114,8 @@ using lathe::AtomicFile;  // ir/atomic_file.h
 std::vector<std::string> split_commas(const std::string& s, const std::string& flag);
 
 // A comma-separated list of whole numbers in [min, max], in plain decimal as the integer
-// options take them (no leading zeros, signs, exponents or hex), none named twice; an
-// empty list is an error.
+// options take them (an optional sign and digits: no leading zeros, exponents, fractions
+// or hex), none named twice; an empty list is an error.
 std::vector<int64_t> int_list(const std::string& s, const std::string& flag, int64_t min, int64_t max);
 
 // Refuses a list that names one value twice: items[i] as the user wrote it, keys[i] its

@@ -221,7 +221,12 @@ void read_moe(const TomlValue& t, const std::string& source, MoeOptions& o) {
   if (o.load == ExpertLoadKind::histogram && o.histogram.empty())
     r.fail_table("load = \"histogram\" needs a histogram = [tokens per expert, ...]");
   o.gpus = r.get_int("gpus", 1, 4096).value_or(o.gpus);
-  if (auto b = x.integers("batches", 1, 1 << 20)) o.batches = *b;
+  if (auto b = x.integers("batches", 1, 1 << 20)) {
+    std::vector<std::string> keys;
+    for (int64_t v : *b) keys.push_back(std::to_string(v));
+    x.no_repeats("batches", keys);
+    o.batches = *b;
+  }
   o.context = r.get_int("context", 1, 1 << 24).value_or(o.context);
   o.prompt = r.get_int("prompt", 0, 1 << 24).value_or(o.prompt);
   o.hot_replicas = r.get_int("hot_replicas", 0, 1 << 16).value_or(o.hot_replicas);

@@ -1,6 +1,7 @@
 #include "runtime/hf_weights.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -175,51 +176,77 @@ std::vector<std::string> HfWeights::check(const std::vector<const Graph*>& graph
       }
     }
   }
-  return unused_tensor_notes(used);
+  LATHE_ASSERT(!graphs.empty(), "HfWeights::check: no graphs");
+  const Graph& g = *graphs.front();
+  return unused_tensor_notes(used, g.attrs.i("layers", 0), g.attrs.i("experts", 0));
 }
 
-// Tensors the model leaves unused. One lathe would map to a weight of another config
-// (a layer past num_hidden_layers, an expert past num_local_experts, a router without
-// MoE) means config.json and the checkpoint disagree: an error, as for GGUF files. A
-// tied model's own lm_head is a warning (the embeddings are used in its place); RoPE's
-// inverse frequencies are recomputed from rope_theta; other names are warned about.
-std::vector<std::string> HfWeights::unused_tensor_notes(const std::set<std::string>& used) const {
-  std::vector<std::string> mapped, other;
+// Tensors the model leaves unused. One under model.layers.N. means config.json and the
+// checkpoint disagree, or the checkpoint has weights lathe's IR lacks (QK-norm, say),
+// and the model would run without them: an error, as for GGUF files. It names the
+// lowest layer's tensor and says why: a layer past num_hidden_layers, an expert past
+// num_local_experts, a router without experts, or a weight lathe does not know. RoPE's
+// inverse frequencies are skipped (lathe computes them from rope_theta); a tied
+// model's own lm_head (the embeddings are used in its place) and names outside the
+// layers are warnings.
+std::vector<std::string> HfWeights::unused_tensor_notes(const std::set<std::string>& used,
+                                                        int64_t layers, int64_t experts) const {
+  struct Unused {
+    int64_t layer;
+    std::string name, why;
+  };
+  std::vector<Unused> in_layers;
+  std::vector<std::string> other;
   std::string lm_head;
+  auto number = [](const std::string& s, size_t at, size_t* end) -> int64_t {
+    size_t e = at;
+    while (e < s.size() && e - at < 9 && std::isdigit(static_cast<unsigned char>(s[e]))) ++e;
+    *end = e;
+    return e == at || (s[at] == '0' && e - at > 1) ? -1 : std::stoll(s.substr(at, e - at));
+  };
   for (const auto& [name, f] : where_) {
     if (used.count(name) || name.ends_with("rotary_emb.inv_freq")) continue;
     if (name == "lm_head.weight") {
       lm_head = f->path();
       continue;
     }
-    bool lathe_name = name == "model.embed_tokens.weight" || name == "model.norm.weight";
-    if (name.starts_with("model.layers.")) {
-      size_t dot = name.find('.', 13);
-      std::string rest = dot == std::string::npos ? "" : name.substr(dot + 1);
-      for (const auto& [l, hf] : layer_names()) lathe_name = lathe_name || rest == hf;
-      if (rest.starts_with("block_sparse_moe.experts.")) lathe_name = true;
+    const std::string prefix = "model.layers.";
+    size_t end = 0;
+    const int64_t layer = name.starts_with(prefix) ? number(name, prefix.size(), &end) : -1;
+    if (layer < 0 || end >= name.size() || name[end] != '.') {
+      other.push_back(name);
+      continue;
     }
-    (lathe_name ? mapped : other).push_back(name);
+    const std::string rest = name.substr(end + 1), expert_prefix = "block_sparse_moe.experts.";
+    std::string why = "a weight lathe's IR does not have (the model would run without it)";
+    if (layer >= layers) {
+      why = "a layer past num_hidden_layers = " + std::to_string(layers);
+    } else if (rest == layer_names().at("router")) {
+      why = "a router, but config.json has no experts";
+    } else if (rest.starts_with(expert_prefix)) {
+      const int64_t e = number(rest, expert_prefix.size(), &end);
+      const std::string tail = e >= 0 ? rest.substr(end) : "";
+      if (e >= experts && (tail == ".w1.weight" || tail == ".w2.weight" || tail == ".w3.weight"))
+        why = "an expert past num_local_experts = " + std::to_string(experts);
+    }
+    in_layers.push_back({layer, name, why});
   }
-  auto list = [](const std::vector<std::string>& v) {
-    std::string o = "'" + v[0] + "'";
-    if (v.size() > 1) o += " and " + std::to_string(v.size() - 1) + " more";
-    return o;
-  };
-  if (!mapped.empty())
-    throw Error(where_.at(mapped[0])->path() + ": tensor " + list(mapped) +
-                (mapped.size() > 1 ? " are" : " is") +
-                " not used by the model config.json describes (more layers or experts than "
-                "num_hidden_layers / num_local_experts, or a router without experts?): the "
-                "checkpoint and config.json disagree");
+  if (!in_layers.empty()) {
+    auto first = std::min_element(in_layers.begin(), in_layers.end(), [](const Unused& a, const Unused& b) {
+      return a.layer != b.layer ? a.layer < b.layer : a.name < b.name;
+    });
+    throw Error(where_.at(first->name)->path() + ": tensor '" + first->name + "' is not used: " + first->why +
+                (in_layers.size() > 1 ? " (" + std::to_string(in_layers.size() - 1) + " more unused tensors)" : "") +
+                "; config.json and the checkpoint disagree, or the checkpoint is of a model lathe does not support");
+  }
   std::vector<std::string> notes;
   if (!lm_head.empty())
     notes.push_back(lm_head + ": tensor 'lm_head.weight' is not used: config.json ties the "
                     "output to the embeddings (tie_word_embeddings), so model.embed_tokens.weight "
                     "is used in its place");
   if (!other.empty())
-    notes.push_back(where_.at(other[0])->path() + ": tensor " + list(other) +
-                    (other.size() > 1 ? " are" : " is") +
+    notes.push_back(where_.at(other[0])->path() + ": tensor '" + other[0] + "'" +
+                    (other.size() > 1 ? " and " + std::to_string(other.size() - 1) + " more are" : " is") +
                     " not a weight lathe knows, and not used");
   return notes;
 }

@@ -42,10 +42,10 @@ class HfWeights : public std::enable_shared_from_this<HfWeights> {
   // Throws lathe::Error, naming the file and tensor, when a weight of the graphs is
   // missing or has another shape or an unsupported dtype, when the checkpoint holds
   // biases (Qwen2's q/k/v biases: lathe's IR has none), or when the graphs are split
-  // for tensor parallelism, or when the checkpoint holds tensors of layers, experts
-  // or a router the model does not have (config.json and the checkpoint disagree).
-  // Returns warnings: tensors that are unused but harmless (a tied model's lm_head,
-  // names lathe does not know).
+  // for tensor parallelism, or when a tensor under model.layers.N. is left unused (a
+  // layer, expert or router config.json does not have, or a weight lathe's IR lacks).
+  // Returns warnings: unused tensors outside the layers (a tied model's lm_head, names
+  // lathe does not know).
   std::vector<std::string> check(const std::vector<const Graph*>& graphs) const;
   // The values of lathe weight `name` (rows of wq/wk permuted for RoPE, with the
   // head_dim of `g`). Thread-safe; keeps the files mapped while it lives.
@@ -61,7 +61,8 @@ class HfWeights : public std::enable_shared_from_this<HfWeights> {
   };
   // The checkpoint tensors lathe weight `name` of `shape` is made of, in order.
   std::vector<Piece> pieces(const std::string& name, const std::vector<int64_t>& shape) const;
-  std::vector<std::string> unused_tensor_notes(const std::set<std::string>& used) const;
+  std::vector<std::string> unused_tensor_notes(const std::set<std::string>& used, int64_t layers,
+                                               int64_t experts) const;
   const SafetensorsFile& file_of(const std::string& hf_name, const std::string& for_weight) const;
   void fill(const std::string& name, const std::vector<int64_t>& shape, int64_t head_dim,
             float* out) const;

@@ -178,8 +178,12 @@ expect_rc 2 "$LATHE" whatif tiny --hw cpu-host --batch 1,010
 grep -q -- "--batch: '010': write it without leading zeros" "$tmp/err" || bad "whatif --batch 1,010: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --batch 6.4e1
 grep -q -- "--batch: '6.4e1' is not a whole decimal number in \[1, 1048576\]" "$tmp/err" || bad "moe-sim --batch 6.4e1: $(cat "$tmp/err")"
-expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams 1,+2
-grep -q -- "--beams: '+2' is not a whole decimal number in \[1, 64\]" "$tmp/err" || bad "edge-sim --beams +2: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" edge-sim --scenario edge-orin --beams 1,2.0
+grep -q -- "--beams: '2.0' is not a whole decimal number in \[1, 64\]" "$tmp/err" || bad "edge-sim --beams 2.0: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" whatif tiny --hw cpu-host --batch 1,+2 --prompt 8 --gen 2
+printf '[scenario]\nname = "b"\nkind = "moe"\nmodel = "tiny-moe"\nhardware = "cpu-host"\n[scenario.moe]\nbatches = [4, 4]\n' >"$tmp/moeb.toml"
+expect_rc 2 "$LATHE" moe-sim --scenario "$tmp/moeb.toml"
+grep -q "batches" "$tmp/err" || bad "moe scenario batches [4, 4]: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" moe-sim tiny-moe cpu-host --gpus 1 --batch 4,4
 grep -q -- "--batch: '4' is given twice" "$tmp/err" || bad "moe-sim --batch 4,4: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --prompt -5
@@ -987,7 +991,7 @@ grep -q "128 | 128 experts" "$tmp/out" || bad "moe-sim 256 experts per-device co
 grep -q "the hottest 8" "$tmp/out" || bad "moe-sim 256 experts shares: $(sed -n 4p "$tmp/out")"
 # 64 GPUs: the per-GPU columns give the range and the busiest device, not 64 values each.
 expect_rc 0 timeout 60 "$LATHE" moe-sim "$tmp/moe256.toml" h100-sxm --gpus 64 --batch 64 --samples 32 --allow-oom
-grep -q "balanced .* (max: GPU [0-9]*) .* (max: GPU [0-9]*)  4 experts each" "$tmp/out" &&
+grep -q "balanced .* (max: GPU [0-9]*)  *[0-9.]*-[0-9.]* (max: GPU [0-9]*)  *4 experts each" "$tmp/out" &&
   grep -q "the range over the 64 GPUs" "$tmp/out" || bad "moe-sim 64 GPUs text: $(tail -6 "$tmp/out")"
 [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/out")" -lt 200 ] ||
   bad "moe-sim 64 GPUs: lines of $(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/out") characters"

@@ -22,6 +22,30 @@ TEST(ModelCounts, MatchPublishedWithinHalfPercent) {
   expect_within(double(mx.param_count()), 46.7e9, 0.005, "mixtral total");
   expect_within(double(mx.active_param_count()), 12.9e9, 0.005, "mixtral active");
   expect_within(double(load_model("tinyllama-1.1b").param_count()), 1.1e9, 0.005, "tinyllama");
+  // Figures the model cards publish (not in REFERENCE.md): Llama 3.1 8B / 70B / 405B,
+  // Mixtral 8x22B 141 B in total and 39 B active.
+  expect_within(double(load_model("llama-3.1-8b").param_count()), 8.03e9, 0.005, "llama-3.1-8b");
+  expect_within(double(load_model("llama-3.1-70b").param_count()), 70.6e9, 0.005, "llama-3.1-70b");
+  expect_within(double(load_model("llama-3.1-405b").param_count()), 405e9, 0.005, "llama-3.1-405b");
+  ModelSpec mx22 = load_model("mixtral-8x22b");
+  expect_within(double(mx22.param_count()), 141e9, 0.005, "mixtral-8x22b total");
+  expect_within(double(mx22.active_param_count()), 39e9, 0.005, "mixtral-8x22b active");
+}
+
+// Llama 3.1 is Llama 3 with a 128k context through llama3 RoPE scaling: the same shapes
+// and parameters, a longer max_context, and the scaling of Meta's config.json.
+TEST(ModelCounts, Llama31IsLlama3WithScaledRope) {
+  for (const auto& [l3, l31] : {std::pair{"llama-3-8b", "llama-3.1-8b"}, std::pair{"llama-3-70b", "llama-3.1-70b"}}) {
+    const ModelSpec a = load_model(l3), b = load_model(l31);
+    EXPECT_EQ(a.param_count(), b.param_count()) << l31;
+    EXPECT_EQ(a.max_context, 8192) << l3;
+    EXPECT_EQ(b.max_context, 131072) << l31;
+    ASSERT_TRUE(b.rope_scaling.has_value()) << l31;
+    EXPECT_EQ(b.rope_scaling->type, "llama3");
+    EXPECT_EQ(b.rope_scaling->factor, 8.0);
+    EXPECT_EQ(b.rope_scaling->original_max_context, 8192);
+    EXPECT_FALSE(a.rope_scaling.has_value()) << l3;
+  }
 }
 
 TEST(ModelCounts, ExactLlama3_8bBreakdown) {

@@ -552,13 +552,24 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
                {4}, f32_bytes({1, 2, 3, 4})});
   rewrite(v);
   EXPECT_NE(check(dir).find(file + ": tensor 'model.layers." + std::to_string(layers) +
-                            ".mlp.up_proj.weight' and 1 more are not used by the model"),
+                            ".mlp.up_proj.weight' is not used: a layer past num_hidden_layers = " +
+                            std::to_string(layers) + " (1 more unused tensors); config.json and the checkpoint disagree"),
             std::string::npos)
       << check(dir);
   v = t;
   v.push_back({"model.layers.0.block_sparse_moe.gate.weight", "F32", {4}, f32_bytes({1, 2, 3, 4})});
   rewrite(v);
-  EXPECT_NE(check(dir).find("tensor 'model.layers.0.block_sparse_moe.gate.weight' is not used"),
+  EXPECT_NE(check(dir).find("tensor 'model.layers.0.block_sparse_moe.gate.weight' is not used: a router, "
+                            "but config.json has no experts"),
+            std::string::npos)
+      << check(dir);
+  // A weight of a layer the model has that lathe's IR lacks (QK-norm): the model would
+  // run without it, so it is an error, not a warning.
+  v = t;
+  v.push_back({"model.layers.1.self_attn.q_norm.weight", "F32", {4}, f32_bytes({1, 2, 3, 4})});
+  rewrite(v);
+  EXPECT_NE(check(dir).find("tensor 'model.layers.1.self_attn.q_norm.weight' is not used: a weight lathe's IR "
+                            "does not have"),
             std::string::npos)
       << check(dir);
   v = t;
@@ -582,6 +593,28 @@ TEST(HfWeights, CheckpointErrorsNameTheFileAndTensor) {
         << notes()[0];
     cfg["tie_word_embeddings"] = false;
     write(config, cfg.dump());
+  }
+  // MoE: an expert past num_local_experts, and an expert tensor lathe does not know.
+  {
+    TempDir m;
+    std::vector<SafetensorsEntry> mt;
+    write_hf_dir(m.path / "m", "tiny-moe", false, 3, &mt);
+    const std::string mdir = (m.path / "m").string();
+    EXPECT_EQ(check(mdir), "");
+    const int64_t experts = load_model("tiny-moe").moe->experts;
+    std::vector<SafetensorsEntry> w = mt;
+    w.push_back({"model.layers.0.block_sparse_moe.experts." + std::to_string(experts) + ".w1.weight", "F32", {4},
+                 f32_bytes({1, 2, 3, 4})});
+    write(mdir + "/model.safetensors", safetensors_bytes(w));
+    EXPECT_NE(check(mdir).find("is not used: an expert past num_local_experts = " + std::to_string(experts)),
+              std::string::npos)
+        << check(mdir);
+    w = mt;
+    w.push_back({"model.layers.0.block_sparse_moe.experts.0.w1.weight_scale", "F32", {1}, f32_bytes({1})});
+    write(mdir + "/model.safetensors", safetensors_bytes(w));
+    EXPECT_NE(check(mdir).find("experts.0.w1.weight_scale' is not used: a weight lathe's IR does not have"),
+              std::string::npos)
+        << check(mdir);
   }
   // A truncated file.
   std::string bytes = safetensors_bytes(t);
