@@ -88,6 +88,16 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   p.model = load_model(req.model);
   p.target = load_target_spec(req.hardware, req.sets);
   warn_if_measured_by_another_build(p.target);
+  // An NVSwitch spec describes one HGX board of 8 GPUs; past it, collectives would
+  // cross nodes (InfiniBand), which the cost model does not have. Once per target and tp.
+  if (req.options.tp > 8 && p.target.nvlink_switch > 0) {
+    static std::set<std::string> said;
+    if (said.insert(p.target.name + " " + std::to_string(req.options.tp)).second)
+      std::cerr << "lathe: warning: tp " << req.options.tp << " spans more than one 8-GPU NVSwitch board of "
+                << p.target.name << "; every collective is costed over one NVLink domain at "
+                << fmt_double(p.target.nvlink_gbs, 0)
+                << " GB/s, without the slower links between nodes: the figures are optimistic\n";
+  }
   p.workload = req.workload;
   p.options = req.options;
   // A GGUF file runs in the format its matrices are stored in unless --weights says
@@ -195,7 +205,17 @@ std::string describe_options(const Planned& p) {
 
 std::string oom_message(const Planned& p) {
   const MemoryFootprint& m = p.sim.mem;
-  char buf[512];
+  // What could help when not even batch 1 fits: a smaller weight format only where the
+  // weights are not 4-bit already; where the activations of a long prompt outweigh the
+  // KV cache, a shorter prompt (prefill runs in one pass).
+  const bool four_bit = weights_format(p).starts_with("int4");
+  const std::string weights_hint = four_bit ? " (even the weights do not fit: try --tp)"
+                                            : " (even the weights do not fit: try int4 weights or --tp)";
+  const std::string batch1_hint = m.activations > m.kv
+                                      ? " (not even batch 1: the prefill's activations are the largest part; "
+                                        "try a shorter prompt or --tp)"
+                                      : " (not even batch 1: try a shorter context, a smaller KV dtype or --tp)";
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "batch %lld does not fit on %s: needs %s of %s, %s too much (weights %s, KV %s, activations %s); "
                 "the largest batch that fits at this context is %lld%s",
@@ -203,9 +223,7 @@ std::string oom_message(const Planned& p) {
                 human_bytes(m.capacity).c_str(), human_bytes(m.total - m.capacity).c_str(),
                 human_bytes(m.weights).c_str(), human_bytes(m.kv).c_str(),
                 human_bytes(m.activations).c_str(), (long long)m.max_batch,
-                m.max_batch > 0         ? ""
-                : m.weights >= m.capacity ? " (even the weights do not fit: try int4 weights or --tp)"
-                                          : " (not even batch 1: try a shorter context, a smaller KV dtype or --tp)");
+                m.max_batch > 0 ? "" : m.weights >= m.capacity ? weights_hint.c_str() : batch1_hint.c_str());
   return buf;
 }
 

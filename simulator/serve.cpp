@@ -95,13 +95,19 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
   k.activation_bytes = activation_bytes;
   double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
   if (usable <= 0) {
-    char buf[400];
+    // The larger part says what to change: the activations of the largest prefill (a
+    // long prompt times the batch) or the weights.
+    const char* hint = k.activation_bytes > k.weight_bytes
+                           ? "the activations of the largest prefill step are the larger part: shorten the "
+                             "longest prompt, lower the batch limit, chunk the prefill or use --tp"
+                           : "use a smaller weight format or --tp";
+    char buf[600];
     std::snprintf(
         buf, sizeof buf,
         "no room for a KV cache on %s: %.0f%% of %.2f GB holds less than the weights (%.2f GB) and "
-        "activations (%.2f GB) of one replica; try int4 weights or --tp",
+        "activations (%.2f GB) of one replica; %s",
         t.name.c_str(), 100 * o.memory_fraction, t.capacity_bytes() / 1e9, k.weight_bytes / 1e9,
-        k.activation_bytes / 1e9);
+        k.activation_bytes / 1e9, hint);
     throw Error(buf);
   }
   int64_t tokens = int64_t(std::floor(usable / k.kv_bytes_per_token));

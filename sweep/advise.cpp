@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "frontend/specs.h"
 #include "ir/assert.h"
@@ -46,6 +47,48 @@ std::map<std::string, Config> score(const std::vector<SweepRow>& rows) {
     }
   }
   return out;
+}
+
+// The rows' activation memory is the peak of live values (an ideal planner); the plan
+// lathe compiles has its memory planner's arena, a few percent more (4c below). A
+// configuration's best row near the memory limit is held to its compiled plan: where
+// that does not fit, the best row at a smaller batch whose plan fits takes its place
+// (the winner was scored at a batch it could not run, and its runner-ups at theirs).
+// Rows well inside the memory (a margin of a quarter of their activations) are taken
+// as they are; `plans` counts the plans simulated here.
+void settle(std::map<std::string, Config>& configs, const std::vector<SweepRow>& rows, const SweepSpec& spec,
+            int64_t& plans) {
+  std::map<std::string, std::vector<const SweepRow*>> by_config;
+  for (const SweepRow& r : rows)
+    if (r.feasible) by_config[config_key(r)].push_back(&r);
+  std::optional<SweepSpace> space;
+  for (auto it = configs.begin(); it != configs.end();) {
+    std::vector<const SweepRow*>& cand = by_config[it->first];
+    std::stable_sort(cand.begin(), cand.end(),
+                     [](const SweepRow* x, const SweepRow* y) { return per_device(*x) > per_device(*y); });
+    int64_t too_big = INT64_MAX;  // the smallest batch whose compiled plan does not fit
+    const SweepRow* best = nullptr;
+    for (const SweepRow* r : cand) {
+      if (r->batch >= too_big) continue;
+      if (r->memory_gb + 0.25 * r->activations_gb <= r->capacity_gb) {
+        best = r;
+        break;
+      }
+      if (!space) space = expand_sweep(spec);
+      ++plans;
+      if (simulate_point(*space, r->point).mem.fits) {
+        best = r;
+        break;
+      }
+      too_big = r->batch;
+    }
+    if (!best) {
+      it = configs.erase(it);  // not even its smallest batch fits once compiled
+      continue;
+    }
+    it->second.best = *best;
+    ++it;
+  }
 }
 
 SweepSpec base_spec(const AdviseRequest& a, const Target& t, const ModelSpec& m) {
@@ -130,6 +173,7 @@ Advice advise(const AdviseRequest& a) {
   SweepSpec spec = base_spec(a, t, m);
   SweepSummary sum = run_all(spec, a.threads, advice);
   std::map<std::string, Config> configs = score(sum.rows);
+  settle(configs, sum.rows, spec, advice.plans);
   if (configs.empty()) {
     std::string msg = "no plan of " + m.name + " on " + t.name +
                       " meets the constraints at prompt " + std::to_string(a.prompt) + ", gen " +
@@ -171,6 +215,7 @@ Advice advise(const AdviseRequest& a) {
                        KvLayout{KvLayoutKind::LTHD, 16}, KvLayout{KvLayoutKind::TLHD, 16}};
   SweepSummary lay = run_all(layouts, a.threads, advice);
   std::map<std::string, Config> lay_configs = score(lay.rows);
+  settle(lay_configs, lay.rows, layouts, advice.plans);
   std::vector<const Config*> lay_ranked;
   for (const auto& [k, c] : lay_configs) lay_ranked.push_back(&c);
   std::stable_sort(lay_ranked.begin(), lay_ranked.end(), [](const Config* x, const Config* y) {
@@ -274,7 +319,7 @@ Advice advise(const AdviseRequest& a) {
                " GB; batch " + std::to_string(at_max.batch + 1) + " is stopped by " + limit;
     // Only when it does: the largest batch is found off the grid and can beat every grid
     // batch (batch 88 at 10016 tok/s against the grid's best, 64 at 9310).
-    if (chosen.best.batch != at_max.batch && per_device(chosen.best) > per_device(at_max))
+    if (chosen.best.batch < at_max.batch && per_device(chosen.best) > per_device(at_max))
       r.reason +=
           "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
     const Config* ru = ranked.size() > 1 ? ranked[1] : nullptr;

@@ -1306,6 +1306,27 @@ grep -q "weights fp8 not supported on a100-80g" "$tmp/err" || bad "contradictory
 
 expect_rc 0 "$LATHE" advise llama-3-8b h100-sxm --slo-tpot 25 --slo-ttft 800
 for p in "max batch" weights "KV dtype" "KV layout" "TP degree"; do grep -q "$p" "$tmp/out" || bad "advise lacks $p"; done
+# Past one 8-GPU NVSwitch board the collectives are still costed over NVLink: a warning.
+expect_rc 0 "$LATHE" simulate llama-3.1-405b h200 --tp 16 --weights fp8 --gen 4
+grep -q "tp 16 spans more than one 8-GPU NVSwitch board of h200" "$tmp/err" || bad "tp 16 on h200 gave no warning: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate llama-3.1-405b h200 --tp 8 --weights fp8 --gen 4
+grep -q "NVSwitch board" "$tmp/err" && bad "tp 8 on h200 warned: $(cat "$tmp/err")"
+# Configurations are scored at batches their compiled plans fit: mixtral-8x22b on one
+# 24 GB card was scored at batch 3, whose plan needs 24.79 GB, while the max batch was 2.
+expect_rc 0 "$LATHE" advise mixtral-8x22b rtx-4090 --prompt 32768 --gen 128 --format json
+python3 - "$tmp/out" <<'PY' || bad "advise scored a batch its compiled plan does not fit"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+items = {i["parameter"]: i for i in d["recommendations"]}
+top = int(items["max batch"]["value"])
+for i in d["recommendations"]:
+    for b in re.findall(r"per device at batch (\d+)", i["reason"].split("; ")[0]):
+        assert int(b) <= top, (i["parameter"], b, top)
+    m = re.search(r"peaks earlier, at batch (\d+)", i["reason"])
+    assert m is None or int(m.group(1)) < top, i["reason"]
+PY
+cmd=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['reproduce'])" "$tmp/out" 2>/dev/null)
+[ -n "$cmd" ] && expect_rc 0 "$LATHE" ${cmd#lathe }
 expect_rc 0 "$LATHE" advise small cpu-host --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible'] and d['reproduce'].startswith('lathe simulate small cpu-host --batch ') and d['plan_shapes'] > 0" || bad "advise json"
 expect_rc 2 "$LATHE" advise llama-3-8b l4 --slo-tpot 0.001
