@@ -90,7 +90,7 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   warn_if_measured_by_another_build(p.target);
   // An NVSwitch spec describes one HGX board of 8 GPUs; past it, collectives would
   // cross nodes (InfiniBand), which the cost model does not have. Once per target and tp.
-  if (req.options.tp > 8 && p.target.nvlink_switch > 0) {
+  if (req.options.tp > 8 && p.target.nvlink_switch > 0 && p.target.nvlink_gbs > 0) {
     static std::set<std::string> said;
     if (said.insert(p.target.name + " " + std::to_string(req.options.tp)).second)
       std::cerr << "lathe: warning: tp " << req.options.tp << " spans more than one 8-GPU NVSwitch board of "
@@ -211,7 +211,7 @@ std::string oom_message(const Planned& p) {
   const bool four_bit = weights_format(p).starts_with("int4");
   const std::string weights_hint = four_bit ? " (even the weights do not fit: try --tp)"
                                             : " (even the weights do not fit: try int4 weights or --tp)";
-  const std::string batch1_hint = m.activations > m.kv
+  const std::string batch1_hint = m.activations > m.kv && m.activations > m.weights
                                       ? " (not even batch 1: the prefill's activations are the largest part; "
                                         "try a shorter prompt or --tp)"
                                       : " (not even batch 1: try a shorter context, a smaller KV dtype or --tp)";

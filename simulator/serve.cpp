@@ -97,17 +97,27 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
   if (usable <= 0) {
     // The larger part says what to change: the activations of the largest prefill (a
     // long prompt times the batch) or the weights.
-    const char* hint = k.activation_bytes > k.weight_bytes
-                           ? "the activations of the largest prefill step are the larger part: shorten the "
-                             "longest prompt, lower the batch limit, chunk the prefill or use --tp"
-                           : "use a smaller weight format or --tp";
+    // What could help: a shorter or chunked prefill where its activations are a large
+    // part, a smaller weight format unless the weights are 4-bit already, and --tp.
+    bool four_bit = false;
+    for (ValueId v : decode.values_of(ValueKind::weight))
+      if (decode.value(v).shape.size() == 2 && decode.value(v).name.starts_with("layers.0."))
+        four_bit = decode.value(v).format.dtype == DType::int4;
+    std::vector<std::string> tries;
+    if (k.activation_bytes >= 0.25 * k.weight_bytes)
+      tries.push_back("a shorter longest prompt, a lower batch limit or a chunked prefill (the activations are "
+                      "its largest prefill step's)");
+    if (!four_bit) tries.push_back("a smaller weight format");
+    tries.push_back("--tp");
+    std::string hint = "try " + tries[0];
+    for (size_t i = 1; i < tries.size(); ++i) hint += (i + 1 == tries.size() ? "; or " : "; ") + tries[i];
     char buf[600];
     std::snprintf(
         buf, sizeof buf,
         "no room for a KV cache on %s: %.0f%% of %.2f GB holds less than the weights (%.2f GB) and "
         "activations (%.2f GB) of one replica; %s",
         t.name.c_str(), 100 * o.memory_fraction, t.capacity_bytes() / 1e9, k.weight_bytes / 1e9,
-        k.activation_bytes / 1e9, hint);
+        k.activation_bytes / 1e9, hint.c_str());
     throw Error(buf);
   }
   int64_t tokens = int64_t(std::floor(usable / k.kv_bytes_per_token));

@@ -137,7 +137,7 @@ PointPlan point_plan(const SweepSpace& s, uint64_t point);
 // simulate() of a plan built and lowered for the point alone, as `lathe simulate` and
 // `lathe compile` see it. Its figures equal the point's sweep row except activation
 // memory: the memory plan's arena here, the peak of live values (an ideal planner, up
-// to ~7% less) in the row.
+// to ~17% less: the arena reached 1.20x in a review of 3,000 rows) in the row.
 SimResult simulate_point(const SweepSpace& s, uint64_t point);
 
 // Whether an objective or constraint of the sweep reads metric m.

@@ -1327,6 +1327,19 @@ for i in d["recommendations"]:
 PY
 cmd=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['reproduce'])" "$tmp/out" 2>/dev/null)
 [ -n "$cmd" ] && expect_rc 0 "$LATHE" ${cmd#lathe }
+# The max-batch runner-up's grid batch fits its compiled plan too (on an h200 it cited
+# batch 24 of fp8 / int4 KV / tp 2, whose plan needs 142.32 of 141 GB).
+expect_rc 0 "$LATHE" advise mixtral-8x22b h200 --prompt 32768 --gen 128 --format json
+ru=$(python3 - "$tmp/out" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+r = [i for i in d["recommendations"] if i["parameter"] == "max batch"][0]["runner_up"]
+m = re.match(r"(\d+) on the batch grid \(with weights (\S+), KV (\S+), tp (\d+)\)", r)
+print(f"--batch {m[1]} --weights {m[2]} --kv {m[3]} --tp {m[4]}" if m else "")
+PY
+)
+[ -n "$ru" ] || bad "advise h200: no runner-up parsed: $(head -c 300 "$tmp/out")"
+expect_rc 0 "$LATHE" simulate mixtral-8x22b h200 --prompt 32768 --gen 128 $ru
 expect_rc 0 "$LATHE" advise small cpu-host --format json
 python3 -c "import json; d=json.load(open('$tmp/out')); assert len(d['recommendations']) == 5 and d['plan']['feasible'] and d['reproduce'].startswith('lathe simulate small cpu-host --batch ') and d['plan_shapes'] > 0" || bad "advise json"
 expect_rc 2 "$LATHE" advise llama-3-8b l4 --slo-tpot 0.001
