@@ -226,8 +226,9 @@ std::vector<std::string> HfWeights::unused_tensor_notes(const std::set<std::stri
     } else if (rest.starts_with(expert_prefix)) {
       const int64_t e = number(rest, expert_prefix.size(), &end);
       const std::string tail = e >= 0 ? rest.substr(end) : "";
-      if (e >= experts && (tail == ".w1.weight" || tail == ".w2.weight" || tail == ".w3.weight"))
-        why = "an expert past num_local_experts = " + std::to_string(experts);
+      bool expert_weight = false;
+      for (const auto& [lathe, hf] : expert_names()) expert_weight = expert_weight || tail == "." + hf + ".weight";
+      if (e >= experts && expert_weight) why = "an expert past num_local_experts = " + std::to_string(experts);
     }
     in_layers.push_back({layer, name, why});
   }

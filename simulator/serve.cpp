@@ -95,8 +95,6 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
   k.activation_bytes = activation_bytes;
   double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
   if (usable <= 0) {
-    // The larger part says what to change: the activations of the largest prefill (a
-    // long prompt times the batch) or the weights.
     // What could help: a shorter or chunked prefill where its activations are a large
     // part, a smaller weight format unless the weights are 4-bit already, and --tp.
     bool four_bit = false;

@@ -72,26 +72,32 @@ TEST(Moe, BalancedPlacementIsNeverSlowerThanRoundRobin) {
   EXPECT_EQ(compared, 7 * 3);
 }
 
-// Many experts (64, top-6, as the fine-grained MoE models): the balanced search is
-// costed incrementally and checked against a full evaluation of what it finds (an
-// assertion inside simulate_moe), never loses to round-robin, and moves experts off the
-// hot devices, within its search budget.
-TEST(Moe, ManyExpertsBalance) {
+// A two-layer mixtral-8x7b variant with `experts` experts of `expert_ffn`, top_k of
+// them per token, lowered on h100-sxm for workload `w`.
+Lowered lowered_moe(const std::string& name, int64_t experts, int64_t top_k, int64_t expert_ffn, Workload w) {
   ModelSpec model = load_model("mixtral-8x7b");
-  model.name = "moe64";
-  model.moe->experts = 64;
-  model.moe->top_k = 6;
-  model.moe->expert_ffn = 1408;
+  model.name = name;
+  model.moe->experts = experts;
+  model.moe->top_k = top_k;
+  model.moe->expert_ffn = expert_ffn;
   model.layers = 2;
   const Target t = load_target("h100-sxm");
-  const Workload w{64, 1024, 2};
   testing::Built b;
   b.model = model;
   b.target = t;
   b.workload = w;
   b.prefill = build_graph(model, build_options(model, t, {}, w, Phase::prefill));
   b.decode = build_graph(model, build_options(model, t, {}, w, Phase::decode));
-  const Lowered l = testing::lower_plan(b, {});
+  return testing::lower_plan(b, {});
+}
+
+// Many experts (64, top-6, as the fine-grained MoE models): the balanced search is
+// costed incrementally and checked against a full evaluation of what it finds (an
+// assertion inside simulate_moe), never loses to round-robin, and moves experts off the
+// hot devices, within its search budget.
+TEST(Moe, ManyExpertsBalance) {
+  const Target t = load_target("h100-sxm");
+  const Lowered l = lowered_moe("moe64", 64, 6, 1408, {64, 1024, 2});
   for (int64_t gpus : {2, 3, 8}) {
     MoeOptions o;
     o.gpus = gpus;
@@ -127,21 +133,8 @@ TEST(Moe, ManyExpertsBalance) {
 // more (copies that each saved 0.002% piled 7 experts onto one device). Prefill with a
 // skewed load still replicates.
 TEST(Moe, CopiesOnManyGpusPayForThemselves) {
-  ModelSpec model = load_model("mixtral-8x7b");
-  model.name = "moe256";
-  model.moe->experts = 256;
-  model.moe->top_k = 8;
-  model.moe->expert_ffn = 2048;
-  model.layers = 2;
   const Target t = load_target("h100-sxm");
-  const Workload w{64, 256, 2};
-  testing::Built b;
-  b.model = model;
-  b.target = t;
-  b.workload = w;
-  b.prefill = build_graph(model, build_options(model, t, {}, w, Phase::prefill));
-  b.decode = build_graph(model, build_options(model, t, {}, w, Phase::decode));
-  const Lowered l = testing::lower_plan(b, {});
+  const Lowered l = lowered_moe("moe256", 256, 8, 2048, {64, 256, 2});
   int replicated_runs = 0;
   for (int64_t prompt : {int64_t(0), int64_t(256)}) {
     MoeOptions o;
