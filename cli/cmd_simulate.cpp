@@ -1,9 +1,11 @@
 // lathe simulate / lathe whatif: roofline predictions for a plan on one or several
 // targets.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
@@ -343,7 +345,14 @@ int run_whatif(const WhatifArgs& a) {
                                                    : int_list(a.prompts, "--prompt", 1, int64_t(1) << 24);
   std::vector<int64_t> gens =
       a.gens.empty() ? std::vector<int64_t>{spec.workload.gen} : int_list(a.gens, "--gen", 0, int64_t(1) << 24);
-  std::vector<Planned> cols;
+  // A column whose target cannot run the plan (fp8 on an A100, tp on a device without a
+  // link) shows n/a and why; the table fails only when no column can run.
+  struct Column {
+    Workload workload;
+    std::optional<Planned> plan;
+    std::string target, why;  // n/a columns: the target's name and why not
+  };
+  std::vector<Column> cols;
   LowerHooks no_records;
   no_records.record = false;
   no_records.verify_each_pass = false;
@@ -358,48 +367,79 @@ int run_whatif(const WhatifArgs& a) {
           req.workload = {b, pr, g};
           req.options = spec.options;
           req.ideal = a.ideal;
-          cols.push_back(make_plan(req, no_records, false));
+          Column c;
+          c.workload = req.workload;
+          try {
+            c.plan = make_plan(req, no_records, false);
+            c.target = c.plan->target.name;
+          } catch (const UnsupportedOnTarget& e) {
+            c.target = e.target;
+            c.why = e.what();
+          }
+          cols.push_back(std::move(c));
         }
+  const auto first = std::find_if(cols.begin(), cols.end(), [](const Column& c) { return c.plan.has_value(); });
+  if (first == cols.end()) throw Error(cols[0].why);  // no column can run: the first reason
+  const Planned& base_plan = *first->plan;
   std::set<std::string> warned;
-  for (const Planned& p : cols) {
-    for (const std::string& w : check_workload(p.model, p.workload))
+  for (const Column& c : cols) {
+    if (!c.plan) continue;
+    for (const std::string& w : check_workload(c.plan->model, c.workload))
       if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
     if (!a.ideal)
-      for (const std::string& w : check_target(p.target))
+      for (const std::string& w : check_target(c.plan->target))
         if (warned.insert(w).second) std::cerr << "lathe: warning: " << w << "\n";
   }
-  auto label = [&](const Planned& p) {
-    std::string l = p.target.name;
-    if (batches.size() > 1) l += " b" + std::to_string(p.workload.batch);
-    if (prompts.size() > 1) l += " p" + std::to_string(p.workload.prompt);
-    if (gens.size() > 1) l += " g" + std::to_string(p.workload.gen);
+  auto label = [&](const Column& c) {
+    std::string l = c.target;
+    if (batches.size() > 1) l += " b" + std::to_string(c.workload.batch);
+    if (prompts.size() > 1) l += " p" + std::to_string(c.workload.prompt);
+    if (gens.size() > 1) l += " g" + std::to_string(c.workload.gen);
     return l;
   };
   if (a.format == "json") {
     nlohmann::json j = nlohmann::json::array();
-    for (const Planned& p : cols) {
-      nlohmann::json r = result_json(p, a.ideal);
-      r.erase("ops");
-      r["label"] = label(p);
+    for (const Column& c : cols) {
+      nlohmann::json r;
+      if (c.plan) {
+        r = result_json(*c.plan, a.ideal);
+        r.erase("ops");
+      } else {
+        r = {{"hardware", c.target}, {"batch", c.workload.batch}, {"prompt", c.workload.prompt},
+             {"gen", c.workload.gen}, {"unsupported", c.why}};
+      }
+      r["label"] = label(c);
       j.push_back(r);
     }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   if (a.format == "csv") {  // one row per column, with the fields of the JSON objects
-    Table t({"label", "hardware", "batch", "prompt", "gen", "weights", "kv_dtype", "act", "tp", "prefill_ms",
-             "ttft_ms", "decode_ms", "tpot_ms", "e2e_ms", "tokens_per_s", "decode_tokens_per_s", "memory_bytes",
-             "capacity_bytes", "fits", "max_batch", "prefill_bound", "decode_bound"});
-    for (const Planned& p : cols) {
+    const std::vector<std::string> header = {
+        "label",        "hardware",       "batch",       "prompt",      "gen",          "weights",
+        "kv_dtype",     "act",            "tp",          "prefill_ms",  "ttft_ms",      "decode_ms",
+        "tpot_ms",      "e2e_ms",         "tokens_per_s", "decode_tokens_per_s", "memory_bytes", "capacity_bytes",
+        "fits",         "max_batch",      "prefill_bound", "decode_bound", "unsupported"};
+    Table t(header);
+    for (const Column& c : cols) {
+      if (!c.plan) {
+        std::vector<std::string> row = {label(c), c.target, std::to_string(c.workload.batch),
+                                        std::to_string(c.workload.prompt), std::to_string(c.workload.gen)};
+        row.resize(header.size() - 1);
+        row.push_back(c.why);
+        t.add(row);
+        continue;
+      }
+      const Planned& p = *c.plan;
       const SimResult& r = p.sim;
-      t.add({label(p), p.target.name, std::to_string(p.workload.batch), std::to_string(p.workload.prompt),
+      t.add({label(c), p.target.name, std::to_string(p.workload.batch), std::to_string(p.workload.prompt),
              std::to_string(p.workload.gen), weights_format(p), p.lowered.decode.attrs.s("kv_dtype"),
              p.lowered.decode.attrs.s("act_dtype"), std::to_string(p.options.tp), fmt_double(r.prefill.time_s * 1e3, 6),
              fmt_double(r.ttft_s * 1e3, 6), fmt_double(r.decode.time_s * 1e3, 6), fmt_double(r.tpot_s * 1e3, 6),
              fmt_double(r.e2e_s * 1e3, 6), fmt_double(r.tokens_per_s, 3), fmt_double(r.decode_tokens_per_s, 3),
              fmt_double(r.mem.total, 0), fmt_double(r.mem.capacity, 0), r.mem.fits ? "true" : "false",
              std::to_string(r.mem.max_batch), std::string(bound_name(r.prefill.bound)),
-             r.decode.steps ? std::string(bound_name(r.decode.bound)) : std::string()});  // JSON: null
+             r.decode.steps ? std::string(bound_name(r.decode.bound)) : std::string(), ""});  // JSON: null
     }
     std::cout << t.csv();
     return 0;
@@ -421,24 +461,33 @@ int run_whatif(const WhatifArgs& a) {
       {"max batch", [](const SimResult& r) { return double(r.mem.max_batch); }, false, true},
   };
   std::vector<std::string> headers = {"metric"};
-  for (const Planned& p : cols) headers.push_back(label(p));
+  for (const Column& c : cols) headers.push_back(label(c));
   Table t(headers);
   for (const Metric& m : metrics) {
     std::vector<std::string> row = {m.name};
-    double base = m.get(cols[0].sim);
-    for (size_t i = 0; i < cols.size(); ++i) {
-      double v = m.get(cols[i].sim);
+    double base = m.get(base_plan.sim);
+    for (const Column& c : cols) {
+      if (!c.plan) {
+        row.push_back("n/a");
+        continue;
+      }
+      double v = m.get(c.plan->sim);
       std::string cell = m.integral ? std::to_string(int64_t(v)) : fmt_double(v, v < 10 ? 3 : 1);
-      if (i > 0 && base > 0) cell += " (x" + fmt_double(v / base, 2) + ")";
+      if (&c != &*first && base > 0) cell += " (x" + fmt_double(v / base, 2) + ")";
       row.push_back(cell);
     }
     t.add(row);
   }
   std::vector<std::string> fits = {"fits"}, pb = {"prefill bound"}, db = {"decode bound"};
-  for (const Planned& p : cols) {
-    fits.push_back(p.sim.mem.fits ? "yes" : "NO");
-    pb.push_back(std::string(bound_name(p.sim.prefill.bound)));
-    db.push_back(p.sim.decode.steps ? std::string(bound_name(p.sim.decode.bound)) : "-");  // gen <= 1: no step
+  for (const Column& c : cols) {
+    if (!c.plan) {
+      for (auto* row : {&fits, &pb, &db}) row->push_back("n/a");
+      continue;
+    }
+    const SimResult& r = c.plan->sim;
+    fits.push_back(r.mem.fits ? "yes" : "NO");
+    pb.push_back(std::string(bound_name(r.prefill.bound)));
+    db.push_back(r.decode.steps ? std::string(bound_name(r.decode.bound)) : "-");  // gen <= 1: no step
   }
   t.add(fits);
   t.add(pb);
@@ -446,18 +495,30 @@ int run_whatif(const WhatifArgs& a) {
   // Targets can resolve options differently (a CPU runs f32 activations): when the
   // columns differ, each shows its own.
   bool same = true;
-  for (const Planned& p : cols) same &= describe_options(p) == describe_options(cols[0]);
+  for (const Column& c : cols) same &= !c.plan || describe_options(*c.plan) == describe_options(base_plan);
   if (!same) {
     std::vector<std::string> opts = {"options"};
-    for (const Planned& p : cols) opts.push_back(describe_options(p));
+    for (const Column& c : cols) opts.push_back(c.plan ? describe_options(*c.plan) : "n/a");
     t.add(opts);
   }
-  std::cout << "lathe whatif: " << cols[0].model.name << ", prompt "
+  std::cout << "lathe whatif: " << base_plan.model.name << ", prompt "
             << (prompts.size() > 1 ? a.prompts : std::to_string(prompts[0])) << ", gen "
             << (gens.size() > 1 ? a.gens : std::to_string(gens[0])) << "; "
-            << (same ? describe_options(cols[0]) : "options per column (last row)")
-            << "\n  ratios (xN) are to the first column" << (a.ideal ? "; ideal roofline" : "") << "\n\n"
+            << (same ? describe_options(base_plan) : "options per column (last row)") << "\n  ratios (xN) are to the "
+            << (first == cols.begin() ? std::string("first column") : label(*first) + " column (the first with figures)")
+            << (a.ideal ? "; ideal roofline" : "") << "\n\n"
             << t.text("  ");
+  // Each reason once, with the columns it blanks.
+  std::vector<std::pair<std::string, std::string>> reasons;  // (why, labels)
+  for (const Column& c : cols) {
+    if (c.plan) continue;
+    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == c.why; });
+    if (it == reasons.end())
+      reasons.push_back({c.why, label(c)});
+    else
+      it->second += ", " + label(c);
+  }
+  for (const auto& [why, labels] : reasons) std::cout << "  n/a (" << labels << "): " << why << "\n";
   return 0;
 }
 

@@ -105,10 +105,19 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   if (!p.options.weights && gguf::is_gguf_path(req.model)) p.options.weights = gguf::stored_weight_format(req.model);
   BuildOptions pre = build_options(p.model, p.target, p.options, p.workload, Phase::prefill);
   BuildOptions dec = build_options(p.model, p.target, p.options, p.workload, Phase::decode);
-  if (!p.target.supports(pre.act))
-    throw Error(std::string("activation dtype ") + std::string(dtype_name(pre.act)) + " is not supported on " +
-                p.target.name + unsupported_reason(p.target, pre.act));
-  if (std::string why = tp_problem(p.target, p.options.tp); !why.empty()) throw Error(p.target.name + ": " + why);
+  // Checked here as well as in the quantize passes, as UnsupportedOnTarget (whatif's n/a
+  // columns); the messages are the passes'.
+  const Target& t = p.target;
+  auto unsupported = [&](const std::string& why) { throw UnsupportedOnTarget(t.name, why); };
+  auto lacks = [&](DType d) { return " has no " + std::string(dtype_name(d)) + " support" + unsupported_reason(t, d); };
+  if (!t.supports(pre.act))
+    unsupported(std::string("activation dtype ") + std::string(dtype_name(pre.act)) + " is not supported on " + t.name +
+                unsupported_reason(t, pre.act));
+  if (std::string why = tp_problem(t, p.options.tp); !why.empty()) unsupported(t.name + ": " + why);
+  if (const auto& w = p.options.weights; w && !t.supports(w->dtype))
+    unsupported("weights " + format_name(*w) + ": " + t.name + lacks(w->dtype));
+  if (const auto& k = p.options.kv_dtype; k && !t.supports(*k))
+    unsupported("KV " + std::string(dtype_name(*k)) + ": " + t.name + lacks(*k));
   p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, hooks);
   // Sizes are 64-bit integers: a workload whose tensors would overflow them (a batch of
   // 2^20 at 2^24 tokens) gave negative bytes and "fits". Checked in floating point on

@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "frontend/specs.h"
+#include "ir/assert.h"
 #include "ir/model.h"
 #include "codegen/plan.h"
 #include "passes/pipeline.h"
@@ -25,6 +26,15 @@ struct WorkloadFlags {
   int64_t batch = -1, prompt = -1, gen = -1;
   void add_to(CLI::App* cmd);
   Workload resolve(Workload base) const;
+};
+
+// A plan its target cannot run: a weight, KV or activation format the target lacks,
+// or a tp it has no link for. A lathe::Error like any other; whatif catches it to show
+// that column as n/a rather than failing the table.
+class UnsupportedOnTarget : public Error {
+ public:
+  UnsupportedOnTarget(const std::string& target, const std::string& msg) : Error(msg), target(target) {}
+  std::string target;  // the target's name (with its overrides)
 };
 
 struct PlanRequest {

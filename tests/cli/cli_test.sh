@@ -240,6 +240,25 @@ assert [x['hardware'] for x in r] == ['a100-80g', 'cpu-host'] and [x['act'] for 
 assert float(r[1]['tpot_ms']) > float(r[0]['tpot_ms'])" || bad "whatif csv"
 expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,cpu-host
 grep -q "options per column" "$tmp/out" || bad "whatif hides that the columns' options differ"
+# A column whose target lacks a format is n/a with the reason; ratios are to the first
+# column with figures. No column at all: the error, exit 2 (the whole table failed before).
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm,h200 --weights fp8
+grep -q "ratios (xN) are to the h100-sxm column" "$tmp/out" || bad "whatif n/a: ratio base: $(cat "$tmp/out")"
+grep -q "^  TPOT ms  *n/a  *[0-9.]*  *[0-9.]* (x0\.[0-9]*)" "$tmp/out" || bad "whatif n/a: TPOT row: $(cat "$tmp/out")"
+grep -q "n/a (a100-80g): weights fp8: a100-80g has no fp8 support (sm_80" "$tmp/out" || bad "whatif n/a: no reason: $(cat "$tmp/out")"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm --kv fp8 --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert 'KV fp8: a100-80g has no fp8 support' in d[0]['unsupported'] and 'tpot_ms' not in d[0], d[0]
+assert 'unsupported' not in d[1] and d[1]['tpot_ms'] > 0, d[1]" || bad "whatif n/a json"
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm --kv fp8 --format csv
+python3 -c "
+import csv; r = list(csv.DictReader(open('$tmp/out')))
+assert r[0]['tpot_ms'] == '' and 'sm_89' in r[0]['unsupported'] and r[1]['unsupported'] == '' and float(r[1]['tpot_ms']) > 0, r" || bad "whatif n/a csv"
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g,a100-80g+hbm_bandwidth_gbs=x2 --weights fp8
+grep -q "weights fp8: a100-80g has no fp8 support" "$tmp/err" || bad "whatif: no column runs: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" whatif llama-3-8b --hw a100-80g,h100-sxm+bogus=1 --kv fp8
+grep -q "unknown hardware key 'bogus'" "$tmp/err" || bad "whatif: a bad override hidden by n/a: $(cat "$tmp/err")"
 # Overrides that make a target unusable are errors, not inf/NaN figures.
 expect_rc 2 "$LATHE" simulate llama-3-8b a100-80g --set peak_tflops.bf16=0
 grep -q "peak_tflops.bf16 is 0" "$tmp/err" || bad "bf16 peak 0: $(cat "$tmp/err")"
