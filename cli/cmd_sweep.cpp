@@ -218,7 +218,10 @@ int run_sweep_cmd(const SweepArgs& a) {
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   SweepSpec spec = load_sweep(a.file);
   SweepSpace space = expand_sweep(spec, a.samples, a.seed);
-  for (const Target& t : space.targets) warn_if_measured_by_another_build(t);
+  for (const Target& t : space.targets) {
+    warn_if_measured_by_another_build(t);
+    for (int64_t tp : spec.tp) warn_if_tp_spans_boards(t, tp);
+  }
   if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
     throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
                 " points is more than one run should cost; sample it (--samples N) or split it "

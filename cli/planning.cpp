@@ -72,6 +72,16 @@ void warn_if_measured_by_another_build(const Target& t) {
             << "measure it again (`lathe probe` or `lathe calibrate`)\n";
 }
 
+void warn_if_tp_spans_boards(const Target& t, int64_t tp) {
+  if (tp <= 8 || !(t.nvlink_switch > 0) || !(t.nvlink_gbs > 0)) return;
+  static std::set<std::string> said;
+  const std::string base = t.name.substr(0, t.name.find('+'));  // a sweep's what-if variants: once
+  if (!said.insert(base + " " + std::to_string(tp)).second) return;
+  std::cerr << "lathe: warning: tp " << tp << " spans more than one 8-GPU NVSwitch board of " << base
+            << "; every collective is costed over one NVLink domain at " << fmt_double(t.nvlink_gbs, 0)
+            << " GB/s, without the slower links between nodes: the figures are optimistic\n";
+}
+
 DType cuda_default_act(const Target& t) {
   return t.supports(DType::bf16) || !t.supports(DType::f16) ? DType::bf16 : DType::f16;
 }
@@ -88,16 +98,7 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   p.model = load_model(req.model);
   p.target = load_target_spec(req.hardware, req.sets);
   warn_if_measured_by_another_build(p.target);
-  // An NVSwitch spec describes one HGX board of 8 GPUs; past it, collectives would
-  // cross nodes (InfiniBand), which the cost model does not have. Once per target and tp.
-  if (req.options.tp > 8 && p.target.nvlink_switch > 0 && p.target.nvlink_gbs > 0) {
-    static std::set<std::string> said;
-    if (said.insert(p.target.name + " " + std::to_string(req.options.tp)).second)
-      std::cerr << "lathe: warning: tp " << req.options.tp << " spans more than one 8-GPU NVSwitch board of "
-                << p.target.name << "; every collective is costed over one NVLink domain at "
-                << fmt_double(p.target.nvlink_gbs, 0)
-                << " GB/s, without the slower links between nodes: the figures are optimistic\n";
-  }
+  warn_if_tp_spans_boards(p.target, req.options.tp);
   p.workload = req.workload;
   p.options = req.options;
   // A GGUF file runs in the format its matrices are stored in unless --weights says

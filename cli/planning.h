@@ -69,6 +69,10 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks = {}, bool per
 // slow). Warns on stderr, once per spec; make_plan calls it, and the commands that load
 // targets otherwise (check, sweep, advise, run of a plan directory).
 void warn_if_measured_by_another_build(const Target& t);
+// An NVSwitch spec describes one HGX board of 8 GPUs; past it, collectives would cross
+// nodes (InfiniBand), which the cost model does not have: a warning on stderr, once per
+// spec (a sweep's "+key=value" variants count as their spec) and tp.
+void warn_if_tp_spans_boards(const Target& t, int64_t tp);
 
 // The activation dtype of a CUDA plan when none is given: bf16, or f16 on a target
 // without bf16 (before sm_80, or a spec that sets its bf16 peak to 0).

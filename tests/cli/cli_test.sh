@@ -1330,6 +1330,11 @@ expect_rc 0 "$LATHE" simulate llama-3.1-405b h200 --tp 16 --weights fp8 --gen 4
 grep -q "tp 16 spans more than one 8-GPU NVSwitch board of h200" "$tmp/err" || bad "tp 16 on h200 gave no warning: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate llama-3.1-405b h200 --tp 8 --weights fp8 --gen 4
 grep -q "NVSwitch board" "$tmp/err" && bad "tp 8 on h200 warned: $(cat "$tmp/err")"
+# A sweep warns too, once per spec and tp (its what-if variants of h200 count as h200).
+printf '[sweep]\nmodels = ["llama-3.1-405b"]\nhardware = ["h200"]\nweights = ["fp8"]\ntp = [8, 16]\nprompt = [8]\ngen = [4]\n[sweep.whatif]\nhbm_bandwidth_gbs = ["x1", "x2"]\n' >"$tmp/tp16.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/tp16.toml" -o "$tmp/tp16.csv"
+[ "$(grep -c "spans more than one 8-GPU NVSwitch board" "$tmp/err")" = 1 ] &&
+  grep -q "tp 16 spans more than one 8-GPU NVSwitch board of h200;" "$tmp/err" || bad "sweep tp 16 warning: $(cat "$tmp/err")"
 # Configurations are scored at batches their compiled plans fit: mixtral-8x22b on one
 # 24 GB card was scored at batch 3, whose plan needs 24.79 GB, while the max batch was 2.
 expect_rc 0 "$LATHE" advise mixtral-8x22b rtx-4090 --prompt 32768 --gen 128 --format json
