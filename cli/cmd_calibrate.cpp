@@ -222,6 +222,10 @@ std::string pct(double v) {
 int run_calibrate(const CalibrateArgs& a) {
   if (a.out.empty()) throw Error("-o FILE is required (the calibrated hardware spec)");
   if (a.holdout == 1) throw Error("--holdout 1 would hold out every run (give 0 for none, or N >= 2)");
+  if (!a.name.empty())  // before the fit: a name the spec reader refuses was written, exit 0
+    if (std::string why = name_problem(a.name); !why.empty()) throw Error("--name: " + why);
+  refuse_input_as_output(a.out, a.runs, "-o");
+  refuse_input_as_output(a.out, target_spec_base(a.hw), "-o", "hardware");
   Target start = load_target_spec(a.hw);
   auto objects = read_objects(a.runs);
   std::map<std::string, std::shared_ptr<Planned>> plans;

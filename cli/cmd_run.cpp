@@ -153,6 +153,14 @@ int run_run(const RunArgs& a) {
     if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
     if (hw == "cpu-host") hw = builtin_target_for(CudaApi(0).device());
   }
+  if (!a.logits_out.empty()) {  // before the run, not after it
+    PlanRequest inputs;
+    inputs.model = a.model;
+    inputs.hardware = hw;
+    refuse_plan_inputs(a.logits_out, "--logits", inputs, a.plan.plan_file);
+    refuse_input_as_output(a.logits_out, a.tuning, "--logits");
+    check_output_file(a.logits_out);
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   // A directory without weights is a compiled plan; a JSON file is its plan.json when
@@ -161,10 +169,15 @@ int run_run(const RunArgs& a) {
   auto is_plan_json = [&] {
     if (!a.model.ends_with(".json") || !fs::exists(a.model, ec)) return false;
     if (fs::path(a.model).filename() == "plan.json") return true;
+    // Unparseable JSON of another name goes to the config reader, which says where it
+    // breaks (it was called a bad plan file).
     nlohmann::json j = nlohmann::json::parse(read_file(a.model), nullptr, false);
-    return j.is_discarded() || !j.is_object() || j.contains("lathe_plan");
+    return !j.is_discarded() && (!j.is_object() || j.contains("lathe_plan"));
   };
-  bool from_plan = (fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || is_plan_json();
+  // A built-in model name keeps precedence over a directory of that name (`run tiny`
+  // beside a plan compiled to ./tiny ran that plan), as everywhere else.
+  const bool from_plan = !is_builtin_name("models", a.model) &&
+                         ((fs::is_directory(a.model, ec) && !model_has_weights(a.model)) || is_plan_json());
   std::vector<std::vector<int32_t>> prompts;
   if (!a.tokens.empty()) prompts = parse_tokens(a.tokens);
   // A GGUF file brings its weights and, usually, its vocabulary.

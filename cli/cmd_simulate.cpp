@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -353,6 +354,7 @@ int run_whatif(const WhatifArgs& a) {
     std::string target, why;  // n/a columns: the target's name and why not
   };
   std::vector<Column> cols;
+  std::map<std::string, std::string> hw_of_name;  // target name -> the --hw item that gave it
   LowerHooks no_records;
   no_records.record = false;
   no_records.verify_each_pass = false;
@@ -376,6 +378,10 @@ int run_whatif(const WhatifArgs& a) {
             c.target = e.target;
             c.why = e.what();
           }
+          // Two specs of one name (l4 and a copy of l4.toml) gave two columns of one label.
+          if (auto [it, fresh] = hw_of_name.emplace(c.target, hw); !fresh && it->second != hw)
+            throw Error("--hw: '" + it->second + "' and '" + hw + "' are both named '" + c.target +
+                        "', so their columns could not be told apart; give one another name");
           cols.push_back(std::move(c));
         }
   const auto first = std::find_if(cols.begin(), cols.end(), [](const Column& c) { return c.plan.has_value(); });

@@ -55,6 +55,13 @@ std::pair<int, int> parse_shard(const std::string& s) {
   return {i, n};
 }
 
+// Refuses an output path that names the sweep file or a model or hardware file it reads.
+void refuse_sweep_inputs(const std::string& out, const std::string& flag, const SweepSpec& spec) {
+  refuse_input_as_output(out, spec.source, flag, "sweeps");
+  for (const std::string& m : spec.models) refuse_input_as_output(out, m, flag, "models");
+  for (const std::string& h : spec.hardware) refuse_input_as_output(out, target_spec_base(h), flag, "hardware");
+}
+
 // Progress on stderr when it is a terminal: a bar, plans/s, time left.
 class SweepProgress {
  public:
@@ -217,6 +224,7 @@ int run_sweep_cmd(const SweepArgs& a) {
         "--emit-best DIR`");
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   SweepSpec spec = load_sweep(a.file);
+  refuse_sweep_inputs(a.out, "-o", spec);
   SweepSpace space = expand_sweep(spec, a.samples, a.seed);
   for (const Target& t : space.targets) {
     warn_if_measured_by_another_build(t);
@@ -333,6 +341,8 @@ int run_sweep_cmd(const SweepArgs& a) {
 int run_merge(const MergeArgs& a) {
   if (a.files.empty()) throw Error("merge: no input files");
   if (a.out.empty()) throw Error("merge: -o FILE is required");
+  for (const std::string& f : a.files) refuse_input_as_output(a.out, f, "-o");
+  refuse_input_as_output(a.out, a.sweep, "-o", "sweeps");
   check_output_file(a.out);
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
   std::map<uint64_t, SweepRow> rows;

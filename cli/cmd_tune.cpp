@@ -38,6 +38,12 @@ int run_tune(const TuneArgs& a) {
   const bool cuda = a.backend == "cuda";
   if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
   check_output_file(a.out);
+  {
+    PlanRequest inputs;
+    inputs.model = a.model;
+    inputs.hardware = a.hardware;
+    refuse_plan_inputs(a.out, "-o", inputs, a.plan.plan_file);
+  }
   std::string hw = a.hardware;
   if (cuda) {
     std::string why;

@@ -199,10 +199,8 @@ std::string describe_target(const Target& t) {
 }
 
 std::string weights_format(const Planned& p) {
-  const Graph& d = p.lowered.decode;
-  for (ValueId v : d.values_of(ValueKind::weight))
-    if (d.value(v).shape.size() == 2 && d.value(v).name.find("layers.0.") == 0) return format_name(d.value(v).format);
-  return "?";
+  const std::optional<Format> f = layer_weight_format(p.lowered.decode);
+  return f ? format_name(*f) : "?";
 }
 
 std::string describe_options(const Planned& p) {
@@ -218,7 +216,8 @@ std::string oom_message(const Planned& p) {
   // What could help when not even batch 1 fits: a smaller weight format only where the
   // weights are not 4-bit already; where the activations of a long prompt outweigh the
   // KV cache, a shorter prompt (prefill runs in one pass).
-  const bool four_bit = weights_format(p).starts_with("int4");
+  const std::optional<Format> wf = layer_weight_format(p.lowered.decode);
+  const bool four_bit = wf && wf->dtype == DType::int4;
   const std::string weights_hint = four_bit ? " (even the weights do not fit: try --tp)"
                                             : " (even the weights do not fit: try int4 weights or --tp)";
   const std::string batch1_hint = m.activations > m.kv && m.activations > m.weights

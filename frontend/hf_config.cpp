@@ -188,9 +188,9 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     root = Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     throw Error(source + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
-                ": not valid JSON: " + e.what());
+                ": not valid JSON: " + json_error_text(e.what()));
   } catch (const Json::exception& e) {  // e.g. a number out of range (found by the fuzzer)
-    throw Error(source + ": not valid JSON: " + e.what());
+    throw Error(source + ": not valid JSON: " + json_error_text(e.what()));
   }
   if (!root.is_object())
     throw Error(source + ":1:1: expected a JSON object (a Hugging Face config.json)");

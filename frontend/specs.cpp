@@ -511,6 +511,13 @@ ModelSpec load_model(std::string_view name_or_path) {
   std::vector<std::string> names = builtin_names("models");
   if (std::find(names.begin(), names.end(), name_or_path) == names.end() && is_hf_model_path(name_or_path))
     return load_hf_config(std::string(name_or_path)).model;
+  // A directory that is not a checkpoint: say what a model directory needs ("is a
+  // directory, expected a file" read as if directories were not accepted).
+  if (std::error_code ec; std::find(names.begin(), names.end(), name_or_path) == names.end() &&
+                          std::filesystem::is_directory(std::string(name_or_path), ec))
+    throw Error(std::string(name_or_path) +
+                ": a directory without config.json; a model directory is a Hugging Face checkpoint (config.json "
+                "beside its safetensors), and a compiled plan directory runs with `lathe run`");
   return load_named<ModelSpec>(name_or_path, "models", "model",
                                [](const std::string& text, const std::string& src) { return parse_model_toml(text, src); });
 }

@@ -59,7 +59,7 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
     try {
       j = Json::parse(read_file(ip));
     } catch (const Json::exception& e) {
-      throw Error(ip + ": not valid JSON: " + e.what());
+      throw Error(ip + ": not valid JSON: " + json_error_text(e.what()));
     }
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw Error(ip +

@@ -123,7 +123,7 @@ void SafetensorsFile::index() {
   try {
     j = Json::parse(h, h + n);
   } catch (const Json::exception& e) {
-    throw Error(p + ": safetensors header is not valid JSON: " + e.what());
+    throw Error(p + ": safetensors header is not valid JSON: " + json_error_text(e.what()));
   }
   if (!j.is_object()) throw Error(p + ": safetensors header is not a JSON object");
   struct Range {

@@ -97,10 +97,8 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
   if (usable <= 0) {
     // What could help: a shorter or chunked prefill where its activations are a large
     // part, a smaller weight format unless the weights are 4-bit already, and --tp.
-    bool four_bit = false;
-    for (ValueId v : decode.values_of(ValueKind::weight))
-      if (decode.value(v).shape.size() == 2 && decode.value(v).name.starts_with("layers.0."))
-        four_bit = decode.value(v).format.dtype == DType::int4;
+    const std::optional<Format> wf = layer_weight_format(decode);
+    const bool four_bit = wf && wf->dtype == DType::int4;
     std::vector<std::string> tries;
     if (k.activation_bytes >= 0.25 * k.weight_bytes)
       tries.push_back("a shorter longest prompt, a lower batch limit or a chunked prefill (the activations are "

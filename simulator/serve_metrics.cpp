@@ -51,8 +51,11 @@ void TimeSeries::set(double t, double v) {
   if (t > last_t_) peak_ = std::max(peak_, value_);
   while (last_t_ < t) {
     size_t b = bucket(last_t_);
+    // A segment that starts on an edge can divide to the bucket before it (the edge is
+    // origin + (b + 1) dt rounded): it belongs to the next one (it went whole into that
+    // earlier bucket, a mean of 95 beside a max of 64).
+    while (origin_ + double(b + 1) * dt_ <= last_t_) b = bucket(origin_ + (double(b) + 1.5) * dt_);
     double end = std::min(t, origin_ + double(b + 1) * dt_);
-    if (end <= last_t_) end = t;  // floating-point edge: finish the segment
     if (area_.size() <= b) {
       area_.resize(b + 1, 0.0);
       max_.resize(b + 1, 0.0);

@@ -72,4 +72,10 @@ SimResult simulate(const Graph& prefill, const Graph& decode, const Target& t, c
   return PreparedPlan(prefill, decode).simulate(t, w, o);
 }
 
+std::optional<Format> layer_weight_format(const Graph& g) {
+  for (ValueId v : g.values_of(ValueKind::weight))
+    if (g.value(v).shape.size() == 2 && g.value(v).name.starts_with("layers.0.")) return g.value(v).format;
+  return std::nullopt;
+}
+
 }  // namespace lathe

@@ -12,6 +12,7 @@
 //  - identical layers are costed once (nodes are grouped by signature).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,5 +84,9 @@ double sum_max_affine(double a0, double a1, double b0, double b1, double c0, dou
 // Peak bytes of simultaneously live activations in launch order (no reuse across
 // time, exact sizes): what an ideal planner needs.
 double peak_live_bytes(const Graph& g, const Bindings& b);
+
+// The format of the first layer's matrices (what a plan's weights are stored in; a
+// tied embedding may keep the model dtype), or nullopt for a graph without layers.
+std::optional<Format> layer_weight_format(const Graph& g);
 
 }  // namespace lathe

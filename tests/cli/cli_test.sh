@@ -1669,5 +1669,44 @@ expect_rc 2 "$LATHE" run "$tmp/hfbad" --tokens 1,2,3 --gen 2
 grep -q "hfbad/model.safetensors: tensor '.*': data_offsets .* run past the end of the file" "$tmp/err" ||
   bad "truncated safetensors: $(cat "$tmp/err")"
 
+# ---- outputs never replace inputs; located errors (a review of 2026-12-02) ----
+mkdir -p "$tmp/io" && cp "$SRC/specs/models/tiny.toml" "$tmp/io/m.toml"
+printf '[sweep]\nmodels = ["m.toml"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [4]\n' >"$tmp/io/s.toml"
+cp "$tmp/io/s.toml" "$tmp/io/s.keep"
+expect_rc 2 "$LATHE" sweep "$tmp/io/s.toml" -o "$tmp/io/s.toml"
+grep -q "that is an input of this command" "$tmp/err" && cmp -s "$tmp/io/s.toml" "$tmp/io/s.keep" || bad "sweep -o its own file: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" sweep "$tmp/io/s.toml" -o "$tmp/io/m.toml"
+cmp -s "$tmp/io/m.toml" "$SRC/specs/models/tiny.toml" || bad "sweep -o overwrote its model"
+expect_rc 0 "$LATHE" sweep "$tmp/io/s.toml" -o "$tmp/io/rows.csv"
+cp "$tmp/io/rows.csv" "$tmp/io/rows.keep"
+expect_rc 2 "$LATHE" merge "$tmp/io/rows.csv" -o "$tmp/io/rows.csv"
+expect_rc 2 "$LATHE" merge "$tmp/io/rows.csv" --sweep "$tmp/io/s.toml" -o "$tmp/io/s.toml"
+cmp -s "$tmp/io/rows.csv" "$tmp/io/rows.keep" && cmp -s "$tmp/io/s.toml" "$tmp/io/s.keep" || bad "merge -o overwrote an input"
+expect_rc 2 "$LATHE" run "$tmp/io/m.toml" --gen 2 --prompt-tokens 3 --logits "$tmp/io/m.toml"
+grep -q -- "--logits .*that is an input of this command" "$tmp/err" || bad "run --logits over its model: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" tune "$tmp/io/m.toml" -o "$tmp/io/m.toml"
+cmp -s "$tmp/io/m.toml" "$SRC/specs/models/tiny.toml" || bad "tune/run overwrote the model"
+expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/runs.jsonl"
+grep -q "that is an input of this command" "$tmp/err" || bad "calibrate -o its runs: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/io/c.toml" --name 'a"b'
+grep -q -- "--name: " "$tmp/err" && [ ! -e "$tmp/io/c.toml" ] || bad "calibrate --name with a quote: $(cat "$tmp/err")"
+# --logits to a missing directory fails before the run, not after it.
+expect_rc 2 "$LATHE" run tiny --gen 2 --prompt-tokens 3 --logits "$tmp/io/no/such/l.bin"
+grep -q "does not exist" "$tmp/err" && ! grep -q "sequence 0" "$tmp/out" || bad "run --logits path checked late"
+# A built-in model name wins over a directory of that name (a plan compiled to ./tiny).
+(cd "$tmp/io" && mkdir -p tiny && "$LATHE" run tiny --gen 2 --prompt-tokens 3 >out.txt 2>err.txt) || bad "run tiny beside ./tiny: $(cat "$tmp/io/err.txt")"
+# A config.json that breaks is named as JSON where it breaks, not as a bad plan file; a
+# directory without config.json says what a model directory needs.
+mkdir -p "$tmp/io/hf" && printf '{"hidden_size": 64,\n' >"$tmp/io/hf/config.json"
+expect_rc 2 "$LATHE" run "$tmp/io/hf/config.json"
+grep -q "config.json:2:1: not valid JSON: parse error" "$tmp/err" || bad "run of a broken config.json: $(cat "$tmp/err")"
+mkdir -p "$tmp/io/empty"
+expect_rc 2 "$LATHE" simulate "$tmp/io/empty" cpu-host
+grep -q "a directory without config.json" "$tmp/err" || bad "simulate of a directory without config.json: $(cat "$tmp/err")"
+# Two hardware specs of one name would be two columns of one label.
+sed 's/^hbm_bandwidth_gbs = .*/hbm_bandwidth_gbs = 600/' "$SRC/specs/hardware/l4.toml" >"$tmp/io/l4copy.toml"
+expect_rc 2 "$LATHE" whatif tiny --hw "l4,$tmp/io/l4copy.toml"
+grep -q "are both named 'l4'" "$tmp/err" || bad "whatif columns of one name: $(cat "$tmp/err")"
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

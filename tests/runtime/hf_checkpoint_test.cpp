@@ -228,7 +228,7 @@ TEST(HfConfig, ErrorsNameTheFileLineAndKey) {
       {"{\"hidden_size\": 64,", "c.json:1:20: not valid JSON"},
       {"[1, 2]", "c.json:1:1: expected a JSON object"},
       {"{\"hidden_size\": 1e705}",
-       "c.json: not valid JSON: [json.exception.out_of_range.406] number overflow"},
+       "c.json: not valid JSON: number overflow"},
       {"{}", "c.json:1:1: architectures: missing required key"},
   };
   for (const Case& c : cases) {
