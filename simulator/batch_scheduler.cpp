@@ -1,7 +1,8 @@
 // Request-level batching: a batch is formed, padded to its longest prompt, and runs
 // until its longest output is done; finished sequences keep their slots (a padded
 // tensor batch cannot shrink) and nothing joins until the batch ends.
-//   static:  forms a batch when max_batch requests wait (or the stream has ended);
+//   static:  forms a batch when max_batch requests wait, or when those waiting already
+//            fill the KV cache (more arrivals could not join), or the stream has ended;
 //   dynamic: also when the oldest waiting request has waited batch_timeout (the
 //            article's dynamic batcher); members are taken from a priority queue,
 //            class 0 first, first come first served within a class.
@@ -27,7 +28,10 @@ class BatchReplica : public Replica {
     }
     *wake_s = kNever;
     if (waiting_.empty()) return -1;
-    bool full = int64_t(waiting_.size()) >= st_.o.max_batch;
+    // Full: max_batch requests wait, or the queue's head already fills the KV cache
+    // (a batch of 12 on a cache that holds 6 sat idle until 12 had arrived).
+    bool full = false;
+    pick(&full);
     // A static batcher still waiting when the stream has ended takes what is left (or
     // it would wait forever); a dynamic one cannot know that no more will come, so it
     // waits for its timeout like any other time.
@@ -81,18 +85,36 @@ class BatchReplica : public Replica {
     int slot;
   };
 
-  void form(double now) {
+  // The batch the queue gives now, in queue order while it fits (sets max_prompt_ and
+  // max_output_); *closed: it stopped at max_batch or at a request the cache cannot add.
+  std::vector<int32_t> pick(bool* closed) {
     max_prompt_ = max_output_ = 0;
+    *closed = false;
     std::vector<int32_t> take;
     for (const auto& w : waiting_) {
-      if (int64_t(take.size()) >= st_.o.max_batch) break;
+      if (int64_t(take.size()) >= st_.o.max_batch) {
+        *closed = true;
+        break;
+      }
       const Request& q = st_.reqs[size_t(w.second)];
       int64_t p = std::max(max_prompt_, q.prompt), o = std::max(max_output_, q.output);
-      if (int64_t(take.size() + 1) * blocks(p + o) > st_.kv_capacity_blocks) break;
+      if (int64_t(take.size() + 1) * blocks(p + o) > st_.kv_capacity_blocks) {
+        *closed = true;
+        break;
+      }
       take.push_back(w.second);
       max_prompt_ = p;
       max_output_ = o;
     }
+    // Nothing could join: one more member pads to at least this batch's longest.
+    if (!take.empty() && int64_t(take.size() + 1) * blocks(max_prompt_ + max_output_) > st_.kv_capacity_blocks)
+      *closed = true;
+    return take;
+  }
+
+  void form(double now) {
+    bool closed = false;
+    std::vector<int32_t> take = pick(&closed);
     for (int32_t r : take) {
       dispatch(r, now);
       batch_.push_back({r, take_slot()});

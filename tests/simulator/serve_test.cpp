@@ -117,6 +117,26 @@ TEST(Serve, ZeroLoadGivesTheSingleRequestLatency) {
   EXPECT_NEAR(r.records[0].finish_s, s.e2e_s, 1e-5 * s.e2e_s);
 }
 
+// A static batcher forms its batch once the waiting requests fill the KV cache, not
+// only at max_batch: with room for 6 and --max-batch 12, the first request waited for
+// the twelfth arrival (11 s at one a second) while the GPU sat idle.
+TEST(Serve, StaticBatchStartsWhenTheCacheIsFull) {
+  ServeOptions o;
+  o.batching = BatchingKind::static_batch;
+  o.max_batch = 12;
+  std::vector<Request> reqs;
+  for (int i = 0; i < 30; ++i) reqs.push_back({double(i), 30000, 10, 0});
+  ServeResult r = serve(reqs, o);
+  const int64_t per_request = (30010 + o.kv_block - 1) / o.kv_block * o.kv_block;
+  const int64_t fit = r.kv_capacity_tokens / per_request;  // the cache's room, in requests
+  ASSERT_GE(fit, 2);
+  ASSERT_LT(fit, 12);
+  EXPECT_DOUBLE_EQ(r.records[0].dispatch_s, double(fit - 1));  // when the fit-th arrives
+  EXPECT_DOUBLE_EQ(r.records[size_t(fit - 1)].dispatch_s, double(fit - 1));
+  EXPECT_GT(r.records[size_t(fit)].dispatch_s, double(fit - 1));
+  EXPECT_EQ(r.running.peak(), double(fit));
+}
+
 // Little's law. Exactly, with the measured arrival rate: the time integral of the
 // number in the system (kept by the event loop) equals the sum of the times requests
 // spent in it (kept per request); the same for the waiting queue. Approximately, with
