@@ -68,6 +68,16 @@ uint64_t fnv(std::string_view s, uint64_t h = 1469598103934665603ULL) {
   return h;
 }
 
+// The cache's .cubin file ends in a trailer: "lathe.c1" and a hash of the cubin, PTX and
+// log (little-endian), so an entry whose bytes changed (a flipped byte in the cubin would
+// load and run) or whose three files come from different writes is compiled again.
+std::string entry_trailer(const std::string& cubin, const std::string& ptx, const std::string& log) {
+  uint64_t h = fnv(log, fnv(ptx, fnv(cubin) ^ 0x9e3779b97f4a7c15ULL) ^ 0x9e3779b97f4a7c15ULL);
+  std::string t = "lathe.c1";
+  for (int i = 0; i < 8; ++i) t += char((h >> (8 * i)) & 0xff);
+  return t;
+}
+
 std::string offending(const std::string& source, const std::string& log, const std::string& name) {
   std::vector<std::string> lines;
   std::istringstream in(source);
@@ -216,12 +226,16 @@ CudaBinary Nvrtc::compile(const std::string& source, const std::string& kernel, 
       ss << f.rdbuf();
       return ss.str();
     };
-    b.cubin = slurp(base.string() + ".cubin");
+    std::string cubin = slurp(base.string() + ".cubin");
     b.ptx = slurp(base.string() + ".ptx");
     b.log = slurp(base.string() + ".log");
-    b.cached = true;
-    parse_ptxas_info(b.log, b);
-    return b;
+    if (cubin.size() > 16 && cubin.substr(cubin.size() - 16) == entry_trailer(cubin.substr(0, cubin.size() - 16), b.ptx, b.log)) {
+      b.cubin = cubin.substr(0, cubin.size() - 16);
+      b.cached = true;
+      parse_ptxas_info(b.log, b);
+      return b;
+    }
+    b = CudaBinary{};  // a changed or mixed entry: compiled again, and rewritten below
   }
   auto t0 = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(m.mu);
@@ -251,8 +265,10 @@ CudaBinary Nvrtc::compile(const std::string& source, const std::string& kernel, 
   parse_ptxas_info(b.log, b);
   if (m.opts.disk_cache) {
     fs::create_directories(m.dir, ec);
-    for (auto [ext, data] : {std::pair<const char*, const std::string*>{".cubin", &b.cubin}, {".ptx", &b.ptx},
-                             {".log", &b.log}}) {
+    const std::string cubin_entry = b.cubin + entry_trailer(b.cubin, b.ptx, b.log);
+    // The .cubin last: an entry is whole once its trailer matches the other two.
+    for (auto [ext, data] : {std::pair<const char*, const std::string*>{".ptx", &b.ptx}, {".log", &b.log},
+                             {".cubin", &cubin_entry}}) {
       std::string tmp = base.string() + ext + ".tmp." + std::to_string(::getpid());
       std::ofstream(tmp, std::ios::binary).write(data->data(), std::streamsize(data->size()));
       fs::rename(tmp, base.string() + ext, ec);

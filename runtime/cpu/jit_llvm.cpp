@@ -42,6 +42,7 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Object/SymbolSize.h>
 #include <llvm/Support/Host.h>
+#include <llvm/Support/xxhash.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SHA1.h>
 #include <llvm/Support/TargetSelect.h>
@@ -218,8 +219,11 @@ class LlvmEngine final : public JitEngine {
       // A cache entry that does not load (truncated by a full disk, corrupted, written
       // by another build) is a miss: it is removed and the kernel compiled again, where
       // it failed every later run before.
+      // The entry's trailer holds a hash of the object: a flipped byte inside .text
+      // loaded and ran (SIGILL, SIGSEGV on every run) before it was checked.
       auto buf = llvm::MemoryBuffer::getFile(file.string());
-      if (buf && try_add_object(std::move(*buf), kernel)) {
+      std::unique_ptr<llvm::MemoryBuffer> checked = buf ? verified_entry(**buf) : nullptr;
+      if (checked && try_add_object(std::move(checked), kernel)) {
         loaded_[key] = true;
         auto sym = jit_->lookup(symbol);
         if (sym) {
@@ -249,6 +253,8 @@ class LlvmEngine final : public JitEngine {
       {
         std::ofstream out(tmp, std::ios::binary);
         out.write(obj->getBufferStart(), std::streamsize(obj->getBufferSize()));
+        const std::string trailer = entry_trailer(obj->getBuffer());
+        out.write(trailer.data(), std::streamsize(trailer.size()));
         out.close();
         written = bool(out);
       }
@@ -340,6 +346,23 @@ class LlvmEngine final : public JitEngine {
     // hashes the flags).
     if (perf_map_) f.push_back("-fno-omit-frame-pointer");
     return f;
+  }
+
+  // A cache entry is the object followed by a trailer: kEntryMagic and the object's
+  // xxHash64 (little-endian). An entry whose trailer or hash does not match is a miss.
+  static constexpr char kEntryMagic[8] = {'l', 'a', 't', 'h', 'e', '.', 'o', '1'};
+  static std::string entry_trailer(llvm::StringRef obj) {
+    std::string t(kEntryMagic, sizeof kEntryMagic);
+    const uint64_t h = llvm::xxHash64(obj);
+    for (int i = 0; i < 8; ++i) t += char((h >> (8 * i)) & 0xff);
+    return t;
+  }
+  static std::unique_ptr<llvm::MemoryBuffer> verified_entry(const llvm::MemoryBuffer& file) {
+    const llvm::StringRef all = file.getBuffer();
+    if (all.size() <= 16) return nullptr;
+    const llvm::StringRef obj = all.drop_back(16);
+    if (all.take_back(16) != entry_trailer(obj)) return nullptr;
+    return llvm::MemoryBuffer::getMemBufferCopy(obj, file.getBufferIdentifier());
   }
 
   std::filesystem::path cache_file(const std::string& key) const { return std::filesystem::path(dir_) / (key + ".o"); }

@@ -119,6 +119,51 @@ void collect_tuned(const std::string& model, const std::string& what, const Work
   }
 }
 
+// A cache entry whose bytes changed (a flipped byte in the cubin would load and run) is
+// compiled again and rewritten; an intact one is read back as it was written.
+TEST(NvrtcCache, AChangedEntryIsCompiledAgain) {
+  std::string dir = (std::filesystem::temp_directory_path() / "lathe-nvrtc-cache-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  NvrtcOptions o;
+  o.cache_dir = dir;
+  Nvrtc nvrtc(o);
+  if (!nvrtc.available()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.why_unavailable();
+  const std::string src = "extern \"C\" __global__ void cache_probe(int* x) { *x = 0x1234567; }\n";
+  const CudaBinary first = nvrtc.compile(src, "cache_probe", 80);
+  ASSERT_FALSE(first.cached);
+  ASSERT_FALSE(first.cubin.empty());
+  const CudaBinary again = nvrtc.compile(src, "cache_probe", 80);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.cubin, first.cubin);
+  EXPECT_EQ(again.ptx, first.ptx);
+  std::filesystem::path cubin;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".cubin") cubin = e.path();
+  ASSERT_FALSE(cubin.empty());
+  {
+    std::fstream f(cubin, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(first.cubin.size() / 2));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(std::streamoff(first.cubin.size() / 2));
+    c = char(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  const CudaBinary changed = nvrtc.compile(src, "cache_probe", 80);
+  EXPECT_FALSE(changed.cached);
+  EXPECT_EQ(changed.cubin, first.cubin);
+  const CudaBinary rewritten = nvrtc.compile(src, "cache_probe", 80);
+  EXPECT_TRUE(rewritten.cached);
+  EXPECT_EQ(rewritten.cubin, first.cubin);
+}
+
 TEST(CudaCoverage, EveryKernelCompilesForSm80AndSm90WithoutSpills) {
   {
     Nvrtc probe(test_nvrtc_options());

@@ -109,5 +109,46 @@ TEST(JitPrefetch, OneThreadCompilesNothingAhead) {
   EXPECT_EQ(jit.stats().compiled, 1);
 }
 
+// A cache entry whose bytes changed but still load (a flipped byte inside .text) is a
+// miss: the entry carries a hash of its object. Before, it ran: SIGILL or SIGSEGV on
+// every run, or here, a wrong constant.
+TEST(JitCache, AChangedEntryIsCompiledAgain) {
+  if (!CpuJit::available()) GTEST_SKIP() << "built without the CPU JIT";
+  TempDir dir;
+  const std::string src = "extern \"C\" int cache_entry_k(int x) { return x + 0x1234567; }\n";
+  {
+    CpuJit jit(JitOptions{dir.path.string(), true});
+    ASSERT_EQ(call(jit.get(src, "cache_entry_k", "k"), 1), 1 + 0x1234567);
+  }
+  std::filesystem::path entry;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) entry = e.path();
+  ASSERT_FALSE(entry.empty());
+  std::string bytes;
+  {
+    std::FILE* f = std::fopen(entry.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  const std::string imm = {'\x67', '\x45', '\x23', '\x01'};  // 0x1234567, little-endian
+  const size_t at = bytes.find(imm);
+  ASSERT_NE(at, std::string::npos) << "the constant is not in the object";
+  bytes[at] = '\x68';  // the code now adds 0x1234568
+  {
+    std::FILE* f = std::fopen(entry.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  CpuJit again(JitOptions{dir.path.string(), true});
+  EXPECT_EQ(call(again.get(src, "cache_entry_k", "k"), 1), 1 + 0x1234567);
+  EXPECT_EQ(again.stats().disk_hits, 0);
+  EXPECT_EQ(again.stats().compiled, 1);
+  CpuJit third(JitOptions{dir.path.string(), true});  // the entry was written again
+  EXPECT_EQ(call(third.get(src, "cache_entry_k", "k"), 1), 1 + 0x1234567);
+  EXPECT_EQ(third.stats().disk_hits, 1);
+}
+
 }  // namespace
 }  // namespace lathe
