@@ -147,11 +147,16 @@ int run_run(const RunArgs& a) {
   if (a.backend != "cpu" && a.backend != "cuda")
     throw Error("--backend: unknown backend '" + a.backend + "' (expected cpu or cuda)");
   const bool cuda = a.backend == "cuda";
+  // A --plan file's hardware and workload stand where the flags are not given, as in
+  // simulate and compile (run used only the flags).
+  const PlanSpec file_spec = a.plan.plan_spec();
   std::string hw = a.hw;
+  const bool hw_from_file = !a.hw_given && file_spec.hardware.has_value();
+  if (hw_from_file) hw = *file_spec.hardware;
   if (cuda) {
     std::string why;
     if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
-    if (hw == "cpu-host") hw = builtin_target_for(CudaApi(0).device());
+    if (hw == "cpu-host" && !hw_from_file) hw = builtin_target_for(CudaApi(0).device());
   }
   if (!a.logits_out.empty()) {  // before the run, not after it
     PlanRequest inputs;
@@ -204,6 +209,24 @@ int run_run(const RunArgs& a) {
   // A compiled plan's workload sets the defaults of --prompt-tokens, --gen and --batch
   // (run's own defaults, 16 and 16, did not fit a plan compiled for 8 tokens).
   int64_t run_batch = a.batch, run_prompt = a.prompt_tokens, run_gen = a.gen;
+  if (!from_plan) {
+    auto from_file = [&](bool given, bool in_file, int64_t v, int64_t lo, int64_t hi, const char* key) {
+      if (given || !in_file) return int64_t(-1);
+      if (v < lo || v > hi)
+        throw Error(a.plan.plan_file + ": plan.workload." + key + " = " + std::to_string(v) + " is more than `lathe run` " +
+                    "takes (" + std::to_string(lo) + ".." + std::to_string(hi) + "); give the flag to run fewer");
+      return v;
+    };
+    if (int64_t v = from_file(a.batch_given, file_spec.batch_given, file_spec.workload.batch, 1, kMaxRunBatch, "batch");
+        v > 0)
+      run_batch = v;
+    if (int64_t v = from_file(a.prompt_tokens_given, file_spec.prompt_given, file_spec.workload.prompt, 1,
+                              kMaxRunTokens, "prompt");
+        v > 0)
+      run_prompt = v;
+    if (file_spec.gen_given && !a.gen_given)
+      run_gen = std::max<int64_t>(1, from_file(false, true, file_spec.workload.gen, 0, kMaxRunTokens, "gen"));
+  }
   if (from_plan) {
     // Its options are fixed at compile time: flags that would change them are refused
     // rather than ignored.
@@ -221,7 +244,7 @@ int run_run(const RunArgs& a) {
     if (!a.gen_given) run_gen = std::max<int64_t>(1, plan.workload.gen);
     if (!a.batch_given) run_batch = plan.workload.batch;
   } else {
-    PlanSpec spec = a.plan.plan_spec();
+    const PlanSpec& spec = file_spec;
     PlanRequest req;
     req.model = a.model;
     req.hardware = hw;
@@ -229,13 +252,13 @@ int run_run(const RunArgs& a) {
     req.options = spec.options;
     if (!req.options.act_dtype)
       req.options.act_dtype = cuda ? cuda_default_act(load_target_spec(hw, a.sets)) : DType::f32;
-    int64_t sequences = prompts.empty() ? a.batch : int64_t(prompts.size());
-    int64_t longest = a.prompt_tokens;
+    int64_t sequences = prompts.empty() ? run_batch : int64_t(prompts.size());
+    int64_t longest = run_prompt;
     if (!prompts.empty()) {
       longest = 0;
       for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
     }
-    req.workload = {sequences, longest, a.gen};
+    req.workload = {sequences, longest, run_gen};
     LowerHooks hooks;
     hooks.record = false;
     Planned p = make_plan(req, hooks, false);
@@ -282,6 +305,15 @@ int run_run(const RunArgs& a) {
       for (int64_t i = 0; i < run_prompt; ++i) t.push_back(int32_t((i * 7919 + 13 + s * 101) % vocab));
       prompts.push_back(t);
     }
+  if (from_plan) {  // before a kernel runs: the cache holds each prompt and gen - 1 decode inputs
+    const int64_t capacity = plan.decode.attrs.i("final_context");
+    for (size_t s = 0; s < prompts.size(); ++s)
+      if (int64_t need = int64_t(prompts[s].size()) + run_gen - 1; need > capacity)
+        throw Error("--gen " + std::to_string(run_gen) + ": sequence " + std::to_string(s) + " needs " +
+                    std::to_string(need) + " positions (" + std::to_string(prompts[s].size()) + " prompt + " +
+                    std::to_string(run_gen - 1) + " decode), but " + a.model + "'s KV cache holds " +
+                    std::to_string(capacity) + " a sequence; recompile the plan with a larger --gen");
+  }
   for (const auto& p : prompts)
     for (int32_t t : p)
       if (t >= vocab) throw Error("--tokens: id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");

@@ -21,6 +21,7 @@ namespace {
 struct TuneArgs {
   std::string model, hardware = "cpu-host", backend = "cpu", out, format = "text", cache_dir;
   int64_t batch = 1, prompt = 128, gen = 16;
+  bool hw_given = false, batch_given = false, prompt_given = false, gen_given = false;
   PlanFlags plan;
   int threads = 0, reps = 3, steps = 8;
 };
@@ -44,15 +45,29 @@ int run_tune(const TuneArgs& a) {
     inputs.hardware = a.hardware;
     refuse_plan_inputs(a.out, "-o", inputs, a.plan.plan_file);
   }
+  // A --plan file's hardware and workload stand where HW and the flags are not given.
+  PlanSpec spec = a.plan.plan_spec();
   std::string hw = a.hardware;
+  const bool hw_from_file = !a.hw_given && spec.hardware.has_value();
+  if (hw_from_file) hw = *spec.hardware;
   if (cuda) {
     std::string why;
     if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
-    if (hw == "cpu-host") hw = builtin_target_for(CudaApi(0).device());
+    if (hw == "cpu-host" && !hw_from_file) hw = builtin_target_for(CudaApi(0).device());
   } else if (!CpuJit::available()) {
     throw Error("this lathe was built without Clang/LLVM: the CPU backend cannot run");
   }
-  PlanSpec spec = a.plan.plan_spec();
+  auto from_file = [&](bool given, bool in_file, int64_t flag, int64_t v, int64_t lo, int64_t hi, const char* key) {
+    if (given || !in_file) return flag;
+    if (v < lo || v > hi)
+      throw Error(a.plan.plan_file + ": plan.workload." + key + " = " + std::to_string(v) + " is outside what `lathe " +
+                  "tune` takes (" + std::to_string(lo) + ".." + std::to_string(hi) + "); give the flag");
+    return v;
+  };
+  const int64_t batch = from_file(a.batch_given, spec.batch_given, a.batch, spec.workload.batch, 1, 256, "batch");
+  const int64_t prompt =
+      from_file(a.prompt_given, spec.prompt_given, a.prompt, spec.workload.prompt, 1, int64_t(1) << 16, "prompt");
+  const int64_t gen = from_file(a.gen_given, spec.gen_given, a.gen, spec.workload.gen, 0, int64_t(1) << 16, "gen");
   PlanRequest req;
   req.model = a.model;
   req.hardware = hw;
@@ -61,7 +76,7 @@ int run_tune(const TuneArgs& a) {
   if (cuda && *req.options.act_dtype != DType::bf16 && *req.options.act_dtype != DType::f16)
     throw Error("--act: the CUDA backend computes in bf16 or f16 activations (got " +
                 std::string(dtype_name(*req.options.act_dtype)) + ")");
-  req.workload = {a.batch, a.prompt, std::max<int64_t>(a.gen, 2)};
+  req.workload = {batch, prompt, std::max<int64_t>(gen, 2)};
   LowerHooks hooks;
   hooks.record = false;
   Planned p = make_plan(req, hooks, false);
@@ -131,7 +146,7 @@ int run_tune(const TuneArgs& a) {
     return 0;
   }
   std::cout << "lathe tune: " << p.model.name << " (" << describe_options(p) << "), batch "
-            << a.batch << ", prompt " << a.prompt << " on " << r.file.machine << "\n";
+            << batch << ", prompt " << prompt << " on " << r.file.machine << "\n";
   std::cout << "  " << r.sessions << " sessions, " << r.kernels_compiled << " kernel variants compiled ("
             << fmt_double(r.compile_s, 1) << (cuda ? " s of NVRTC)\n\n" : " s of JIT)\n\n");
   Table t({"kernel", "shape", "default us", "best us", "best", "gain", "candidates (us)"});
@@ -234,7 +249,13 @@ void register_tune(CLI::App& app, Registry& r) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--cache-dir", a->cache_dir, kCacheDirHelp);
   cmd->add_option("--format", a->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->callback([&r, a] { r.action = [a] { return run_tune(*a); }; });
+  cmd->callback([&r, a, cmd] {
+    a->hw_given = cmd->get_option("HW")->count() > 0;
+    a->batch_given = cmd->get_option("--batch")->count() > 0;
+    a->prompt_given = cmd->get_option("--prompt-tokens")->count() > 0;
+    a->gen_given = cmd->get_option("--gen")->count() > 0;
+    r.action = [a] { return run_tune(*a); };
+  });
 }
 
 }  // namespace lathe::cli

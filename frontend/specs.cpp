@@ -324,9 +324,9 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
   read_plan_options(r, t, p.options);
   if (const TomlValue* w = r.get_table("workload")) {
     TableReader wr(*w, "plan.workload", source);
-    p.workload.batch = wr.get_int("batch", 1, 1 << 20).value_or(p.workload.batch);
-    p.workload.prompt = wr.get_int("prompt", 1, 1 << 24).value_or(p.workload.prompt);
-    p.workload.gen = wr.get_int("gen", 0, 1 << 24).value_or(p.workload.gen);
+    if (auto v = wr.get_int("batch", 1, 1 << 20)) p.workload.batch = *v, p.batch_given = true;
+    if (auto v = wr.get_int("prompt", 1, 1 << 24)) p.workload.prompt = *v, p.prompt_given = true;
+    if (auto v = wr.get_int("gen", 0, 1 << 24)) p.workload.gen = *v, p.gen_given = true;
     wr.finish();
   }
   if (const TomlValue* ps = r.get_table("passes")) {

@@ -25,7 +25,8 @@ std::string_view spec_kind_name(SpecKind k);
 struct PlanSpec {
   std::optional<std::string> model;
   std::optional<std::string> hardware;
-  Workload workload;
+  Workload workload;  // the file's [plan.workload], defaults where it is silent
+  bool batch_given = false, prompt_given = false, gen_given = false;  // which the file sets
   PlanOptions options;
 };
 

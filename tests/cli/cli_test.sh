@@ -1707,6 +1707,28 @@ grep -q "a directory without config.json" "$tmp/err" || bad "simulate of a direc
 sed 's/^hbm_bandwidth_gbs = .*/hbm_bandwidth_gbs = 600/' "$SRC/specs/hardware/l4.toml" >"$tmp/io/l4copy.toml"
 expect_rc 2 "$LATHE" whatif tiny --hw "l4,$tmp/io/l4copy.toml"
 grep -q "are both named 'l4'" "$tmp/err" || bad "whatif columns of one name: $(cat "$tmp/err")"
+# run and tune take a --plan file's hardware and workload where the flags are silent.
+printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
+expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert d['batch'] == 3 and d['prompt_length'] == 5 and d['decode_steps'] == 3 and d['target'] == 'a100-80g', d" ||
+  bad "run --plan ignores the plan's hardware or workload: $(head -c 300 "$tmp/out")"
+expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --batch 1 --hw cpu-host --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert d['batch'] == 1 and d['prompt_length'] == 5 and d['target'] == 'cpu-host', d" || bad "run --plan: flags must win"
+printf '[plan]\nhardware = "cpu-host"\n[plan.workload]\nbatch = 2\nprompt = 6\ngen = 3\n' >"$tmp/io/tp.toml"
+expect_rc 0 "$LATHE" tune tiny --plan "$tmp/io/tp.toml" -o "$tmp/io/tune.json" --reps 1 --steps 1
+python3 -c "
+import json; w = json.load(open('$tmp/io/tune.json'))['workload']
+assert (w['batch'], w['prompt'], w['gen']) == (2, 6, 3), w" || bad "tune --plan ignores the plan's workload"
+# A compiled plan's KV room is checked before a kernel runs.
+expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 --batch 2 -o "$tmp/io/p2"
+expect_rc 2 "$LATHE" run "$tmp/io/p2" --gen 50
+grep -q -- "--gen 50: sequence 0 needs 57 positions (8 prompt + 49 decode), but .*KV cache holds 12" "$tmp/err" &&
+  ! grep -q "prefill" "$tmp/out" || bad "run of a plan past its KV cache: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" run "$tmp/io/p2" --gen 5
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
