@@ -110,7 +110,13 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     auto it = plans.find(key);
     if (it == plans.end()) {
       PlanRequest req;
-      req.model = json_string_at(pl, "model", "plan.model");
+      // The run's model file where it names one (runs before 2026-12-02 give only the
+      // name, which must then be a built-in).
+      const std::string name = json_string_at(pl, "model", "plan.model");
+      req.model = pl.contains("model_source") ? json_string_at(pl, "model_source", "plan.model_source") : name;
+      if (!pl.contains("model_source") && !is_builtin_name("models", name))
+        throw Error("plan.model '" + name + "' is not a built-in model and the run does not name its file; " +
+                    "record the run again with this lathe (its JSON carries plan.model_source)");
       req.hardware = hw;
       std::string why;
       std::string w = opt_string(pl, "weights"), kv = opt_string(pl, "kv"),
@@ -150,6 +156,9 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       LowerHooks hooks;
       hooks.record = false;
       it = plans.emplace(key, std::make_shared<Planned>(make_plan(req, hooks, false))).first;
+      if (it->second->model.name != name)
+        throw Error("plan.model_source " + req.model + " is the model '" + it->second->model.name +
+                    "', not the run's '" + name + "' (the file changed since the run?)");
       for (const std::string& w : check_workload(it->second->model, it->second->workload))
         std::cerr << "lathe: warning: a run's plan: " << w << "\n";
     }

@@ -467,7 +467,17 @@ int run_run(const RunArgs& a) {
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
     // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel.
+    // The model's file (absolute) where it is not a built-in or a compiled plan: a
+    // custom model was looked up by its name, and one named like a built-in was
+    // silently replaced by it.
+    std::string model_source = plan.model;
+    if (!from_plan && !is_builtin_name("models", a.model)) {
+      std::error_code aec;
+      const fs::path abs = fs::absolute(a.model, aec);
+      model_source = aec ? a.model : abs.lexically_normal().string();
+    }
     j["plan"] = {{"model", plan.model},
+                 {"model_source", model_source},
                  {"weights", plan.weights_format},
                  {"kv", plan.kv_dtype},
                  {"kv_layout", plan.kv_layout},

@@ -1729,6 +1729,18 @@ expect_rc 2 "$LATHE" run "$tmp/io/p2" --gen 50
 grep -q -- "--gen 50: sequence 0 needs 57 positions (8 prompt + 49 decode), but .*KV cache holds 12" "$tmp/err" &&
   ! grep -q "prefill" "$tmp/out" || bad "run of a plan past its KV cache: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" run "$tmp/io/p2" --gen 5
+# calibrate rebuilds a run's plan from the model file the run read (a custom model was
+# looked up by its name: unknown, or a built-in of the same name fitted silently).
+sed 's/^name = .*/name = "mymodel"/' "$SRC/specs/models/tiny.toml" >"$tmp/io/my.toml"
+: >"$tmp/io/my.jsonl"
+for p in 8 16; do
+  "$LATHE" run "$tmp/io/my.toml" --prompt-tokens $p --gen 4 --per-op --format json >"$tmp/io/one.json" || bad "run my.toml"
+  python3 -c "import json; print(json.dumps(json.load(open('$tmp/io/one.json'))))" >>"$tmp/io/my.jsonl"
+done
+expect_rc 0 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal.toml" --holdout 0
+sed -i 's/^name = .*/name = "renamed"/' "$tmp/io/my.toml"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal2.toml" --holdout 0
+grep -q "is the model 'renamed', not the run's 'mymodel'" "$tmp/err" || bad "calibrate of a changed model file: $(cat "$tmp/err")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
