@@ -230,6 +230,8 @@ int run_sweep_cmd(const SweepArgs& a) {
     warn_if_measured_by_another_build(t);
     for (int64_t tp : spec.tp) warn_if_tp_spans_boards(t, tp);
   }
+  for (const std::string& h : spec.hardware) warn_if_descriptive_override(h);
+  for (const WhatifAxis& w : spec.whatif) warn_if_descriptive_override(w.field);
   if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
     throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
                 " points is more than one run should cost; sample it (--samples N) or split it "

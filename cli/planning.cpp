@@ -72,6 +72,20 @@ void warn_if_measured_by_another_build(const Target& t) {
             << "measure it again (`lathe probe` or `lathe calibrate`)\n";
 }
 
+void warn_if_descriptive_override(const std::string& overrides) {
+  static std::set<std::string> said;
+  for (const char* key : {"smem_per_sm_kb", "l2_mb"}) {
+    const std::string k = key;
+    bool found = overrides == k;
+    for (size_t at = overrides.find(k); !found && at != std::string::npos; at = overrides.find(k, at + 1))
+      found = (at == 0 || overrides[at - 1] == '+') && overrides.compare(at + k.size(), 1, "=") == 0;
+    if (found && said.insert(k).second)
+      std::cerr << "lathe: warning: " << k
+                << (k == "l2_mb" ? " changes only the L2 hit rates --per-op shows; no predicted time depends on it\n"
+                                 : " is descriptive; no figure lathe predicts depends on it\n");
+  }
+}
+
 void warn_if_tp_spans_boards(const Target& t, int64_t tp) {
   if (tp <= 8 || !(t.nvlink_switch > 0) || !(t.nvlink_gbs > 0)) return;
   static std::set<std::string> said;
@@ -99,6 +113,8 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   p.target = load_target_spec(req.hardware, req.sets);
   warn_if_measured_by_another_build(p.target);
   warn_if_tp_spans_boards(p.target, req.options.tp);
+  warn_if_descriptive_override(req.hardware);
+  for (const std::string& s : req.sets) warn_if_descriptive_override(s);
   p.workload = req.workload;
   p.options = req.options;
   // A GGUF file runs in the format its matrices are stored in unless --weights says

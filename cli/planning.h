@@ -73,6 +73,11 @@ void warn_if_measured_by_another_build(const Target& t);
 // nodes (InfiniBand), which the cost model does not have: a warning on stderr, once per
 // spec (a sweep's "+key=value" variants count as their spec) and tp.
 void warn_if_tp_spans_boards(const Target& t, int64_t tp);
+// An override of a field no predicted time depends on (smem_per_sm_kb; l2_mb, which only
+// the --per-op L2 hit rates read) gave what-if columns identical to the base: a warning
+// on stderr, once per field. `overrides` is a --set value, a "NAME+key=value" spec or a
+// sweep's what-if field name.
+void warn_if_descriptive_override(const std::string& overrides);
 
 // The activation dtype of a CUDA plan when none is given: bf16, or f16 on a target
 // without bf16 (before sm_80, or a spec that sets its bf16 peak to 0).

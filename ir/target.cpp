@@ -69,8 +69,9 @@ namespace {
 #define TF(key, member, unit, help) TargetField{key, &Target::member, nullptr, unit, help}
 #define EF(key, member, help) TargetField{key, nullptr, &Efficiency::member, "fraction", help}
 const TargetField kTargetFields[] = {
-    TF("sm_count", sm_count, "count", "streaming multiprocessors (GPU) or cores (CPU)"),
-    TF("clock_mhz", clock_mhz, "MHz", "boost clock"),
+    TF("sm_count", sm_count, "count",
+       "streaming multiprocessors (GPU) or cores (CPU); an override scales the compute peaks with it"),
+    TF("clock_mhz", clock_mhz, "MHz", "boost clock; an override scales the compute peaks with it"),
     TF("peak_tflops.fp32", peak_fp32, "TFLOP/s", "dense FP32 (CUDA cores / CPU FMA)"),
     TF("peak_tflops.tf32", peak_tf32, "TFLOP/s", "dense TF32 tensor cores"),
     TF("peak_tflops.fp16", peak_fp16, "TFLOP/s", "dense FP16 tensor cores, FP32 accumulate"),
@@ -79,8 +80,8 @@ const TargetField kTargetFields[] = {
     TF("peak_tflops.int8", peak_int8, "TOP/s", "dense INT8 tensor cores"),
     TF("memory_gb", memory_gb, "GB", "device memory capacity"),
     TF("hbm_bandwidth_gbs", hbm_bandwidth_gbs, "GB/s", "peak memory bandwidth"),
-    TF("l2_mb", l2_mb, "MB", "last-level cache"),
-    TF("smem_per_sm_kb", smem_per_sm_kb, "KB", "shared memory per SM"),
+    TF("l2_mb", l2_mb, "MB", "last-level cache (the L2 hit rates --per-op shows; no time depends on it)"),
+    TF("smem_per_sm_kb", smem_per_sm_kb, "KB", "shared memory per SM (descriptive; no figure depends on it)"),
     TF("launch_overhead_us", launch_overhead_us, "us", "per-kernel launch overhead"),
     TF("nvlink_gbs", nvlink_gbs, "GB/s", "NVLink bandwidth per GPU (0 = none)"),
     TF("pcie_gbs", pcie_gbs, "GB/s", "PCIe bandwidth"),
@@ -217,6 +218,15 @@ std::string apply_override(Target& t, std::string_view assignment) {
   if (!r.contains(v))
     return "override '" + std::string(assignment) + "': " + std::string(f->key) + (r.lo == r.hi ? " is " : " lies in ") +
            r.text();
+  // A peak is SMs x clock x work per SM and cycle: more SMs or a faster clock (what-if
+  // `sm_count=x2`) scale every peak, where they changed nothing (the clock) or made
+  // GEMMs slower (more SMs sharing the same peak). A peak set after them still wins.
+  if ((f->member == &Target::sm_count || f->member == &Target::clock_mhz) && t.*(f->member) > 0) {
+    const double ratio = v / (t.*(f->member));
+    for (double Target::*peak : {&Target::peak_fp32, &Target::peak_tf32, &Target::peak_fp16, &Target::peak_bf16,
+                                 &Target::peak_fp8, &Target::peak_int8})
+      t.*peak *= ratio;
+  }
   set_field(t, *f, v);
   return "";
 }

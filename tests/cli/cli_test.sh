@@ -1707,6 +1707,14 @@ grep -q "a directory without config.json" "$tmp/err" || bad "simulate of a direc
 sed 's/^hbm_bandwidth_gbs = .*/hbm_bandwidth_gbs = 600/' "$SRC/specs/hardware/l4.toml" >"$tmp/io/l4copy.toml"
 expect_rc 2 "$LATHE" whatif tiny --hw "l4,$tmp/io/l4copy.toml"
 grep -q "are both named 'l4'" "$tmp/err" || bad "whatif columns of one name: $(cat "$tmp/err")"
+# More SMs or a faster clock scale the peaks (sm_count=x2 made prefill slower); fields no
+# time depends on are a warning.
+expect_rc 0 "$LATHE" whatif llama-3-8b --hw h100-sxm,h100-sxm+sm_count=x2,h100-sxm+clock_mhz=x2,h100-sxm+smem_per_sm_kb=x4 --prompt 2048 --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert d[1]['prefill_ms'] < 0.6 * d[0]['prefill_ms'] and d[2]['prefill_ms'] < 0.6 * d[0]['prefill_ms'], d
+assert d[3]['prefill_ms'] == d[0]['prefill_ms'], d" || bad "whatif sm_count/clock_mhz do not scale the peaks"
+grep -q "smem_per_sm_kb is descriptive" "$tmp/err" || bad "no warning for a descriptive override: $(cat "$tmp/err")"
 # run and tune take a --plan file's hardware and workload where the flags are silent.
 printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
 expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json

@@ -70,6 +70,20 @@ TEST(Target, ProblemsAfterOverrides) {
   EXPECT_EQ(u.sm_count, 1);
   u.sm_count = 0.5;  // set directly, not through an override
   EXPECT_NE(target_problem(u).find("sm_count must be a whole number"), std::string::npos);
+  // SMs and the clock scale every peak (what-if sm_count=x2 left the peaks and made
+  // GEMMs slower; clock_mhz changed nothing); a peak set after them wins.
+  Target w = load_target("h100-sxm");
+  const Target w0 = w;
+  EXPECT_EQ(apply_override(w, "sm_count=x2"), "");
+  EXPECT_EQ(w.sm_count, 2 * w0.sm_count);
+  EXPECT_DOUBLE_EQ(w.peak_bf16, 2 * w0.peak_bf16);
+  EXPECT_DOUBLE_EQ(w.peak_fp8, 2 * w0.peak_fp8);
+  EXPECT_DOUBLE_EQ(w.peak_fp32, 2 * w0.peak_fp32);
+  EXPECT_EQ(w.hbm_bandwidth_gbs, w0.hbm_bandwidth_gbs);
+  EXPECT_EQ(apply_override(w, "clock_mhz=x0.5"), "");
+  EXPECT_DOUBLE_EQ(w.peak_bf16, w0.peak_bf16);
+  EXPECT_EQ(apply_override(w, "peak_tflops.bf16=100"), "");
+  EXPECT_EQ(w.peak_bf16, 100);
   Target v = load_target("a100-80g");
   EXPECT_EQ(tp_problem(v, 2), "");
   EXPECT_EQ(apply_override(v, "nvlink_gbs=0"), "");
