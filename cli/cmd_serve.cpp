@@ -332,6 +332,17 @@ int run_serve(const ServeArgs& a) {
                           std::max<int64_t>(1, std::llround(mean_prompt / double(reqs.size()))),
                           std::max<int64_t>(1, std::llround(mean_output / double(reqs.size())))};
   Planned p = make_plan(req, {}, false);
+  // A paged:N plan allocates blocks of N positions: serve-sim's KV blocks are the plan's
+  // (it allocated 16-token blocks beside a paged:4096 plan that simulate charged 4096 a
+  // sequence). A different block asked for is refused.
+  if (const int64_t paged = kv_block_of(p.lowered.decode); paged > 1 && s.serve.kv_block != paged) {
+    if (a.kv_block || s.serve.kv_block != ServeOptions{}.kv_block)
+      throw Error("--kv-block " + std::to_string(s.serve.kv_block) + ": the plan's KV layout is " +
+                  p.lowered.decode.attrs.s("kv_layout") + ", blocks of " + std::to_string(paged) +
+                  " positions; give --kv-block " + std::to_string(paged) + " or another --kv-layout");
+    if (paged > 4096) throw Error("--kv-layout " + p.lowered.decode.attrs.s("kv_layout") + ": serve-sim takes KV blocks of at most 4096 positions");
+    s.serve.kv_block = paged;
+  }
   for (const Request& q : reqs)
     if (q.prompt + q.output > p.model.max_context) {
       std::cerr << "lathe: warning: some requests exceed " << p.model.name << "'s max_context ("

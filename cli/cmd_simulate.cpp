@@ -195,9 +195,16 @@ void print_summary(const Planned& p, bool ideal) {
   Table mem({p.options.tp > 1 ? "memory (per device, tp " + std::to_string(p.options.tp) + ")" : std::string("memory"),
              "GB", "note"});
   mem.add({"weights", fmt_double(m.weights / 1e9, 3), ""});
+  // A paged cache holds whole blocks: the note says so where a block rounds up (paged:4096
+  // charged 4096 positions for a 200-token sequence, and the note said 200).
+  const int64_t block = kv_block_of(p.lowered.decode);
+  const int64_t held = (w.final_context() + block - 1) / block * block;
   mem.add({"KV cache", fmt_double(m.kv / 1e9, 3),
            std::to_string(w.batch) + " x " + std::to_string(w.final_context()) + " tokens in " +
-               p.lowered.decode.attrs.s("kv_dtype")});
+               p.lowered.decode.attrs.s("kv_dtype") +
+               (held != w.final_context() ? " (" + std::to_string(held) + " held: whole blocks of " +
+                                                std::to_string(block) + ")"
+                                          : std::string())});
   mem.add({"activations", fmt_double(m.activations / 1e9, 3),
            p.lowered.decode.attrs.has("arena_bytes") ? "peak of the memory plan's arenas" : "peak live (no plan)"});
   mem.add({"total", fmt_double(m.total / 1e9, 3),

@@ -106,8 +106,10 @@ class BatchReplica : public Replica {
       max_prompt_ = p;
       max_output_ = o;
     }
-    // Nothing could join: one more member pads to at least this batch's longest.
-    if (!take.empty() && int64_t(take.size() + 1) * blocks(max_prompt_ + max_output_) > st_.kv_capacity_blocks)
+    // Nothing could join: the batch is at max_batch, or one more member pads to at least
+    // this batch's longest.
+    if (int64_t(take.size()) >= st_.o.max_batch ||
+        (!take.empty() && int64_t(take.size() + 1) * blocks(max_prompt_ + max_output_) > st_.kv_capacity_blocks))
       *closed = true;
     return take;
   }

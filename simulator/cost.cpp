@@ -154,7 +154,11 @@ struct FormBuilder {
         break;
       case OpKind::kv_write: f.kv_new = kv_new(in(2)); break;
       case OpKind::rope_kvwrite: f.kv_new = kv_new(in(3)); break;
-      case OpKind::kv_read: f.kv_context = kv_context(in(0)); break;
+      case OpKind::kv_read:
+        f.kv_context = kv_context(in(0));
+        f.kv_heads = a.i("kv_heads");
+        f.head_dim = a.i("head_dim");
+        break;
       case OpKind::flash_attention:
       case OpKind::decode_attention:
         f.kv_heads = a.i("kv_heads");
@@ -460,7 +464,18 @@ struct Costing {
                vb(in(0)) + vb(in(1)) + vb(in(2)) + vb(out(0)) + new_kv);
         break;
       }
-      case OpKind::kv_read: scalar(2.0 * elems(out(0)), vb(f.kv_context) + all_outputs()); break;
+      case OpKind::kv_read: {
+        const double kv_bytes = vb(f.kv_context);
+        scalar(2.0 * elems(out(0)), kv_bytes + all_outputs());
+        // The cache reads are strided by the layout, as in decode attention (unfused, the
+        // layouts cost the same).
+        const int64_t d = f.head_dim;
+        const double bits = f.kv_context.format.bits_per_element(double(d));
+        const double contig =
+            o.ideal ? 1.0 : contiguity_efficiency(kv_read_run_bytes(f.kv_layout, context(), f.kv_heads, d, bits), t);
+        c.memory_s = (c.bytes - kv_bytes + kv_bytes / contig) / (t.bandwidth_bytes_per_s() * eff(t.eff.elementwise));
+        break;
+      }
       case OpKind::qk:
       case OpKind::pv: {
         double T = double(context());

@@ -1406,8 +1406,9 @@ grep -q "measured_with: 'yesterday' is not a CPU kernel build id" "$tmp/err" || 
 expect_rc 0 "$LATHE" simulate tiny "$tmp/cal.toml"
 head -1 "$tmp/runs.jsonl" >"$tmp/onerun.jsonl"
 expect_rc 0 "$LATHE" calibrate "$tmp/onerun.jsonl" --hw cpu-host -o "$tmp/cal1.toml"
-grep -q "lathe: warning: only 1 fitted run" "$tmp/err" || bad "calibrate on one run gives no warning on stderr: $(cat "$tmp/err")"
-grep -q "Warning: only 1 fitted run" "$tmp/cal1.toml" || bad "the one-run spec does not carry the warning"
+# (On a noisy host the warning can open with "the mean relative error ... rose; ".)
+grep -q "lathe: warning: .*only 1 fitted run" "$tmp/err" || bad "calibrate on one run gives no warning on stderr: $(cat "$tmp/err")"
+grep -q "Warning: .*only 1 fitted run" "$tmp/cal1.toml" || bad "the one-run spec does not carry the warning"
 "$LATHE" run tiny --gen 3 --format json >"$tmp/noperop.json"
 expect_rc 2 "$LATHE" calibrate "$tmp/noperop.json" --hw cpu-host -o "$tmp/cal2.toml"
 grep -q "per-op" "$tmp/err" || bad "calibrate without per-op timings: $(cat "$tmp/err")"
@@ -1715,6 +1716,24 @@ import json; d = json.load(open('$tmp/out'))
 assert d[1]['prefill_ms'] < 0.6 * d[0]['prefill_ms'] and d[2]['prefill_ms'] < 0.6 * d[0]['prefill_ms'], d
 assert d[3]['prefill_ms'] == d[0]['prefill_ms'], d" || bad "whatif sm_count/clock_mhz do not scale the peaks"
 grep -q "smem_per_sm_kb is descriptive" "$tmp/err" || bad "no warning for a descriptive override: $(cat "$tmp/err")"
+# Unfused, the KV layout still shapes the cache reads (kv_read was costed the same for all).
+for l in LHTD TLHD; do
+  expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --no-fusion --batch 32 --prompt 4096 --allow-oom --kv-layout $l --format json
+  cp "$tmp/out" "$tmp/io/nofuse-$l.json"
+done
+python3 -c "
+import json; a, b = (json.load(open('$tmp/io/nofuse-%s.json' % l))['tpot_ms'] for l in ('LHTD', 'TLHD'))
+assert b > 1.02 * a, (a, b)" || bad "--no-fusion: the KV layout does not change kv_read"
+# serve-sim allocates a paged plan's own blocks (it used 16-token blocks beside paged:4096).
+expect_rc 0 "$LATHE" serve-sim llama-3-8b l4 --kv-layout paged:4096 --requests 40 --rate 50 --prompt fixed:100 --output fixed:100 --format json
+python3 -c "
+import json; d = json.load(open('$tmp/out'))
+assert d['policy']['kv_block'] == 4096 and d['series']['running']['peak'] <= 9, (d['policy'], d['series']['running']['peak'])" ||
+  bad "serve-sim ignores the plan's paged block: $(head -c 300 "$tmp/out")"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b l4 --kv-layout paged:4096 --kv-block 16 --requests 20
+grep -q "the plan's KV layout is paged:4096, blocks of 4096 positions" "$tmp/err" || bad "serve-sim --kv-block against paged: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" simulate llama-3-8b l4 --kv-layout paged:4096 --prompt 100 --gen 100 --batch 8
+grep -q "8 x 200 tokens in bf16 (4096 held: whole blocks of 4096)" "$tmp/out" || bad "simulate's KV note hides paged blocks"
 # run and tune take a --plan file's hardware and workload where the flags are silent.
 printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
 expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json

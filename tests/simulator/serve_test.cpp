@@ -135,6 +135,15 @@ TEST(Serve, StaticBatchStartsWhenTheCacheIsFull) {
   EXPECT_DOUBLE_EQ(r.records[size_t(fit - 1)].dispatch_s, double(fit - 1));
   EXPECT_GT(r.records[size_t(fit)].dispatch_s, double(fit - 1));
   EXPECT_EQ(r.running.peak(), double(fit));
+  // With room to spare, max_batch requests waiting form the batch at once (the fourth
+  // arrival here), not a request later.
+  o.max_batch = 4;
+  std::vector<Request> small;
+  for (int i = 0; i < 8; ++i) small.push_back({double(i), 100, 10, 0});
+  ServeResult s = serve(small, o);
+  EXPECT_DOUBLE_EQ(s.records[0].dispatch_s, 3.0);
+  EXPECT_DOUBLE_EQ(s.records[3].dispatch_s, 3.0);
+  EXPECT_DOUBLE_EQ(s.records[4].dispatch_s, 7.0);
 }
 
 // Little's law. Exactly, with the measured arrival rate: the time integral of the
