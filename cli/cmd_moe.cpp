@@ -64,6 +64,9 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
   }
   if (o.load == ExpertLoadKind::histogram && o.histogram.empty())
     throw Error("--load histogram needs --histogram N1,N2,... (tokens routed to each expert)");
+  if (a.skew && o.load != ExpertLoadKind::zipf)  // it was accepted and ignored
+    throw Error(std::string("--zipf-skew: needs --load zipf (the default), not ") +
+                (o.load == ExpertLoadKind::uniform ? "--load uniform" : "a histogram load"));
   if (a.skew) o.zipf_skew = *a.skew;
   if (a.gpus) o.gpus = *a.gpus;
   if (a.context) o.context = *a.context;
@@ -147,7 +150,11 @@ int run_moe(const MoeArgs& a) {
   req.workload =
       o.prompt > 0 ? Workload{max_batch, o.prompt, 2} : Workload{max_batch, o.context, 2};
   Planned p = make_plan(req, {}, false);
-  for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
+  // The plan carries two tokens past the prefill or decode context it is lowered for; the
+  // context costed is the one to hold against the model's (it warned at --context 255 of 256).
+  if (const int64_t ctx = o.prompt > 0 ? o.prompt : o.context; ctx > p.model.max_context)
+    std::cerr << "lathe: warning: " << (o.prompt > 0 ? "--prompt " : "--context ") << ctx << " exceeds "
+              << p.model.name << "'s max_context (" << p.model.max_context << "); figures are extrapolated\n";
   MoeResult r = simulate_moe(p.lowered.prefill, p.lowered.decode, p.target, o, a.common.ideal);
   const double capacity = p.target.capacity_bytes();
   {

@@ -56,6 +56,19 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
   if (a.memory_fraction) o.memory_fraction = *a.memory_fraction;
   if (a.slo_ttft_ms) o.slo_ttft_s = *a.slo_ttft_ms * 1e-3;
   if (a.slo_tpot_ms) o.slo_tpot_s = *a.slo_tpot_ms * 1e-3;
+  // A flag only another policy reads is refused, as the generator's flags beside a trace
+  // are (--batch-timeout-ms with static batching was accepted and ignored).
+  auto only = [&](bool given, const char* flag, bool applies, const std::string& who) {
+    if (given && !applies)
+      throw Error(std::string(flag) + ": only " + who + " reads it (batching is " +
+                  std::string(batching_name(o.batching)) + ", " + std::to_string(o.replicas) + " replica" +
+                  (o.replicas == 1 ? "" : "s") + "); drop it");
+  };
+  only(bool(a.timeout_ms), "--batch-timeout-ms", o.batching == BatchingKind::dynamic_batch, "the dynamic batcher");
+  only(bool(a.token_budget), "--token-budget", o.batching == BatchingKind::chunked, "chunked batching");
+  only(bool(a.max_prefill_tokens), "--max-prefill-tokens", o.batching == BatchingKind::continuous,
+       "continuous batching");
+  only(bool(a.router), "--router", o.replicas > 1, "a run of more than one replica (--replicas)");
   if (a.duration && a.requests) throw Error("give --duration or --requests, not both");
   // A trace is the whole stream: the generator's flags would be ignored beside one, given
   // here or by the scenario file (whose generator keys --arrivals-csv replaces).
@@ -104,7 +117,9 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
 }
 
 std::string stream_text(const ScenarioSpec& s, const std::vector<Request>& reqs) {
-  if (s.arrivals_csv) return std::to_string(reqs.size()) + " requests from " + *s.arrivals_csv;
+  if (s.arrivals_csv)
+    return with_commas(int64_t(reqs.size())) + (reqs.size() == 1 ? " request from " : " requests from ") +
+           *s.arrivals_csv;
   const ArrivalOptions& a = s.arrivals;
   std::string mix;
   double mix_sum = 0;

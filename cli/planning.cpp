@@ -224,7 +224,7 @@ std::string describe_options(const Planned& p) {
   std::string weights = weights_format(p);
   return "weights " + weights + ", KV " + d.attrs.s("kv_dtype") + " " + d.attrs.s("kv_layout") + ", act " +
          d.attrs.s("act_dtype") + ", tp " + std::to_string(p.options.tp) + "; " +
-         std::to_string(p.lowered.pipeline.size()) + " passes";
+         std::to_string(p.lowered.pipeline.size()) + (p.lowered.pipeline.size() == 1 ? " pass" : " passes");
 }
 
 std::string oom_message(const Planned& p) {

@@ -140,6 +140,7 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
     r.prompt = integer(1, 1, kMaxRequestTokens);
     r.output = integer(2, 1, kMaxRequestTokens);
     r.priority = f.size() == 4 ? int(integer(3, 0, 1000)) : 0;
+    r.line = line_no;
     if (out.size() == size_t(1) << 26) fail("more than 67108864 requests, more than one run simulates");
     out.push_back(r);
   }

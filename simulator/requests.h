@@ -16,6 +16,7 @@ struct Request {
   int64_t prompt = 1;  // prompt tokens
   int64_t output = 1;  // generated tokens, the first one included (>= 1)
   int priority = 0;    // 0 is the most urgent class
+  int64_t line = 0;    // its line in a trace file (requests are sorted by arrival); 0 if generated
 };
 
 // Poisson arrivals at a.rate_per_s (exponential gaps), `requests` of them or all that

@@ -207,7 +207,8 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
     int64_t need = (q.prompt + q.output + o.kv_block - 1) / o.kv_block * o.kv_block;
     if (need > kb.tokens)
       throw Error(
-          "request " + std::to_string(i) + " (prompt " + std::to_string(q.prompt) + " + output " +
+          "request " + std::to_string(i) + (q.line > 0 ? " (line " + std::to_string(q.line) + " of the trace)" : "") +
+          " (prompt " + std::to_string(q.prompt) + " + output " +
           std::to_string(q.output) + " tokens) needs more KV cache than a replica holds (" +
           std::to_string(kb.tokens) + " tokens in " +
           std::to_string(int(std::lround(100 * o.memory_fraction))) +

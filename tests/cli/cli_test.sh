@@ -1734,6 +1734,19 @@ expect_rc 2 "$LATHE" serve-sim llama-3-8b l4 --kv-layout paged:4096 --kv-block 1
 grep -q "the plan's KV layout is paged:4096, blocks of 4096 positions" "$tmp/err" || bad "serve-sim --kv-block against paged: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" simulate llama-3-8b l4 --kv-layout paged:4096 --prompt 100 --gen 100 --batch 8
 grep -q "8 x 200 tokens in bf16 (4096 held: whole blocks of 4096)" "$tmp/out" || bad "simulate's KV note hides paged blocks"
+# Flags another policy reads are refused, not ignored; a trace's request is named by its line.
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --batching static --batch-timeout-ms 5 --requests 5
+grep -q -- "--batch-timeout-ms: only the dynamic batcher reads it (batching is static" "$tmp/err" || bad "static + timeout: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --token-budget 512 --requests 5
+expect_rc 2 "$LATHE" serve-sim llama-3-8b h100-sxm --router least-loaded --requests 5
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --router least-loaded --replicas 2 --requests 5
+expect_rc 2 "$LATHE" moe-sim mixtral-8x7b h100-sxm --load uniform --zipf-skew 2
+grep -q -- "--zipf-skew: needs --load zipf" "$tmp/err" || bad "moe-sim uniform + skew: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" moe-sim tiny-moe h100-sxm --context 255
+grep -q "max_context" "$tmp/err" && bad "moe-sim --context 255 of 256 warned: $(cat "$tmp/err")"
+printf '5,100,10\n6,100,10\n0,60000,10\n' >"$tmp/io/big3.csv"
+expect_rc 2 "$LATHE" serve-sim llama-3-8b l4 --arrivals-csv "$tmp/io/big3.csv"
+grep -q "request 0 (line 3 of the trace)" "$tmp/err" || bad "serve-sim names a trace request by its sorted index: $(cat "$tmp/err")"
 # run and tune take a --plan file's hardware and workload where the flags are silent.
 printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
 expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json
