@@ -108,6 +108,35 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
   try {
     std::string key = pl.dump();
     auto it = plans.find(key);
+    const std::string source = pl.contains("model_source") ? json_string_at(pl, "model_source", "plan.model_source") : "";
+    // A compiled plan's run: its own lowered graphs, as they ran.
+    std::error_code fec;
+    const bool compiled = !source.empty() &&
+                          (std::filesystem::exists(std::filesystem::path(source) / "plan.json", fec) ||
+                           std::filesystem::path(source).filename() == "plan.json");
+    auto check_unchanged = [&] {
+      if (!pl.contains("model_hash") || pl["model_hash"].is_null()) return;
+      const std::string want = json_string_at(pl, "model_hash", "plan.model_hash");
+      const std::string got = model_content_hash(source);
+      if (got != want)
+        throw Error("plan.model_source " + source + (got.empty() ? " is gone" : " changed since the run") +
+                    " (its bytes hash to " + (got.empty() ? std::string("nothing") : got) + ", the run's to " + want +
+                    "); record the run again");
+    };
+    if (it == plans.end() && compiled) {
+      check_unchanged();
+      Plan cp = load_plan_dir(source);
+      auto pp = std::make_shared<Planned>();
+      pp->model.name = cp.model;  // only the name is read below
+      if (cp.model != json_string_at(pl, "model", "plan.model"))
+        throw Error("plan.model_source " + source + " is a plan of '" + cp.model + "', not of the run's '" +
+                    json_string_at(pl, "model", "plan.model") + "'");
+      pp->target = cp.target;
+      pp->workload = cp.workload;
+      pp->lowered.prefill = std::move(cp.prefill);
+      pp->lowered.decode = std::move(cp.decode);
+      it = plans.emplace(key, pp).first;
+    }
     if (it == plans.end()) {
       PlanRequest req;
       // The run's model file where it names one (runs before 2026-12-02 give only the
@@ -159,6 +188,7 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       if (it->second->model.name != name)
         throw Error("plan.model_source " + req.model + " is the model '" + it->second->model.name +
                     "', not the run's '" + name + "' (the file changed since the run?)");
+      if (!source.empty()) check_unchanged();
       for (const std::string& w : check_workload(it->second->model, it->second->workload))
         std::cerr << "lathe: warning: a run's plan: " << w << "\n";
     }
@@ -237,6 +267,10 @@ int run_calibrate(const CalibrateArgs& a) {
   refuse_input_as_output(a.out, target_spec_base(a.hw), "-o", "hardware");
   Target start = load_target_spec(a.hw);
   auto objects = read_objects(a.runs);
+  for (auto& [line, j] : objects)  // the model files the runs name are inputs too
+    if (j.contains("plan") && j["plan"].is_object() && j["plan"].contains("model_source") &&
+        j["plan"]["model_source"].is_string())
+      refuse_input_as_output(a.out, j["plan"]["model_source"].get<std::string>(), "-o", "models");
   std::map<std::string, std::shared_ptr<Planned>> plans;
   std::vector<RunData> runs;
   std::set<std::string> measured_with;  // the kernel builds the runs ran ("" = not said)

@@ -151,12 +151,7 @@ int run_compile(const CompileArgs& a) {
   // CUDA kernels compute in bf16 or f16 activations: with --emit cuda and no act given,
   // an f32 default (an f32 model on a GPU) becomes bf16 (f16 where the target lacks
   // bf16), as `lathe run --backend cuda` does.
-  if (a.emit == "cuda" && !req.options.act_dtype) {
-    const ModelSpec m = load_model(req.model);
-    const Target t = load_target_spec(req.hardware, req.sets);
-    const Workload w = req.workload;
-    if (build_options(m, t, req.options, w, Phase::prefill).act == DType::f32) req.options.act_dtype = cuda_default_act(t);
-  }
+  req.cuda_act = a.emit == "cuda";
   std::map<std::string, std::string> dumps;
   LowerHooks hooks;
   hooks.after_pass = [&](const std::string& pass, int index, const Graph& g, bool changed) {

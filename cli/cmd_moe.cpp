@@ -66,7 +66,7 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
     throw Error("--load histogram needs --histogram N1,N2,... (tokens routed to each expert)");
   if (a.skew && o.load != ExpertLoadKind::zipf)  // it was accepted and ignored
     throw Error(std::string("--zipf-skew: needs --load zipf (the default), not ") +
-                (o.load == ExpertLoadKind::uniform ? "--load uniform" : "a histogram load"));
+                (o.load == ExpertLoadKind::uniform ? "a uniform load" : "a histogram load"));
   if (a.skew) o.zipf_skew = *a.skew;
   if (a.gpus) o.gpus = *a.gpus;
   if (a.context) o.context = *a.context;

@@ -309,10 +309,11 @@ int run_run(const RunArgs& a) {
     const int64_t capacity = plan.decode.attrs.i("final_context");
     for (size_t s = 0; s < prompts.size(); ++s)
       if (int64_t need = int64_t(prompts[s].size()) + run_gen - 1; need > capacity)
-        throw Error("--gen " + std::to_string(run_gen) + ": sequence " + std::to_string(s) + " needs " +
+        throw Error("gen " + std::to_string(run_gen) + ": sequence " + std::to_string(s) + " needs " +
                     std::to_string(need) + " positions (" + std::to_string(prompts[s].size()) + " prompt + " +
                     std::to_string(run_gen - 1) + " decode), but " + a.model + "'s KV cache holds " +
-                    std::to_string(capacity) + " a sequence; recompile the plan with a larger --gen");
+                    std::to_string(capacity) + " a sequence; recompile the plan with a larger --gen, or run " +
+                    "fewer tokens");
   }
   for (const auto& p : prompts)
     for (int32_t t : p)
@@ -467,17 +468,19 @@ int run_run(const RunArgs& a) {
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
     // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel.
-    // The model's file (absolute) where it is not a built-in or a compiled plan: a
-    // custom model was looked up by its name, and one named like a built-in was
-    // silently replaced by it.
-    std::string model_source = plan.model;
-    if (!from_plan && !is_builtin_name("models", a.model)) {
+    // What `lathe calibrate` rebuilds the plan from: the model's file or the compiled
+    // plan (absolute), with a hash of its bytes, or the built-in's name. A custom model
+    // was looked up by its name, and one named like a built-in was silently replaced.
+    std::string model_source = a.model, model_hash;
+    if (from_plan || !is_builtin_name("models", a.model)) {
       std::error_code aec;
       const fs::path abs = fs::absolute(a.model, aec);
-      model_source = aec ? a.model : abs.lexically_normal().string();
+      if (!aec) model_source = abs.lexically_normal().string();
+      model_hash = model_content_hash(model_source);
     }
     j["plan"] = {{"model", plan.model},
                  {"model_source", model_source},
+                 {"model_hash", model_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(model_hash)},
                  {"weights", plan.weights_format},
                  {"kv", plan.kv_dtype},
                  {"kv_layout", plan.kv_layout},

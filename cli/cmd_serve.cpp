@@ -352,7 +352,8 @@ int run_serve(const ServeArgs& a) {
   // sequence). A different block asked for is refused.
   if (const int64_t paged = kv_block_of(p.lowered.decode); paged > 1 && s.serve.kv_block != paged) {
     if (a.kv_block || s.serve.kv_block != ServeOptions{}.kv_block)
-      throw Error("--kv-block " + std::to_string(s.serve.kv_block) + ": the plan's KV layout is " +
+      throw Error((a.kv_block ? "--kv-block " : "the scenario's kv_block ") + std::to_string(s.serve.kv_block) +
+                  ": the plan's KV layout is " +
                   p.lowered.decode.attrs.s("kv_layout") + ", blocks of " + std::to_string(paged) +
                   " positions; give --kv-block " + std::to_string(paged) + " or another --kv-layout");
     if (paged > 4096) throw Error("--kv-layout " + p.lowered.decode.attrs.s("kv_layout") + ": serve-sim takes KV blocks of at most 4096 positions");

@@ -39,17 +39,17 @@ int run_tune(const TuneArgs& a) {
   const bool cuda = a.backend == "cuda";
   if (a.out.empty()) throw Error("-o FILE is required (the tuning file to write)");
   check_output_file(a.out);
-  {
-    PlanRequest inputs;
-    inputs.model = a.model;
-    inputs.hardware = a.hardware;
-    refuse_plan_inputs(a.out, "-o", inputs, a.plan.plan_file);
-  }
   // A --plan file's hardware and workload stand where HW and the flags are not given.
   PlanSpec spec = a.plan.plan_spec();
   std::string hw = a.hardware;
   const bool hw_from_file = !a.hw_given && spec.hardware.has_value();
   if (hw_from_file) hw = *spec.hardware;
+  {
+    PlanRequest inputs;
+    inputs.model = a.model;
+    inputs.hardware = hw;  // the plan file's where HW is not given
+    refuse_plan_inputs(a.out, "-o", inputs, a.plan.plan_file);
+  }
   if (cuda) {
     std::string why;
     if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);

@@ -160,6 +160,24 @@ void check_output_file(const std::string& path) {
   AtomicFile::check(path);
 }
 
+std::string model_content_hash(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file = path;
+  if (fs::is_directory(file, ec)) file /= fs::exists(file / "plan.json", ec) ? "plan.json" : "config.json";
+  if (!fs::is_regular_file(file, ec)) return "";
+  std::ifstream in(file, std::ios::binary);
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ULL;
+    if (!in) break;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return hex;
+}
+
 bool same_file_path(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   auto normal = [](const std::string& p, std::error_code& ec) {

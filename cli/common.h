@@ -92,6 +92,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // Throws lathe::Error when `path` could not be written (missing directory, a directory,
 // no permission): for commands that work a long time before they write.
 void check_output_file(const std::string& path);
+// 16 hex digits hashing a model's bytes as `lathe run` read them: a file, a directory's
+// config.json (a Hugging Face checkpoint) or plan.json (a compiled plan); "" when there
+// is none to read. calibrate compares it to tell a model file edited since the run.
+std::string model_content_hash(const std::string& path);
 // Whether two output paths name the same file ("out.json" and "./out.json", or through a
 // symbolic link), so that a command writing both would overwrite one with the other.
 bool same_file_path(const std::string& a, const std::string& b);

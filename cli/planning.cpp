@@ -120,6 +120,9 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   // A GGUF file runs in the format its matrices are stored in unless --weights says
   // otherwise (Q8_0 -> int8:g32, Q4_0 -> int4:g32; see docs/gguf.md).
   if (!p.options.weights && gguf::is_gguf_path(req.model)) p.options.weights = gguf::stored_weight_format(req.model);
+  if (req.cuda_act && !p.options.act_dtype &&
+      build_options(p.model, p.target, p.options, p.workload, Phase::prefill).act == DType::f32)
+    p.options.act_dtype = cuda_default_act(p.target);
   BuildOptions pre = build_options(p.model, p.target, p.options, p.workload, Phase::prefill);
   BuildOptions dec = build_options(p.model, p.target, p.options, p.workload, Phase::decode);
   // Checked here as well as in the quantize passes, as UnsupportedOnTarget (whatif's n/a

@@ -43,6 +43,9 @@ struct PlanRequest {
   Workload workload;
   PlanOptions options;
   bool ideal = false;
+  // For CUDA kernels (compile --emit cuda): with no act_dtype given, an f32 default (an
+  // f32 model on a GPU) becomes bf16, f16 where the target lacks bf16.
+  bool cuda_act = false;
 };
 
 struct Planned {

@@ -1,6 +1,7 @@
 #include "ir/target.h"
 
 #include <algorithm>
+#include <utility>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -221,11 +222,17 @@ std::string apply_override(Target& t, std::string_view assignment) {
   // A peak is SMs x clock x work per SM and cycle: more SMs or a faster clock (what-if
   // `sm_count=x2`) scale every peak, where they changed nothing (the clock) or made
   // GEMMs slower (more SMs sharing the same peak). A peak set after them still wins.
-  if ((f->member == &Target::sm_count || f->member == &Target::clock_mhz) && t.*(f->member) > 0) {
+  // A spec without a clock (0: not known) scales nothing, nor does setting it to 0.
+  if ((f->member == &Target::sm_count || f->member == &Target::clock_mhz) && t.*(f->member) > 0 && v > 0) {
     const double ratio = v / (t.*(f->member));
-    for (double Target::*peak : {&Target::peak_fp32, &Target::peak_tf32, &Target::peak_fp16, &Target::peak_bf16,
-                                 &Target::peak_fp8, &Target::peak_int8})
-      t.*peak *= ratio;
+    const std::pair<const char*, double Target::*> peaks[] = {
+        {"fp32", &Target::peak_fp32}, {"tf32", &Target::peak_tf32}, {"fp16", &Target::peak_fp16},
+        {"bf16", &Target::peak_bf16}, {"fp8", &Target::peak_fp8},   {"int8", &Target::peak_int8}};
+    for (const auto& [name, peak] : peaks)  // checked before any is changed
+      if (t.*peak > 0 && !(t.*peak * ratio >= 1e-3 && t.*peak * ratio <= 1e12))
+        return "override '" + std::string(assignment) + "': scales peak_tflops." + name + " to " +
+               std::to_string(t.*peak * ratio) + ", outside [0.001, 1e12]";
+    for (const auto& [name, peak] : peaks) t.*peak *= ratio;
   }
   set_field(t, *f, v);
   return "";

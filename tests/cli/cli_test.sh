@@ -1766,7 +1766,7 @@ assert (w['batch'], w['prompt'], w['gen']) == (2, 6, 3), w" || bad "tune --plan 
 # A compiled plan's KV room is checked before a kernel runs.
 expect_rc 0 "$LATHE" compile tiny cpu-host --prompt 8 --gen 4 --batch 2 -o "$tmp/io/p2"
 expect_rc 2 "$LATHE" run "$tmp/io/p2" --gen 50
-grep -q -- "--gen 50: sequence 0 needs 57 positions (8 prompt + 49 decode), but .*KV cache holds 12" "$tmp/err" &&
+grep -q -- "gen 50: sequence 0 needs 57 positions (8 prompt + 49 decode), but .*KV cache holds 12" "$tmp/err" &&
   ! grep -q "prefill" "$tmp/out" || bad "run of a plan past its KV cache: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" run "$tmp/io/p2" --gen 5
 # calibrate rebuilds a run's plan from the model file the run read (a custom model was
@@ -1781,6 +1781,27 @@ expect_rc 0 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/myca
 sed -i 's/^name = .*/name = "renamed"/' "$tmp/io/my.toml"
 expect_rc 2 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal2.toml" --holdout 0
 grep -q "is the model 'renamed', not the run's 'mymodel'" "$tmp/err" || bad "calibrate of a changed model file: $(cat "$tmp/err")"
+# An edit that keeps the name is caught by the run's hash of the file; the model file a
+# run names is an input calibrate never writes over.
+sed -e 's/^name = .*/name = "mymodel"/' -e 's/^ffn = .*/ffn = 512/' "$SRC/specs/models/tiny.toml" >"$tmp/io/my.toml"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal2.toml" --holdout 0
+grep -q "my.toml changed since the run" "$tmp/err" || bad "calibrate of an edited model file: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/my.toml" --holdout 0
+grep -q "that is an input of this command" "$tmp/err" || bad "calibrate -o over a run's model: $(cat "$tmp/err")"
+# A compiled plan's runs calibrate against the plan's own graphs (a plan of a custom
+# model was looked up by its name).
+expect_rc 0 "$LATHE" compile "$tmp/io/my.toml" cpu-host --act f32 --prompt 16 --gen 4 -o "$tmp/io/myplan"
+: >"$tmp/io/plan.jsonl"
+for p in 8 16; do
+  "$LATHE" run "$tmp/io/myplan" --prompt-tokens $p --gen 4 --per-op --format json >"$tmp/io/one.json" || bad "run myplan"
+  python3 -c "import json; print(json.dumps(json.load(open('$tmp/io/one.json'))))" >>"$tmp/io/plan.jsonl"
+done
+expect_rc 0 "$LATHE" calibrate "$tmp/io/plan.jsonl" --hw cpu-host -o "$tmp/io/plancal.toml" --holdout 0
+# tune -o never replaces the hardware spec a --plan file names.
+cp "$SRC/specs/hardware/cpu-host.toml" "$tmp/io/myhw.toml"
+printf '[plan]\nhardware = "myhw.toml"\n' >"$tmp/io/tp2.toml"
+expect_rc 2 "$LATHE" tune tiny --plan "$tmp/io/tp2.toml" -o "$tmp/io/myhw.toml" --reps 1 --steps 1
+cmp -s "$tmp/io/myhw.toml" "$SRC/specs/hardware/cpu-host.toml" || bad "tune -o replaced the plan file's hardware spec"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

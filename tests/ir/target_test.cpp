@@ -84,6 +84,12 @@ TEST(Target, ProblemsAfterOverrides) {
   EXPECT_DOUBLE_EQ(w.peak_bf16, w0.peak_bf16);
   EXPECT_EQ(apply_override(w, "peak_tflops.bf16=100"), "");
   EXPECT_EQ(w.peak_bf16, 100);
+  EXPECT_EQ(apply_override(w, "clock_mhz=0"), "");  // "not known": the peaks stay
+  EXPECT_EQ(w.peak_bf16, 100);
+  EXPECT_EQ(apply_override(w, "clock_mhz=1000"), "");  // from 0: nothing to scale from
+  EXPECT_EQ(w.peak_bf16, 100);
+  EXPECT_NE(apply_override(w, "clock_mhz=1e-9").find("scales peak_tflops.fp32 to"), std::string::npos);
+  EXPECT_EQ(w.clock_mhz, 1000);  // refused whole
   Target v = load_target("a100-80g");
   EXPECT_EQ(tp_problem(v, 2), "");
   EXPECT_EQ(apply_override(v, "nvlink_gbs=0"), "");
