@@ -159,7 +159,7 @@ int run_compile(const CompileArgs& a) {
                 std::find(a.print_after.begin(), a.print_after.end(), "all") != a.print_after.end() ||
                 (a.print_after_change && changed && pass != "input");
     if (want)
-      std::cout << "// ---- IR after " << pass << " (" << phase_name(g.phase) << ") ----\n" << print_graph(g);
+      std::cout << "# ---- IR after " << pass << " (" << phase_name(g.phase) << ") ----\n" << print_graph(g);
     if (!a.dump_dir.empty()) {
       char name[128];
       std::snprintf(name, sizeof name, "%02d_%s.%s.ir", index, pass.c_str(), std::string(phase_name(g.phase)).c_str());
@@ -169,6 +169,16 @@ int run_compile(const CompileArgs& a) {
   if (a.format == "json" && (a.report || !a.print_after.empty() || a.print_after_change))
     throw Error("--format json prints one JSON object; --report and --print-ir-after* print text (report.md and "
                 "--dump-dir keep them as files)");
+  // A pass that does not run in this pipeline prints nothing: said rather than exit 0.
+  {
+    const std::vector<std::string> runs = pipeline_for(req.options);
+    std::string list;
+    for (const std::string& r : runs) list += (list.empty() ? "" : ",") + r;
+    for (const std::string& pa : a.print_after)
+      if (pa != "all" && pa != "input" && std::find(runs.begin(), runs.end(), pa) == runs.end())
+        throw Error("--print-ir-after " + pa + ": the pass does not run in this pipeline (" +
+                    (runs.empty() ? std::string("no passes") : list) + ")");
+  }
   Planned p = make_plan(req, hooks, true);
   for (const std::string& w : check_workload(p.model, p.workload)) std::cerr << "lathe: warning: " << w << "\n";
   if (!p.sim.mem.fits) std::cerr << "lathe: warning: " << oom_message(p) << "\n";

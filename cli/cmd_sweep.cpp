@@ -156,7 +156,11 @@ std::string emit_best(const SweepSpace& space, const SweepSummary& sum, const st
   req.hardware = pp.hardware;
   req.workload = pp.workload;
   req.options = pp.options;
+  req.ideal = space.spec.ideal;  // the figures the row was ranked by
   Planned p = make_plan(req, {}, true);
+  // The row fits by the sweep's estimate; the compiled plan's own arena can need more
+  // (as `compile` warns; --emit-best said nothing).
+  if (!p.sim.mem.fits) std::cerr << "lathe: warning: the emitted plan: " << oom_message(p) << "\n";
   write_dir_atomic(dir, plan_files(p));
   std::string shown = dir;
   while (shown.size() > 1 && shown.back() == '/') shown.pop_back();
@@ -223,6 +227,8 @@ int run_sweep_cmd(const SweepArgs& a) {
         "--emit-best needs the whole sweep: merge the shards with `lathe merge --sweep FILE "
         "--emit-best DIR`");
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
+  if (!a.emit_best.empty() && !a.out.empty() && same_file_path(a.emit_best, a.out))
+    throw Error("--emit-best " + a.emit_best + ": the same path as -o (the plan directory and the rows file)");
   SweepSpec spec = load_sweep(a.file);
   refuse_sweep_inputs(a.out, "-o", spec);
   SweepSpace space = expand_sweep(spec, a.samples, a.seed);
@@ -347,6 +353,8 @@ int run_merge(const MergeArgs& a) {
   refuse_input_as_output(a.out, a.sweep, "-o", "sweeps");
   check_output_file(a.out);
   if (!a.emit_best.empty()) check_output_dir(a.emit_best, plan_dir_entries());
+  if (!a.emit_best.empty() && same_file_path(a.emit_best, a.out))
+    throw Error("--emit-best " + a.emit_best + ": the same path as -o (the plan directory and the merged rows)");
   std::map<uint64_t, SweepRow> rows;
   std::map<uint64_t, std::string> origin;
   std::string id;
@@ -445,8 +453,8 @@ int run_merge(const MergeArgs& a) {
   // Everything that can fail is checked before the merged file is written, so a failed
   // merge leaves no file behind.
   std::optional<SweepSummary> sum;
+  if (all.empty()) throw Error("merge: the files hold no rows");  // with or without --sweep
   if (spec) {
-    if (all.empty()) throw Error("merge: the files hold no rows");
     sum = summarize_rows(*spec, all);
     if (sum->feasible == 0) throw Error(infeasible_message(*sum));
     if (!a.emit_best.empty() && !coverage.empty() && !a.allow_missing)

@@ -123,7 +123,10 @@ std::optional<FusionSet> parse_fusion_set(std::string_view s, std::string* why) 
     if (plus == std::string_view::npos) plus = s.size();
     std::string p(s.substr(start, plus - start));
     start = plus + 1;
-    if (p.empty()) continue;
+    if (p.empty()) {  // "fuse-qkv+" was taken, and written into the rows as typed
+      if (why) *why = "empty item in the fusion set '" + std::string(s) + "' (passes are joined by one '+')";
+      return std::nullopt;
+    }
     if (std::find(known.begin(), known.end(), p) == known.end()) {
       if (why) {
         std::string hint = closest_match(p, known);

@@ -67,6 +67,11 @@ std::vector<std::string> pipeline_for(const PlanOptions& o) {
   std::vector<std::string> out;
   for (const std::string& n : names)
     if (o.pass_on(n)) out.push_back(n);
+  // memory-plan places the final graph's buffers: a pass after it changes the graph
+  // under the plan (the verifier then aborted on overlapping live buffers).
+  if (auto mp = std::find(out.begin(), out.end(), "memory-plan"); mp != out.end() && mp + 1 != out.end())
+    throw Error("pass 'memory-plan' must come last in the pipeline (it places the final graph's buffers), but '" +
+                *(mp + 1) + "' comes after it");
   return out;
 }
 

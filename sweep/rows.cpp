@@ -1,4 +1,5 @@
 // Sweep rows: CSV / JSONL formatting and parsing, Pareto fronts.
+#include <cctype>
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -36,8 +37,9 @@ double SweepRow::metric(SweepMetric m) const {
 }
 
 RowFormat row_format_for(const std::string& path) {
-  if (path.ends_with(".jsonl") || path.ends_with(".json") || path.ends_with(".ndjson"))
-    return RowFormat::jsonl;
+  std::string lower = path;  // rows.JSONL wrote CSV
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.ends_with(".jsonl") || lower.ends_with(".json") || lower.ends_with(".ndjson")) return RowFormat::jsonl;
   return RowFormat::csv;
 }
 

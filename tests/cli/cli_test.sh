@@ -1747,6 +1747,28 @@ grep -q "max_context" "$tmp/err" && bad "moe-sim --context 255 of 256 warned: $(
 printf '5,100,10\n6,100,10\n0,60000,10\n' >"$tmp/io/big3.csv"
 expect_rc 2 "$LATHE" serve-sim llama-3-8b l4 --arrivals-csv "$tmp/io/big3.csv"
 grep -q "request 0 (line 3 of the trace)" "$tmp/err" || bad "serve-sim names a trace request by its sorted index: $(cat "$tmp/err")"
+# Pipelines and sweeps (an audit of compile/sweep/merge on 2026-12-02).
+expect_rc 2 "$LATHE" compile tiny h100-sxm -o "$tmp/io/c7" --passes memory-plan,flash-attention
+grep -q "pass 'memory-plan' must come last in the pipeline" "$tmp/err" && [ ! -e "$tmp/io/c7" ] || bad "memory-plan before a fusion: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate tiny h100-sxm --passes memory-plan,fuse-qkv
+expect_rc 2 "$LATHE" compile tiny h100-sxm -o "$tmp/io/c8" --passes fuse-qkv --print-ir-after memory-plan
+grep -q -- "--print-ir-after memory-plan: the pass does not run in this pipeline (fuse-qkv)" "$tmp/err" || bad "--print-ir-after a pass that does not run: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny h100-sxm -o "$tmp/io/c9" --print-ir-after fuse-qkv
+grep -q "^# ---- IR after fuse-qkv (prefill) ----$" "$tmp/out" || bad "--print-ir-after headers are not IR comments"
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nprompt = [8]\ngen = [4]\nfusion = ["fuse-qkv+"]\n' >"$tmp/io/f.toml"
+expect_rc 2 "$LATHE" sweep "$tmp/io/f.toml" -o "$tmp/io/f.csv"
+grep -q "empty item in the fusion set 'fuse-qkv+'" "$tmp/err" || bad "a fusion set with a stray +: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" sweep "$tmp/io/s.toml" -o "$tmp/io/same.csv" --emit-best "$tmp/io/same.csv"
+[ -e "$tmp/io/same.csv" ] && bad "sweep -o and --emit-best on one path left the rows"
+expect_rc 0 "$LATHE" sweep "$tmp/io/s.toml" -o "$tmp/io/rows.JSONL"
+head -c 1 "$tmp/io/rows.JSONL" | grep -q "{" || bad "-o rows.JSONL wrote CSV"
+head -1 "$tmp/io/rows.csv" >"$tmp/io/hdr.csv"
+expect_rc 2 "$LATHE" merge "$tmp/io/hdr.csv" -o "$tmp/io/mm.csv"
+grep -q "the files hold no rows" "$tmp/err" && [ ! -e "$tmp/io/mm.csv" ] || bad "merge of no rows wrote a file: $(cat "$tmp/err")"
+# --emit-best warns, as compile does, when the compiled plan needs more than the row's estimate.
+printf '[sweep]\nmodels = ["llama-3-70b"]\nhardware = ["h100-sxm"]\ntp = [2]\nweights = ["int4:g128"]\nkv = ["int8"]\nbatch = [390, 392]\nprompt = [1000]\ngen = [100]\nobjectives = ["max memory_gb"]\n' >"$tmp/io/oom.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/io/oom.toml" -o "$tmp/io/oom.csv" --emit-best "$tmp/io/ebm"
+grep -q "lathe: warning: the emitted plan: batch 392 does not fit on h100-sxm" "$tmp/err" || bad "--emit-best of a plan that does not fit: $(cat "$tmp/err")"
 # run and tune take a --plan file's hardware and workload where the flags are silent.
 printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
 expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json
