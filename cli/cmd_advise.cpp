@@ -38,7 +38,16 @@ int run_advise(const AdviseArgs& a) {
   warn_if_measured_by_another_build(load_target_spec(a.hardware));
   Advice adv = advise(r);
   const SweepRow& best = adv.plan;
-  const std::string reproduce = "lathe simulate " + a.model + " " + a.hardware + " --batch " +
+  // Paths as a shell reads them ("sp ace/my tiny.toml" came out as two words).
+  auto quoted = [](const std::string& s) {
+    if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:+=@%") ==
+        std::string::npos)
+      return s;
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string reproduce = "lathe simulate " + quoted(a.model) + " " + quoted(a.hardware) + " --batch " +
                                 std::to_string(best.batch) + " --prompt " + std::to_string(a.prompt) + " --gen " +
                                 std::to_string(a.gen) + " --weights " + best.weights + " --kv " + best.kv +
                                 " --kv-layout " + best.kv_layout + " --tp " + std::to_string(best.tp);

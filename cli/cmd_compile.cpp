@@ -254,7 +254,7 @@ void register_compile(CLI::App& app, Registry& r) {
   auto a = std::make_shared<CompileArgs>();
   CLI::App* cmd = app.add_subcommand("compile", "Lower a model to a plan directory (plan.json, IR, report, kernels)");
   cmd->add_option("MODEL", a->model, "built-in model name, model TOML, .gguf file, or Hugging Face directory / config.json (or set in --plan)");
-  cmd->add_option("HW", a->hardware, "built-in hardware name or hardware TOML");
+  cmd->add_option("HW", a->hardware, "built-in hardware name or hardware TOML; NAME+key=value adds overrides");
   cmd->add_option("-o,--out", a->out, "plan directory to write (replaced atomically)");
   a->workload.add_to(cmd);
   a->plan.add_to(cmd);

@@ -1769,6 +1769,11 @@ grep -q "the files hold no rows" "$tmp/err" && [ ! -e "$tmp/io/mm.csv" ] || bad 
 printf '[sweep]\nmodels = ["llama-3-70b"]\nhardware = ["h100-sxm"]\ntp = [2]\nweights = ["int4:g128"]\nkv = ["int8"]\nbatch = [390, 392]\nprompt = [1000]\ngen = [100]\nobjectives = ["max memory_gb"]\n' >"$tmp/io/oom.toml"
 expect_rc 0 "$LATHE" sweep "$tmp/io/oom.toml" -o "$tmp/io/oom.csv" --emit-best "$tmp/io/ebm"
 grep -q "lathe: warning: the emitted plan: batch 392 does not fit on h100-sxm" "$tmp/err" || bad "--emit-best of a plan that does not fit: $(cat "$tmp/err")"
+# advise's reproduce line is one a shell runs, paths with spaces included.
+mkdir -p "$tmp/io/sp ace" && cp "$SRC/specs/models/tiny.toml" "$tmp/io/sp ace/my tiny.toml"
+expect_rc 0 "$LATHE" advise "$tmp/io/sp ace/my tiny.toml" cpu-host --prompt 64 --gen 16 --format json
+repro=$(python3 -c "import json; print(json.load(open('$tmp/out'))['reproduce'])")
+eval "\"\$LATHE\" ${repro#lathe }" >/dev/null 2>"$tmp/io/repro.err" || bad "advise's reproduce line does not run: $repro $(cat "$tmp/io/repro.err")"
 # run and tune take a --plan file's hardware and workload where the flags are silent.
 printf '[plan]\nhardware = "a100-80g"\n[plan.workload]\nbatch = 3\nprompt = 5\ngen = 4\n' >"$tmp/io/rp.toml"
 expect_rc 0 "$LATHE" run tiny --plan "$tmp/io/rp.toml" --format json
