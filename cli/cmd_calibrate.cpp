@@ -142,8 +142,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       // The run's model file where it names one (runs before 2026-12-02 give only the
       // name, which must then be a built-in).
       const std::string name = json_string_at(pl, "model", "plan.model");
-      req.model = pl.contains("model_source") ? json_string_at(pl, "model_source", "plan.model_source") : name;
-      if (!pl.contains("model_source") && !is_builtin_name("models", name))
+      req.model = source.empty() ? name : source;
+      if (source.empty() && !is_builtin_name("models", name))
         throw Error("plan.model '" + name + "' is not a built-in model and the run does not name its file; " +
                     "record the run again with this lathe (its JSON carries plan.model_source)");
       req.hardware = hw;

@@ -148,10 +148,7 @@ int run_compile(const CompileArgs& a) {
   if (!a.emit.empty() && a.emit != "cpu" && a.emit != "cuda" && a.emit != "none")
     throw Error("--emit: expected cpu or cuda, got '" + a.emit + "'");
 
-  // CUDA kernels compute in bf16 or f16 activations: with --emit cuda and no act given,
-  // an f32 default (an f32 model on a GPU) becomes bf16 (f16 where the target lacks
-  // bf16), as `lathe run --backend cuda` does.
-  req.cuda_act = a.emit == "cuda";
+  req.cuda_act = a.emit == "cuda";  // CUDA kernels compute in bf16 or f16 activations
   std::map<std::string, std::string> dumps;
   LowerHooks hooks;
   hooks.after_pass = [&](const std::string& pass, int index, const Graph& g, bool changed) {

@@ -210,22 +210,13 @@ int run_run(const RunArgs& a) {
   // (run's own defaults, 16 and 16, did not fit a plan compiled for 8 tokens).
   int64_t run_batch = a.batch, run_prompt = a.prompt_tokens, run_gen = a.gen;
   if (!from_plan) {
-    auto from_file = [&](bool given, bool in_file, int64_t v, int64_t lo, int64_t hi, const char* key) {
-      if (given || !in_file) return int64_t(-1);
-      if (v < lo || v > hi)
-        throw Error(a.plan.plan_file + ": plan.workload." + key + " = " + std::to_string(v) + " is more than `lathe run` " +
-                    "takes (" + std::to_string(lo) + ".." + std::to_string(hi) + "); give the flag to run fewer");
-      return v;
-    };
-    if (int64_t v = from_file(a.batch_given, file_spec.batch_given, file_spec.workload.batch, 1, kMaxRunBatch, "batch");
-        v > 0)
-      run_batch = v;
-    if (int64_t v = from_file(a.prompt_tokens_given, file_spec.prompt_given, file_spec.workload.prompt, 1,
-                              kMaxRunTokens, "prompt");
-        v > 0)
-      run_prompt = v;
-    if (file_spec.gen_given && !a.gen_given)
-      run_gen = std::max<int64_t>(1, from_file(false, true, file_spec.workload.gen, 0, kMaxRunTokens, "gen"));
+    const std::string& f = a.plan.plan_file;
+    const PlanSpec& s = file_spec;
+    run_batch = flag_or_plan_file(a.batch_given, a.batch, s.batch_given, s.workload.batch, 1, kMaxRunBatch, f, "batch", "run");
+    run_prompt = flag_or_plan_file(a.prompt_tokens_given, a.prompt_tokens, s.prompt_given, s.workload.prompt, 1,
+                                   kMaxRunTokens, f, "prompt", "run");
+    run_gen = std::max<int64_t>(1, flag_or_plan_file(a.gen_given, a.gen, s.gen_given, s.workload.gen, 0, kMaxRunTokens,
+                                                     f, "gen", "run"));
   }
   if (from_plan) {
     // Its options are fixed at compile time: flags that would change them are refused
@@ -467,8 +458,8 @@ int run_run(const RunArgs& a) {
                       {"decode_ms", decode_pred * 1e3},
                       {"tpot_ms", tpot_pred * 1e3},
                       {"simulated", true}};
-    // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel.
-    // What `lathe calibrate` rebuilds the plan from: the model's file or the compiled
+    // What `lathe calibrate` needs to rebuild the plan's graphs and cost each kernel. It
+    // rebuilds the plan from model_source: the model's file or the compiled
     // plan (absolute), with a hash of its bytes, or the built-in's name. A custom model
     // was looked up by its name, and one named like a built-in was silently replaced.
     std::string model_source = a.model, model_hash;

@@ -57,17 +57,13 @@ int run_tune(const TuneArgs& a) {
   } else if (!CpuJit::available()) {
     throw Error("this lathe was built without Clang/LLVM: the CPU backend cannot run");
   }
-  auto from_file = [&](bool given, bool in_file, int64_t flag, int64_t v, int64_t lo, int64_t hi, const char* key) {
-    if (given || !in_file) return flag;
-    if (v < lo || v > hi)
-      throw Error(a.plan.plan_file + ": plan.workload." + key + " = " + std::to_string(v) + " is outside what `lathe " +
-                  "tune` takes (" + std::to_string(lo) + ".." + std::to_string(hi) + "); give the flag");
-    return v;
-  };
-  const int64_t batch = from_file(a.batch_given, spec.batch_given, a.batch, spec.workload.batch, 1, 256, "batch");
-  const int64_t prompt =
-      from_file(a.prompt_given, spec.prompt_given, a.prompt, spec.workload.prompt, 1, int64_t(1) << 16, "prompt");
-  const int64_t gen = from_file(a.gen_given, spec.gen_given, a.gen, spec.workload.gen, 0, int64_t(1) << 16, "gen");
+  const std::string& f = a.plan.plan_file;
+  const int64_t batch =
+      flag_or_plan_file(a.batch_given, a.batch, spec.batch_given, spec.workload.batch, 1, 256, f, "batch", "tune");
+  const int64_t prompt = flag_or_plan_file(a.prompt_given, a.prompt, spec.prompt_given, spec.workload.prompt, 1,
+                                           int64_t(1) << 16, f, "prompt", "tune");
+  const int64_t gen = flag_or_plan_file(a.gen_given, a.gen, spec.gen_given, spec.workload.gen, 0, int64_t(1) << 16, f,
+                                        "gen", "tune");
   PlanRequest req;
   req.model = a.model;
   req.hardware = hw;

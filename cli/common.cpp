@@ -16,6 +16,7 @@
 #include "frontend/specs.h"
 #include "ir/assert.h"
 #include "ir/atomic_file.h"
+#include "ir/hash.h"
 
 namespace lathe::cli {
 
@@ -167,10 +168,10 @@ std::string model_content_hash(const std::string& path) {
   if (fs::is_directory(file, ec)) file /= fs::exists(file / "plan.json", ec) ? "plan.json" : "config.json";
   if (!fs::is_regular_file(file, ec)) return "";
   std::ifstream in(file, std::ios::binary);
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ULL;
+  uint64_t h = kFnv1aBasis;
+  std::string buf(1 << 16, '\0');
+  while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {
+    h = fnv1a(std::string_view(buf.data(), size_t(in.gcount())), h);
     if (!in) break;
   }
   char hex[17];

@@ -96,6 +96,15 @@ void warn_if_tp_spans_boards(const Target& t, int64_t tp) {
             << " GB/s, without the slower links between nodes: the figures are optimistic\n";
 }
 
+int64_t flag_or_plan_file(bool flag_given, int64_t flag, bool file_sets, int64_t file_value, int64_t lo,
+                          int64_t hi, const std::string& plan_file, const char* key, const char* command) {
+  if (flag_given || !file_sets) return flag;
+  if (file_value < lo || file_value > hi)
+    throw Error(plan_file + ": plan.workload." + key + " = " + std::to_string(file_value) + " is outside what `lathe " +
+                command + "` takes (" + std::to_string(lo) + ".." + std::to_string(hi) + "); give the flag");
+  return file_value;
+}
+
 DType cuda_default_act(const Target& t) {
   return t.supports(DType::bf16) || !t.supports(DType::f16) ? DType::bf16 : DType::f16;
 }

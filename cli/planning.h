@@ -37,6 +37,12 @@ class UnsupportedOnTarget : public Error {
   std::string target;  // the target's name (with its overrides)
 };
 
+// A workload value a --plan file may set, for commands with their own workload flags
+// (run, tune): the flag where it was given or the file is silent, else the file's value,
+// held to [lo, hi] (what `command` takes; an error names the file and key).
+int64_t flag_or_plan_file(bool flag_given, int64_t flag, bool file_sets, int64_t file_value, int64_t lo,
+                          int64_t hi, const std::string& plan_file, const char* key, const char* command);
+
 struct PlanRequest {
   std::string model, hardware;
   std::vector<std::string> sets;

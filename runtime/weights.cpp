@@ -11,6 +11,7 @@
 #include "codegen/cpu/kernel_prelude.h"
 #include "ir/assert.h"
 #include "ir/buffers.h"
+#include "ir/hash.h"
 
 namespace lathe {
 
@@ -153,11 +154,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t name_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 }  // namespace
 
@@ -169,7 +165,7 @@ void synthetic_values(uint64_t seed, const std::string& name, const std::vector<
   bool embedding = name == "tok_embeddings";
   double sigma = norm ? 0.1 : (embedding ? 1.0 : 1.0 / std::sqrt(double(K)));
   double half_width = sigma * std::sqrt(3.0);  // uniform [-a, a] has std a / sqrt(3)
-  uint64_t base = splitmix64(seed ^ name_hash(name));
+  uint64_t base = splitmix64(seed ^ fnv1a(name));
   for (int64_t i = 0; i < n; ++i) {
     uint64_t r = splitmix64(base + uint64_t(i));
     double u = double(r >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)

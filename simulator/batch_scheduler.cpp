@@ -31,7 +31,7 @@ class BatchReplica : public Replica {
     // Full: max_batch requests wait, or the queue's head already fills the KV cache
     // (a batch of 12 on a cache that holds 6 sat idle until 12 had arrived).
     bool full = false;
-    pick(&full);
+    pick(&full);  // (its max_prompt_ / max_output_ are unread while no batch runs)
     // A static batcher still waiting when the stream has ended takes what is left (or
     // it would wait forever); a dynamic one cannot know that no more will come, so it
     // waits for its timeout like any other time.
@@ -92,10 +92,7 @@ class BatchReplica : public Replica {
     *closed = false;
     std::vector<int32_t> take;
     for (const auto& w : waiting_) {
-      if (int64_t(take.size()) >= st_.o.max_batch) {
-        *closed = true;
-        break;
-      }
+      if (int64_t(take.size()) >= st_.o.max_batch) break;
       const Request& q = st_.reqs[size_t(w.second)];
       int64_t p = std::max(max_prompt_, q.prompt), o = std::max(max_output_, q.output);
       if (int64_t(take.size() + 1) * blocks(p + o) > st_.kv_capacity_blocks) {
@@ -115,9 +112,8 @@ class BatchReplica : public Replica {
   }
 
   void form(double now) {
-    bool closed = false;
-    std::vector<int32_t> take = pick(&closed);
-    for (int32_t r : take) {
+    bool closed = false;  // not needed here
+    for (int32_t r : pick(&closed)) {
       dispatch(r, now);
       batch_.push_back({r, take_slot()});
     }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ir/hash.h"
 #include "ir/host.h"
 #include "frontend/builder.h"
 #include "frontend/specs.h"
@@ -31,13 +32,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 // Axis order of the mixed-radix point index, slowest first.
 enum Axis {

@@ -8,6 +8,7 @@
 #include "codegen/tuning.h"
 #include "ir/assert.h"
 #include "ir/buffers.h"
+#include "ir/hash.h"
 #include "ir/text.h"
 #include "simulator/cost.h"
 
@@ -86,11 +87,6 @@ std::string fnum(double v) {
   std::string s = buf;
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
-}
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
 }
 
 struct Emitter {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ir/assert.h"
+#include "ir/hash.h"
 
 #if LATHE_HAVE_CUDA
 #include <nvrtc.h>
@@ -63,16 +64,12 @@ std::string cuda_cache_dir() {
   return "/tmp/lathe-cache/cuda";
 }
 
-uint64_t fnv(std::string_view s, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 // The cache's .cubin file ends in a trailer: "lathe.c1" and a hash of the cubin, PTX and
 // log (little-endian), so an entry whose bytes changed (a flipped byte in the cubin would
 // load and run) or whose three files come from different writes is compiled again.
 std::string entry_trailer(const std::string& cubin, const std::string& ptx, const std::string& log) {
-  uint64_t h = fnv(log, fnv(ptx, fnv(cubin) ^ 0x9e3779b97f4a7c15ULL) ^ 0x9e3779b97f4a7c15ULL);
+  uint64_t h = fnv1a(log, fnv1a(ptx, fnv1a(cubin) ^ 0x9e3779b97f4a7c15ULL) ^ 0x9e3779b97f4a7c15ULL);
   std::string t = "lathe.c1";
   for (int i = 0; i < 8; ++i) t += char((h >> (8 * i)) & 0xff);
   return t;
@@ -208,9 +205,9 @@ CudaBinary Nvrtc::compile(const std::string& source, const std::string& kernel, 
                                    "-default-device", "--use_fast_math", "-lineinfo"};
   std::string key;
   {
-    uint64_t h = fnv(source);
-    for (const char* o : opts) h = fnv(o, h);
-    h = fnv(version(), h);
+    uint64_t h = fnv1a(source);
+    for (const char* o : opts) h = fnv1a(o, h);
+    h = fnv1a(version(), h);
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
     key = buf;

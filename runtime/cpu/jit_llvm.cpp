@@ -217,10 +217,9 @@ class LlvmEngine final : public JitEngine {
       prefetched_.erase(it);
     } else if (disk_cache_ && fs::exists(file, ec)) {
       // A cache entry that does not load (truncated by a full disk, corrupted, written
-      // by another build) is a miss: it is removed and the kernel compiled again, where
-      // it failed every later run before.
-      // The entry's trailer holds a hash of the object: a flipped byte inside .text
-      // loaded and ran (SIGILL, SIGSEGV on every run) before it was checked.
+      // by another build) or whose trailer does not hash its object (a flipped byte in
+      // .text loaded and ran: SIGILL, SIGSEGV) is a miss: it is removed and the kernel
+      // compiled again, where it failed every later run before.
       auto buf = llvm::MemoryBuffer::getFile(file.string());
       std::unique_ptr<llvm::MemoryBuffer> checked = buf ? verified_entry(**buf) : nullptr;
       if (checked && try_add_object(std::move(checked), kernel)) {

@@ -1798,12 +1798,16 @@ grep -q -- "gen 50: sequence 0 needs 57 positions (8 prompt + 49 decode), but .*
 expect_rc 0 "$LATHE" run "$tmp/io/p2" --gen 5
 # calibrate rebuilds a run's plan from the model file the run read (a custom model was
 # looked up by its name: unknown, or a built-in of the same name fitted silently).
+# record_runs OUT MODEL: runs at prompts 8 and 16, one JSON line each, into OUT.
+record_runs() {
+  : >"$1"
+  for p in 8 16; do
+    "$LATHE" run "$2" --prompt-tokens $p --gen 4 --per-op --format json >"$tmp/io/one.json" || bad "run $2"
+    python3 -c "import json; print(json.dumps(json.load(open('$tmp/io/one.json'))))" >>"$1"
+  done
+}
 sed 's/^name = .*/name = "mymodel"/' "$SRC/specs/models/tiny.toml" >"$tmp/io/my.toml"
-: >"$tmp/io/my.jsonl"
-for p in 8 16; do
-  "$LATHE" run "$tmp/io/my.toml" --prompt-tokens $p --gen 4 --per-op --format json >"$tmp/io/one.json" || bad "run my.toml"
-  python3 -c "import json; print(json.dumps(json.load(open('$tmp/io/one.json'))))" >>"$tmp/io/my.jsonl"
-done
+record_runs "$tmp/io/my.jsonl" "$tmp/io/my.toml"
 expect_rc 0 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal.toml" --holdout 0
 sed -i 's/^name = .*/name = "renamed"/' "$tmp/io/my.toml"
 expect_rc 2 "$LATHE" calibrate "$tmp/io/my.jsonl" --hw cpu-host -o "$tmp/io/mycal2.toml" --holdout 0
@@ -1818,11 +1822,7 @@ grep -q "that is an input of this command" "$tmp/err" || bad "calibrate -o over 
 # A compiled plan's runs calibrate against the plan's own graphs (a plan of a custom
 # model was looked up by its name).
 expect_rc 0 "$LATHE" compile "$tmp/io/my.toml" cpu-host --act f32 --prompt 16 --gen 4 -o "$tmp/io/myplan"
-: >"$tmp/io/plan.jsonl"
-for p in 8 16; do
-  "$LATHE" run "$tmp/io/myplan" --prompt-tokens $p --gen 4 --per-op --format json >"$tmp/io/one.json" || bad "run myplan"
-  python3 -c "import json; print(json.dumps(json.load(open('$tmp/io/one.json'))))" >>"$tmp/io/plan.jsonl"
-done
+record_runs "$tmp/io/plan.jsonl" "$tmp/io/myplan"
 expect_rc 0 "$LATHE" calibrate "$tmp/io/plan.jsonl" --hw cpu-host -o "$tmp/io/plancal.toml" --holdout 0
 # tune -o never replaces the hardware spec a --plan file names.
 cp "$SRC/specs/hardware/cpu-host.toml" "$tmp/io/myhw.toml"
