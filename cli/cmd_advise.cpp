@@ -1,6 +1,8 @@
 // lathe advise: recommended max batch, weight and KV formats, KV layout and TP degree
 // for a model on a machine, from an internal sweep (sweep/advise.h).
+#include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -8,6 +10,7 @@
 #include "cli/planning.h"
 #include "frontend/sweep.h"
 #include "ir/assert.h"
+#include "ir/scenario.h"
 #include "sweep/advise.h"
 
 namespace lathe::cli {
@@ -18,6 +21,7 @@ struct AdviseArgs {
   std::string model, hardware, format = "text";
   int64_t prompt = 512, gen = 128, max_batch = 4096;
   double slo_ttft = 0, slo_tpot = 0;
+  std::optional<double> os_reserve;
   int threads = 0;
 };
 
@@ -35,7 +39,23 @@ int run_advise(const AdviseArgs& a) {
                 " no decode step runs (the prefill makes the first token), so there is no TPOT to hold to an SLO; "
                 "give --gen 2 or more");
   r.threads = a.threads;
-  warn_if_measured_by_another_build(load_target_spec(a.hardware));
+  const Target spec = load_target_spec(a.hardware);
+  warn_if_measured_by_another_build(spec);
+  // A device whose memory the OS shares (unified memory) keeps part of it for the OS, as
+  // edge-sim does: advise filled all 64 GB of a Jetson, which edge-sim then called too
+  // big. The reserve is a capacity override, so the reproduce line carries it.
+  const double reserve = a.os_reserve.value_or(spec.unified_memory > 0 ? EdgeOptions{}.os_reserve_gb : 0.0);
+  if (a.os_reserve && spec.unified_memory <= 0 && reserve > 0)
+    throw Error("--os-reserve-gb: " + spec.name + " has memory of its own (unified_memory = 0); the reserve is for a "
+                "device whose memory the OS shares");
+  if (reserve > 0) {
+    if (reserve >= spec.memory_gb)
+      throw Error("--os-reserve-gb: " + fmt_double(reserve, 1) + " GB leaves nothing of " + spec.name + "'s " +
+                  fmt_double(spec.memory_gb, 1) + " GB");
+    char gb[32];
+    std::snprintf(gb, sizeof gb, "%.6g", spec.memory_gb - reserve);
+    r.hardware += "+memory_gb=" + std::string(gb);
+  }
   Advice adv = advise(r);
   const SweepRow& best = adv.plan;
   // Paths as a shell reads them ("sp ace/my tiny.toml" came out as two words).
@@ -47,7 +67,7 @@ int run_advise(const AdviseArgs& a) {
     for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
   };
-  const std::string reproduce = "lathe simulate " + quoted(a.model) + " " + quoted(a.hardware) + " --batch " +
+  const std::string reproduce = "lathe simulate " + quoted(a.model) + " " + quoted(r.hardware) + " --batch " +
                                 std::to_string(best.batch) + " --prompt " + std::to_string(a.prompt) + " --gen " +
                                 std::to_string(a.gen) + " --weights " + best.weights + " --kv " + best.kv +
                                 " --kv-layout " + best.kv_layout + " --tp " + std::to_string(best.tp);
@@ -116,6 +136,9 @@ void register_advise(CLI::App& app, Registry& r) {
       ->check(positive_number());
   cmd->add_option("--slo-tpot", a->slo_tpot, "time-per-output-token SLO in ms")
       ->check(positive_number());
+  cmd->add_option("--os-reserve-gb", a->os_reserve,
+                  "memory kept for the OS on a unified-memory device (default 8 there, as edge-sim; 0 elsewhere)")
+      ->check(number_in(0.0, 1e6));
   cmd->add_option("--max-batch", a->max_batch, "top of the batch grid (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")

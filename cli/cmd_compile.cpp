@@ -61,6 +61,7 @@ std::string pass_report_md(const Planned& p) {
   std::string pipe;
   for (const std::string& x : p.lowered.pipeline) pipe += (pipe.empty() ? "" : ", ") + x;
   s += "- pipeline: " + (pipe.empty() ? std::string("(none)") : pipe) + "\n";
+  if (p.ideal) s += "- costed: ideal roofline (no efficiency factors, no launch overhead), as the sweep ranked it\n";
   s += "- KV layout: " + d.attrs.s("kv_layout") + " (" + d.attrs.s("kv_layout_reason", "not chosen by a pass") + ")\n\n";
   s += "## What each pass bought (simulated, cumulative)\n\n";
   std::vector<std::vector<std::string>> rows;

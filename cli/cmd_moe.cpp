@@ -69,6 +69,8 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
                 (o.load == ExpertLoadKind::uniform ? "a uniform load" : "a histogram load"));
   if (a.skew) o.zipf_skew = *a.skew;
   if (a.gpus) o.gpus = *a.gpus;
+  if (a.context && a.prompt)  // a prefill's context is its prompt: --context was ignored
+    throw Error("--context: a decode step's context; with --prompt (a prefill) give one or the other");
   if (a.context) o.context = *a.context;
   if (a.prompt) o.prompt = *a.prompt;
   if (a.hot) o.hot_replicas = *a.hot;
@@ -229,7 +231,8 @@ int run_moe(const MoeArgs& a) {
   std::cout << "  plan      " << describe_options(p) << "\n";
   std::cout << "  parallel  experts over " << r.gpus << (r.gpus == 1 ? " GPU" : " GPUs")
             << ", attention data-parallel; all-to-all over "
-            << fmt_double(p.target.link_bytes_per_s() / 1e9, 0) << " GB/s per GPU, "
+            << fmt_double(p.target.link_bytes_per_s() / 1e9, 0) << " GB/s per GPU ("
+            << fmt_double(p.target.link_bytes_per_s() / 2e9, 0) << " each way), "
             << fmt_double(p.target.interconnect_latency_us, 1) << " us per step\n";
   std::cout << "  routing   top-" << r.top_k << " of " << r.experts << " experts, " << load;
   if (r.expert_share.size() <= 16) {

@@ -1,5 +1,6 @@
 // lathe rag-sim: latency of a retrieval-augmented request in four pipeline modes,
 // and how the split of CPU cores between the runtime and retrieval moves it.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,17 @@ void apply_flags(const RagArgs& a, RagOptions& o) {
   }
   if (a.preprocess_ms) o.preprocess_ms = *a.preprocess_ms;
   if (a.assembly_ms) o.assembly_ms = *a.assembly_ms;
+  // A flag only a mode that does not run reads is refused (it was accepted and changed
+  // nothing), as serve-sim refuses another policy's flags.
+  auto runs = [&](RagMode m) { return std::find(o.modes.begin(), o.modes.end(), m) != o.modes.end(); };
+  auto only = [&](bool given, const char* flag, RagMode m) {
+    if (given && !runs(m))
+      throw Error(std::string(flag) + ": only the " + std::string(rag_mode_name(m)) +
+                  " mode reads it, and --modes leaves it out; drop it or add the mode");
+  };
+  only(bool(a.timeout_ms), "--timeout-ms", RagMode::timeout);
+  only(bool(a.prefetch_lead_ms), "--prefetch-lead-ms", RagMode::prefetch);
+  only(bool(a.prefetch_hit), "--prefetch-hit", RagMode::prefetch);
   if (a.timeout_ms) o.timeout_ms = *a.timeout_ms;
   if (a.prefetch_lead_ms) o.prefetch_lead_ms = *a.prefetch_lead_ms;
   if (a.prefetch_hit) o.prefetch_hit = *a.prefetch_hit;

@@ -176,6 +176,7 @@ nlohmann::json result_json(const Planned& p, const ScenarioSpec& s, const ServeR
                       {"scenario", s.name},
                       {"batching", std::string(batching_name(o.batching))},
                       {"max_batch", o.max_batch},
+                      {"runnable_max_batch", r.max_batch},
                       {"replicas", o.replicas},
                       {"router", std::string(router_name(o.router))},
                       {"requests", r.requests.size()},
@@ -263,6 +264,8 @@ void print_text(const Planned& p, const ScenarioSpec& s, const ServeResult& r, d
                            ? std::string("continuous batching with chunked prefill")
                            : std::string(batching_name(o.batching)) + " batching";
   policy += ", max batch " + std::to_string(o.max_batch);
+  if (r.max_batch < o.max_batch)
+    policy += " (" + std::to_string(r.max_batch) + " run at most: the KV cache beside more sequences' activations holds no more)";
   if (o.batching == BatchingKind::dynamic_batch)
     policy += ", timeout " + ms_text(o.batch_timeout_s) + " ms";
   if (o.batching == BatchingKind::chunked)

@@ -73,16 +73,15 @@ void warn_if_measured_by_another_build(const Target& t) {
 }
 
 void warn_if_descriptive_override(const std::string& overrides) {
-  static std::set<std::string> said;
-  for (const char* key : {"smem_per_sm_kb", "l2_mb"}) {
-    const std::string k = key;
-    bool found = overrides == k;
-    for (size_t at = overrides.find(k); !found && at != std::string::npos; at = overrides.find(k, at + 1))
-      found = (at == 0 || overrides[at - 1] == '+') && overrides.compare(at + k.size(), 1, "=") == 0;
-    if (found && said.insert(k).second)
-      std::cerr << "lathe: warning: " << k
-                << (k == "l2_mb" ? " changes only the L2 hit rates --per-op shows; no predicted time depends on it\n"
-                                 : " is descriptive; no figure lathe predicts depends on it\n");
+  static std::set<std::string_view> said;
+  // "key", "key=value" or "target+key=value+key=value": every '+'-separated part's key.
+  for (size_t at = 0; at <= overrides.size();) {
+    size_t end = std::min(overrides.find('+', at), overrides.size());
+    std::string_view part = std::string_view(overrides).substr(at, end - at);
+    const TargetField* f = find_target_field(part.substr(0, part.find('=')));
+    if (f && !f->untimed.empty() && said.insert(f->key).second)
+      std::cerr << "lathe: warning: " << f->key << " " << f->untimed << "\n";
+    at = end + 1;
   }
 }
 
@@ -147,7 +146,10 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
     unsupported("weights " + format_name(*w) + ": " + t.name + lacks(w->dtype));
   if (const auto& k = p.options.kv_dtype; k && !t.supports(*k))
     unsupported("KV " + std::string(dtype_name(*k)) + ": " + t.name + lacks(*k));
-  p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, hooks);
+  LowerHooks h = hooks;
+  h.ideal = req.ideal;
+  p.ideal = req.ideal;
+  p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, h);
   // Sizes are 64-bit integers: a workload whose tensors would overflow them (a batch of
   // 2^20 at 2^24 tokens) gave negative bytes and "fits". Checked in floating point on
   // the lowered graphs (the largest tensors: the KV state, attention scores where flash

@@ -61,6 +61,7 @@ struct Planned {
   PlanOptions options;
   Lowered lowered;
   SimResult sim;
+  bool ideal = false;  // sim and the per-pass records are the pure roofline
 };
 
 // Checks the workload against the model (context) and returns warnings.
@@ -83,8 +84,8 @@ void warn_if_measured_by_another_build(const Target& t);
 // spec (a sweep's "+key=value" variants count as their spec) and tp.
 void warn_if_tp_spans_boards(const Target& t, int64_t tp);
 // An override of a field no predicted time depends on (smem_per_sm_kb; l2_mb, which only
-// the --per-op L2 hit rates read) gave what-if columns identical to the base: a warning
-// on stderr, once per field. `overrides` is a --set value, a "NAME+key=value" spec or a
+// the --per-op L2 hit rates read; TargetField::untimed) gave what-if columns identical to
+// the base: a warning on stderr, once per field. `overrides` is a --set value, a "NAME+key=value" spec or a
 // sweep's what-if field name.
 void warn_if_descriptive_override(const std::string& overrides);
 

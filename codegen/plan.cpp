@@ -178,7 +178,9 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
     ValueId emb = g.find_value("tok_embeddings");
     if (emb != kNone) {
       const Shape& sh = g.value(emb).shape;
-      if (sh.size() != 2 || sh[0] != Dim::c(vocab) || sh[1] != Dim::c(g.attrs.i("hidden")))
+      // A tied table is split by vocabulary over tp devices (frontend/builder.cpp).
+      const bool rows_ok = sh.size() == 2 && (sh[0] == Dim::c(vocab) || (tp > 1 && sh[0] == Dim::c(vocab / tp)));
+      if (!rows_ok || sh[1] != Dim::c(g.attrs.i("hidden")))
         fail(g, "tok_embeddings" + shape_str(sh) + " does not match vocab and hidden");
     }
     for (NodeId id : g.topo_order()) {

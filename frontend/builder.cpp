@@ -203,8 +203,13 @@ struct Builder {
     kv.shape = {Dim::c(m.layers), Dim::c(2), B, T, Dim::c(kv_heads), Dim::c(m.head_dim)};
     kv_state = g.add_value(kv);
 
-    ValueId emb = weight("tok_embeddings", {Dim::c(m.vocab), H});
+    // A tied table is the LM head too: over tp devices it is split by vocabulary like the
+    // head (each device looks up the tokens of its rows; an all-reduce joins them), as
+    // Megatron's and vLLM's vocab-parallel embeddings are. An untied table is replicated.
+    const bool tied = m.tie_embeddings;
+    ValueId emb = weight("tok_embeddings", {Dim::c(tied ? vocab : m.vocab), H});
     ValueId x = op(OpKind::embedding, "embed", {tok, emb}, {}, "x0");
+    if (tied) x = reduce(x, "embed_reduce");
     for (int64_t l = 0; l < m.layers; ++l) {
       x = attention_block(l, x);
       x = ffn_block(l, x);
@@ -212,7 +217,7 @@ struct Builder {
     Attrs norm;
     norm.set("eps", m.norm_eps);
     ValueId h = op(OpKind::rms_norm, "final_norm", {x, weight("norm", {H})}, norm, "h_final");
-    ValueId head = (m.tie_embeddings && tp == 1) ? emb : weight("lm_head", {Dim::c(vocab), H});
+    ValueId head = tied ? emb : weight("lm_head", {Dim::c(vocab), H});
     ValueId logits = op(OpKind::lm_head, "lm_head", {h, head}, {}, "logits");
     if (tp > 1) {
       Attrs a;

@@ -492,8 +492,8 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
           throw Error(at + ": expected numbers or \"xF\" factors, got " +
                       std::string(e->kind_name()));
         }
-        Target probe;  // validate the value's spelling on a scratch target
-        probe.hbm_bandwidth_gbs = 1;
+        Target probe;  // validate the value's spelling on a scratch target (a factor on 1)
+        probe.hbm_bandwidth_gbs = probe.memory_gb = probe.peak_fp32 = 1;
         std::string err = apply_override(probe, key + "=" + value);
         if (!err.empty())
           throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +

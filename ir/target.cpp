@@ -81,8 +81,12 @@ const TargetField kTargetFields[] = {
     TF("peak_tflops.int8", peak_int8, "TOP/s", "dense INT8 tensor cores"),
     TF("memory_gb", memory_gb, "GB", "device memory capacity"),
     TF("hbm_bandwidth_gbs", hbm_bandwidth_gbs, "GB/s", "peak memory bandwidth"),
-    TF("l2_mb", l2_mb, "MB", "last-level cache (the L2 hit rates --per-op shows; no time depends on it)"),
-    TF("smem_per_sm_kb", smem_per_sm_kb, "KB", "shared memory per SM (descriptive; no figure depends on it)"),
+    TargetField{"l2_mb", &Target::l2_mb, nullptr, "MB",
+                "last-level cache (the L2 hit rates --per-op shows; no time depends on it)",
+                "changes only the L2 hit rates --per-op shows; no predicted time depends on it"},
+    TargetField{"smem_per_sm_kb", &Target::smem_per_sm_kb, nullptr, "KB",
+                "shared memory per SM (descriptive; no figure depends on it)",
+                "is descriptive; no figure lathe predicts depends on it"},
     TF("launch_overhead_us", launch_overhead_us, "us", "per-kernel launch overhead"),
     TF("nvlink_gbs", nvlink_gbs, "GB/s", "NVLink bandwidth per GPU (0 = none)"),
     TF("pcie_gbs", pcie_gbs, "GB/s", "PCIe bandwidth"),
@@ -185,12 +189,12 @@ FieldRange target_field_range(const TargetField& f) {
   if (f.member == &Target::nvlink_switch || f.member == &Target::unified_memory)
     return {1.0, 1.0, true};  // a switch: 0 or 1 (0.001 read as on)
   if (f.member == &Target::gemm_tile_m || f.member == &Target::gemm_tile_n) return {1.0, 4096.0};
-  // Peaks, bandwidths and capacity: 0 means absent (a format the device lacks, no
-  // NVLink); anything else at least 1e-3 of the unit, so that times stay finite.
+  // Peaks, bandwidths and capacity: at least 1e-3 of the unit, so that times stay
+  // finite; 0 means absent (a format the device lacks, no NVLink) except where a target
+  // cannot do without the field (target_problem), so that the range says what is valid.
   std::string_view key = f.key;
-  if (key.starts_with("peak_tflops.") || key == "hbm_bandwidth_gbs" || key == "nvlink_gbs" || key == "pcie_gbs" ||
-      key == "memory_gb")
-    return {1e-3, 1e12, true};
+  if (key == "hbm_bandwidth_gbs" || key == "memory_gb" || key == "peak_tflops.fp32") return {1e-3, 1e12};
+  if (key.starts_with("peak_tflops.") || key == "nvlink_gbs" || key == "pcie_gbs") return {1e-3, 1e12, true};
   return {0.0, 1e12};
 }
 

@@ -127,6 +127,9 @@ struct TargetField {
   double Efficiency::*eff_member;  // set instead of member for efficiency.*
   std::string_view unit;
   std::string_view help;
+  // Why no predicted time depends on the field, for a warning when a what-if overrides
+  // it (l2_mb, smem_per_sm_kb); empty for the fields the simulator reads.
+  std::string_view untimed = {};
 };
 
 std::span<const TargetField> target_fields();
@@ -141,8 +144,9 @@ void set_field(Target& t, const TargetField& f, double v);
 bool is_peak_fraction(const TargetField& f);
 // The values a field may take, the same in hardware TOML files and --set: efficiencies
 // in [0.001, 1.5] (dequant, a relative speed, up to 16), roofline_exponent in
-// [1, 1000], GEMM tile sizes in [1, 4096], peaks, bandwidths and memory_gb 0 (absent)
-// or in [0.001, 1e12], everything else in [0, 1e12]. sm_count must also be whole
+// [1, 1000], GEMM tile sizes in [1, 4096], peaks, bandwidths and memory_gb in
+// [0.001, 1e12] or 0 (absent; not for memory_gb, hbm_bandwidth_gbs and the fp32 peak,
+// which every target needs), everything else in [0, 1e12]. sm_count must also be whole
 // (apply_override rounds a factor; target_problem checks).
 struct FieldRange {
   double lo, hi;

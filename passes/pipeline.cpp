@@ -77,11 +77,12 @@ std::vector<std::string> pipeline_for(const PlanOptions& o) {
 
 namespace {
 PassRecord record_of(const std::string& pass, const Graph& prefill, const Graph& decode, const Target& t,
-                     const Workload& w) {
+                     const Workload& w, bool ideal) {
   PassRecord r;
   r.pass = pass;
   SimOptions so;
   so.per_op = false;
+  so.ideal = ideal;
   SimResult s = simulate(prefill, decode, t, w, so);
   r.prefill_kernels = s.prefill.kernels;
   r.decode_kernels = s.decode.kernels;
@@ -117,7 +118,7 @@ Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Ta
     verify_or_die(prefill, after(begin) + " (prefill)");
     verify_or_die(decode, after(begin) + " (decode)");
   }
-  if (hooks.record && begin == 0) out.records.push_back(record_of("input", prefill, decode, t, w));
+  if (hooks.record && begin == 0) out.records.push_back(record_of("input", prefill, decode, t, w, hooks.ideal));
   if (hooks.after_pass && begin == 0) {
     hooks.after_pass("input", 0, prefill, true);
     hooks.after_pass("input", 0, decode, true);
@@ -142,7 +143,7 @@ Lowered lower_passes(Graph prefill, Graph decode, const PlanOptions& o, const Ta
       hooks.after_pass(name, index, decode, rd.changed);
     }
     if (hooks.record) {
-      PassRecord r = record_of(name, prefill, decode, t, w);
+      PassRecord r = record_of(name, prefill, decode, t, w, hooks.ideal);
       r.changed = rp.changed || rd.changed;
       r.note = rd.note;
       if (rp.note != rd.note && !rp.note.empty()) r.note = "prefill: " + rp.note + "; decode: " + rd.note;

@@ -50,6 +50,7 @@ struct LowerHooks {
   // graph (for --print-ir-after, --dump-dir).
   std::function<void(const std::string& pass, int index, const Graph& g, bool changed)> after_pass;
   bool record = true;  // simulate after each pass for the report
+  bool ideal = false;  // ... as the pure roofline (an ideal sweep's emitted plan)
   // Verify the graphs after building and after every pass (tests, compile, run), or
   // only the final graphs (simulate, whatif, sweep: the passes are verified in tests,
   // and verification is a third of lowering). LATHE_VERIFY=1 forces every pass.

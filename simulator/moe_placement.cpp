@@ -221,7 +221,9 @@ Eval evaluate(const Placement& pl, const Setup& s) {
       ev.gpu_pairs[g] += double(pairs_on[g]);
       ev.gpu_expert_s[g] += t;
       slowest = std::max(slowest, t);
-      if (sent[g] + recv[g] > 0) a2a = std::max(a2a, double(sent[g] + recv[g]) * s.row_bytes / s.link);
+      // A full-duplex link: a device sends and receives at once, each at half the link's
+      // (two-way) bandwidth, as the tensor-parallel collectives are costed.
+      a2a = std::max(a2a, double(std::max(sent[g], recv[g])) * s.row_bytes / (s.link / 2));
     }
     if (G > 1) a2a += double(G - 1) * s.latency;
     ev.dispatch_s += a2a;
@@ -276,8 +278,8 @@ constexpr double kCopyMinGain = 1e-3;
 // visits has one copy of each expert, so moving expert a from device x to device y
 // changes only x's and y's figures, and only in the samples where a has rows: x loses
 // a's rows and (if a had any) one touched expert, y gains them; x now sends the rows
-// its own tokens routed to a and no longer receives the others (traffic += 2 n[x] - t),
-// y the reverse (traffic += t - 2 n[y]). A candidate swap or move is costed on those
+// its own tokens routed to a (sent += n[x]) and no longer receives the others (recv -=
+// t - n[x]), y the reverse. A candidate swap or move is costed on those
 // samples alone, with the busiest other device of each sample kept aside (top three),
 // instead of re-evaluating every sample, device and expert: 256 experts over 2 GPUs took
 // 2.5 minutes the old way.
@@ -311,8 +313,8 @@ class SwapSearch {
         for (size_t o = 0; o < G_; ++o) {
           if (o == d) continue;
           const int64_t n = s.samples[k][o * E_ + e];
-          load_[k * G_ + o].traffic += n;
-          load_[k * G_ + d].traffic += n;
+          load_[k * G_ + o].sent += n;
+          load_[k * G_ + d].recv += n;
         }
       }
       refresh(k);
@@ -354,7 +356,8 @@ class SwapSearch {
 
  private:
   struct Load {  // one device in one sample
-    int64_t pairs = 0, experts = 0, traffic = 0;  // token-expert pairs, touched experts, rows sent + received
+    int64_t pairs = 0, experts = 0, sent = 0, recv = 0;  // token-expert pairs, touched experts, rows sent, received
+    int64_t traffic() const { return std::max(sent, recv); }  // rows over the busier direction
   };
   template <class T>
   struct Top3 {  // the three largest values over the devices, and their devices
@@ -385,7 +388,7 @@ class SwapSearch {
   double busy_of(int64_t nexp, int64_t pairs) const {
     return pairs > 0 ? s_.cost->busy(nexp, pairs) + s_.cost->launch() : 0.0;
   }
-  double link_s(int64_t traffic) const { return traffic > 0 ? double(traffic) * s_.row_bytes / s_.link : 0.0; }
+  double link_s(int64_t traffic) const { return traffic > 0 ? double(traffic) * s_.row_bytes / (s_.link / 2) : 0.0; }
 
   void refresh(size_t k) {
     SampleTop& t = top_[k];
@@ -393,7 +396,7 @@ class SwapSearch {
     for (size_t g = 0; g < G_; ++g) {
       const Load& l = load_[k * G_ + g];
       t.busy.add(busy_of(l.experts, l.pairs), int(g));
-      t.traffic.add(l.traffic, int(g));
+      t.traffic.add(l.traffic(), int(g));
     }
     contrib_[k] = t.busy.value[0] + 2 * link_s(t.traffic.value[0]);
   }
@@ -407,8 +410,8 @@ class SwapSearch {
     const std::vector<int64_t>& n = s_.samples[k];
     from.pairs -= t, to.pairs += t;
     --from.experts, ++to.experts;
-    from.traffic += 2 * n[X * E_ + e] - t;
-    to.traffic += t - 2 * n[Y * E_ + e];
+    from.sent += n[X * E_ + e], from.recv -= t - n[X * E_ + e];
+    to.recv += t - n[Y * E_ + e], to.sent -= n[Y * E_ + e];
   }
 
   // The samples where expert a or b (b < 0: none) has rows, merged in order.
@@ -437,7 +440,7 @@ class SwapSearch {
       const SampleTop& t = top_[k];
       const double busy =
           std::max({busy_of(lx.experts, lx.pairs), busy_of(ly.experts, ly.pairs), t.busy.max_except(x, y)});
-      const int64_t traffic = std::max({lx.traffic, ly.traffic, t.traffic.max_except(x, y)});
+      const int64_t traffic = std::max({lx.traffic(), ly.traffic(), t.traffic.max_except(x, y)});
       delta += busy + 2 * link_s(traffic) - contrib_[k];
     }
     // As `better`: the new layer time must be below the current one by a relative 1e-12.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "ir/assert.h"
@@ -85,13 +86,21 @@ double serve_activation_bytes(const Graph& prefill, const Graph& decode, const S
   return std::max(prefill_peak, decode_peak);
 }
 
-KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
-                   const ServeOptions& o, double activation_bytes) {
+namespace {
+// Weight bytes and KV bytes per token of one device (the rest of KvBudget zero).
+KvBudget kv_sizes(const Graph& decode) {
   KvBudget k;
   for (ValueId v : decode.values_of(ValueKind::weight))
     k.weight_bytes += value_bytes(decode.value(v), {1, 1, 1});
   for (ValueId v : decode.values_of(ValueKind::state))
     k.kv_bytes_per_token += value_bytes(decode.value(v), {1, 1, 1});
+  return k;
+}
+}  // namespace
+
+KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
+                   const ServeOptions& o, double activation_bytes) {
+  KvBudget k = kv_sizes(decode);
   k.activation_bytes = activation_bytes;
   double usable = o.memory_fraction * t.capacity_bytes() - k.weight_bytes - k.activation_bytes;
   if (usable <= 0) {
@@ -191,13 +200,48 @@ void summarize(ServeResult& r, const ServeOptions& o) {
 
 }  // namespace
 
+int64_t runnable_batch(const Graph& prefill, const Graph& decode, const Target& t, const ServeOptions& o,
+                       const std::vector<Request>& reqs) {
+  // Each running sequence holds at least, in whole blocks: its whole KV under
+  // request-level batching (reserved up front), its prompt under continuous batching,
+  // its first chunk under chunked prefill.
+  const bool request_level = o.batching == BatchingKind::static_batch || o.batching == BatchingKind::dynamic_batch;
+  int64_t hold = std::numeric_limits<int64_t>::max();
+  for (const Request& q : reqs) {
+    int64_t first = std::max<int64_t>(1, request_level                          ? q.prompt + q.output
+                                         : o.batching == BatchingKind::chunked ? std::min(q.prompt, o.token_budget)
+                                                                               : q.prompt);
+    hold = std::min(hold, (first + o.kv_block - 1) / o.kv_block * o.kv_block);
+  }
+  const KvBudget none = kv_sizes(decode);
+  const double usable = o.memory_fraction * t.capacity_bytes() - none.weight_bytes;
+  auto fits = [&](int64_t b) {
+    ServeOptions ob = o;
+    ob.max_batch = b;
+    return serve_activation_bytes(prefill, decode, ob, reqs) + double(b) * double(hold) * none.kv_bytes_per_token <=
+           usable;
+  };
+  if (fits(o.max_batch)) return o.max_batch;
+  int64_t lo = 1, hi = o.max_batch;  // fits(hi) is false; lo = 1 may not fit either (kv_budget then says why)
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Target& t,
-                             std::vector<Request> requests, const ServeOptions& o,
+                             std::vector<Request> requests, const ServeOptions& asked,
                              const ServeRunOptions& run) {
-  validate_serve_options(o);
+  validate_serve_options(asked);
   if (requests.empty()) throw Error("no requests to serve");
   std::stable_sort(requests.begin(), requests.end(),
                    [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
+  // Activations are reserved for the batch a replica can run: a --max-batch the KV cache
+  // could never hold (2000 beside the cache left after 2000 sequences' activations)
+  // reserved activations that shrank the cache to 116 sequences, where 450 fit.
+  ServeOptions o = asked;
+  o.max_batch = runnable_batch(prefill, decode, t, asked, requests);
   CostOptions co;
   co.ideal = run.ideal;
   StepCoster cost(prefill, decode, t, co);
@@ -220,6 +264,7 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
   r.records.assign(r.requests.size(), RequestRecord{});
   r.kv_capacity_tokens = kb.tokens;
   r.replicas = o.replicas;
+  r.max_batch = o.max_batch;
   r.kv_bytes_per_token = kb.kv_bytes_per_token;
   r.weight_bytes = kb.weight_bytes;
   r.activation_bytes = kb.activation_bytes;

@@ -73,11 +73,16 @@ struct ServeResult {
   int64_t steps = 0, preemptions = 0;
   int64_t kv_capacity_tokens = 0;  // per replica
   int64_t replicas = 1;
+  // The most sequences a replica runs at once: ServeOptions::max_batch, or fewer where
+  // the KV cache left beside that many sequences' activations holds fewer (runnable_batch).
+  int64_t max_batch = 0;
   double kv_bytes_per_token = 0;
   double weight_bytes = 0, activation_bytes = 0;  // per replica (one device)
   TimeSeries queue, running, kv_tokens, in_system;
-  // Little's law over the whole run: time-average in system vs arrival rate x mean
-  // E2E, and the same for the waiting queue (exact when the run starts and ends empty).
+  // Little's law over the whole run: time-average in system vs lambda x mean E2E, with
+  // lambda the requests over the run's span (first arrival to last finish, not the
+  // arrival rate), and the same for the waiting queue. Exact when the run starts and ends
+  // empty: a check that the time series agree with the per-request records.
   double little_L = 0, little_lambda_W = 0, little_Lq = 0, little_lambda_Wq = 0;
   std::vector<SlotSpan> spans;
   std::vector<StepSpan> step_spans;
@@ -99,6 +104,13 @@ KvBudget kv_budget(const Graph& prefill, const Graph& decode, const Target& t,
 // longest prompt + longest output).
 double serve_activation_bytes(const Graph& prefill, const Graph& decode, const ServeOptions& o,
                               const std::vector<Request>& reqs);
+// The largest batch up to o.max_batch whose activations (serve_activation_bytes) and
+// KV cache fit beside the weights in o.memory_fraction of the device, each sequence
+// holding at least its whole KV (request-level batching), its prompt (continuous) or its
+// first chunk (chunked) in whole blocks;
+// 1 when none does (kv_budget then says what does not fit).
+int64_t runnable_batch(const Graph& prefill, const Graph& decode, const Target& t, const ServeOptions& o,
+                       const std::vector<Request>& reqs);
 
 // Runs the simulation. `prefill` and `decode` are one plan's lowered graphs (their B,
 // S, T attributes are ignored). Throws lathe::Error on options that cannot work (a

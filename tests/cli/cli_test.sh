@@ -696,7 +696,7 @@ open(sys.argv[3], 'w').write(json.dumps(j))" "$tmp/tplan" "$tmp/t-w.json" "$tmp/
 expect_rc 2 "$LATHE" run "$tmp/t-w.json"
 grep -q '"options.weights" is "int4:g32" but the graphs say "f32"' "$tmp/err" || bad "plan weights header unchecked: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" run "$tmp/t-peak.json"
-grep -q "target: the fp32 peak (peak_tflops.fp32) must be positive" "$tmp/err" || bad "plan with a zero peak: $(cat "$tmp/err")"
+grep -q "target field peak_tflops.fp32 = 0.0 is outside \[0.001, 1e+12\]" "$tmp/err" || bad "plan with a zero peak: $(cat "$tmp/err")"
 expect_rc 0 "$LATHE" compile tiny-moe cpu-host -o "$tmp/moeplan" --prompt 8 --gen 4
 tamper "$tmp/moeplan" "$tmp/t-moe" prefill,decode '(@layers\.\d\.experts\.w_\w+ : f32\[)4,' '\g<1>1,'
 expect_rc 2 "$LATHE" run "$tmp/t-moe"
@@ -1182,6 +1182,18 @@ printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1, 2]\npro
 expect_rc 0 "$LATHE" sweep "$tmp/cpu-sweep.toml" -o "$tmp/cpu.jsonl" --emit-best "$tmp/cpubest"
 [ "$(wc -l <"$tmp/cpu.jsonl")" -eq 4 ] || bad "jsonl sweep rows"
 expect_rc 0 "$LATHE" run "$tmp/cpubest" --prompt-tokens 8 --gen 3
+# An ideal sweep's emitted plan is costed ideal in its per-pass table too (the table was
+# always costed with the efficiency factors, beside ideal headline figures).
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["cpu-host"]\nbatch = [1]\nprompt = [8]\ngen = [4]\nideal = true\nobjectives = ["min tpot_ms"]\n' >"$tmp/ideal-sweep.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/ideal-sweep.toml" -o "$tmp/ideal.csv" --emit-best "$tmp/idealbest"
+grep -q "costed: ideal roofline" "$tmp/idealbest/report.md" || bad "an ideal sweep's report does not say it is ideal"
+expect_rc 0 "$LATHE" simulate tiny cpu-host --batch 1 --prompt 8 --gen 4 --ideal --format json
+python3 -c "
+import json, sys
+plan = json.load(open(sys.argv[1])); sim = json.load(open(sys.argv[2]))
+last = plan['passes'][-1]
+assert abs(last['prefill_ms'] - sim['prefill_ms']) <= 1e-9 * sim['prefill_ms'], (last['prefill_ms'], sim['prefill_ms'])
+assert abs(last['tpot_ms'] - sim['tpot_ms']) <= 1e-9 * sim['tpot_ms'], (last['tpot_ms'], sim['tpot_ms'])" "$tmp/idealbest/plan.json" "$tmp/out" || bad "an ideal sweep's per-pass records are not ideal"
 # A constraint at a row's value as written (7 digits): merge keeps the sweep's verdict,
 # decided on the exact value (it re-applied the bound to the rounded value, and a sweep
 # that refused as infeasible merged into a feasible one).
@@ -1829,6 +1841,51 @@ cp "$SRC/specs/hardware/cpu-host.toml" "$tmp/io/myhw.toml"
 printf '[plan]\nhardware = "myhw.toml"\n' >"$tmp/io/tp2.toml"
 expect_rc 2 "$LATHE" tune tiny --plan "$tmp/io/tp2.toml" -o "$tmp/io/myhw.toml" --reps 1 --steps 1
 cmp -s "$tmp/io/myhw.toml" "$SRC/specs/hardware/cpu-host.toml" || bad "tune -o replaced the plan file's hardware spec"
+
+# serve-sim reserves activations for the batch a replica can run: --max-batch 2000 of
+# 640-token requests reserved a 2000-sequence prefill's activations and left a cache of
+# 116 sequences, where 450 fit beside their own.
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --batching static --max-batch 2000 --rate 10000 --requests 600 \
+  --prompt fixed:512 --output fixed:128 --format json
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d['runnable_max_batch']
+assert d['max_batch'] == 2000 and 450 <= b < 2000, b
+assert b * 640 <= d['kv_capacity_tokens'] and d['kv_capacity_tokens'] >= 450 * 640, (b, d['kv_capacity_tokens'])
+assert d['series']['running']['peak'] <= b, d['series']['running']['peak']" "$tmp/out" || bad "serve-sim runnable batch: $(head -c 300 "$tmp/out")"
+expect_rc 0 "$LATHE" serve-sim llama-3-8b h100-sxm --batching static --max-batch 2000 --rate 10000 --requests 600 \
+  --prompt fixed:512 --output fixed:128
+grep -q "max batch 2000 ([0-9]* run at most" "$tmp/out" || bad "serve-sim does not say the batch it runs: $(grep serving "$tmp/out")"
+# A scenario file's key that only another policy than its own reads is an error where it
+# is written (flags were refused; file keys ran without a word).
+printf '[scenario]\nname = "p"\nkind = "serve"\nmodel = "llama-3-8b"\nhardware = "h100-sxm"\n[scenario.serve]\nbatching = "continuous"\ntoken_budget = 256\n' >"$tmp/io/policy.toml"
+expect_rc 2 "$LATHE" serve-sim --scenario "$tmp/io/policy.toml" --requests 10
+grep -q "policy.toml:8:.*token_budget: only chunked batching reads it" "$tmp/err" || bad "scenario token_budget beside continuous: $(cat "$tmp/err")"
+# moe-sim: a prefill's context is its prompt, so --context beside --prompt was ignored.
+expect_rc 2 "$LATHE" moe-sim --scenario moe-mixtral --prompt 512 --batch 8 --context 100000
+grep -q -- "--context: a decode step's context" "$tmp/err" || bad "moe-sim --context with --prompt: $(cat "$tmp/err")"
+# rag-sim refuses a flag only a mode it does not run reads.
+expect_rc 2 "$LATHE" rag-sim --scenario rag-pipeline --modes sequential --timeout-ms 1
+grep -q -- "--timeout-ms: only the timeout mode reads it" "$tmp/err" || bad "rag-sim --timeout-ms without the mode: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" rag-sim --scenario rag-pipeline --modes sequential,timeout --prefetch-hit 1
+grep -q -- "--prefetch-hit: only the prefetch mode reads it" "$tmp/err" || bad "rag-sim --prefetch-hit without the mode: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" rag-sim --scenario rag-pipeline --modes timeout --timeout-ms 100
+# advise keeps edge-sim's OS reserve on a unified-memory device (it filled all 64 GB of a
+# Jetson, which edge-sim then called too big), and its reproduce line carries it.
+expect_rc 0 "$LATHE" advise llama-3-8b jetson-agx-orin-64g --max-batch 64 --format json
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['plan']['memory_gb'] <= 56.0 + 1e-9, d['plan']['memory_gb']
+assert 'jetson-agx-orin-64g+memory_gb=56 ' in d['reproduce'], d['reproduce']" "$tmp/out" || bad "advise on unified memory: $(head -c 300 "$tmp/out")"
+expect_rc 0 "$LATHE" advise llama-3-8b jetson-agx-orin-64g --max-batch 64 --os-reserve-gb 0 --format json
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert 'memory_gb=' not in d['reproduce'], d['reproduce']" "$tmp/out" || bad "advise --os-reserve-gb 0"
+expect_rc 2 "$LATHE" advise llama-3-8b h100-sxm --os-reserve-gb 8
+grep -q "has memory of its own" "$tmp/err" || bad "advise --os-reserve-gb on a discrete GPU: $(cat "$tmp/err")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

@@ -32,6 +32,11 @@ TEST(Target, OverridesByKey) {
   EXPECT_EQ(apply_override(t, "efficiency.int8_dot_gemv=0"), "");
   EXPECT_EQ(t.eff.int8_dot_gemv, 0);
   EXPECT_NE(apply_override(t, "efficiency.int_dot_gemv=1e-6").find("lies in 0 or [0.001, 1.5]"), std::string::npos);
+  // memory_gb, the bandwidth and the fp32 peak cannot be 0 (target_problem), so their
+  // range does not offer it.
+  EXPECT_NE(apply_override(t, "memory_gb=1e-6").find("memory_gb lies in [0.001, 1e+12]"), std::string::npos);
+  EXPECT_NE(apply_override(t, "memory_gb=0").find("memory_gb lies in [0.001, 1e+12]"), std::string::npos);
+  EXPECT_EQ(apply_override(t, "nvlink_gbs=0"), "");  // no NVLink
   // Switches are 0 or 1: a fraction was read as on.
   EXPECT_NE(apply_override(t, "nvlink_switch=0.001").find("nvlink_switch is 0 or 1"), std::string::npos);
   EXPECT_NE(apply_override(t, "unified_memory=7").find("unified_memory is 0 or 1"), std::string::npos);

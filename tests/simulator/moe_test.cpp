@@ -204,6 +204,29 @@ TEST(Moe, OneGpuMatchesSimulate) {
   EXPECT_NEAR(step, tpot, 0.01 * tpot);
 }
 
+// The all-to-all runs over a full-duplex link: a device's time is the busier direction
+// at half the link's two-way bandwidth (it was sent + received over the whole link,
+// which halved a receiving device's time). Two experts take every token: round-robin
+// puts them on devices 0 and 1, each of which receives its expert's rows from the three
+// other devices (3 x 1024 tokens) and sends 1024 to the other.
+TEST(Moe, AllToAllCostsTheBusierDirection) {
+  const Mixtral& m = mixtral();
+  MoeOptions o;
+  o.gpus = 4;
+  o.load = ExpertLoadKind::histogram;
+  o.histogram = {1, 1, 0, 0, 0, 0, 0, 0};
+  o.prompt = 512;
+  o.batches = {8};  // 2 sequences of 512 tokens a device
+  o.samples = 4;
+  const MoeResult r = simulate_moe(m.l.prefill, m.l.decode, m.b.target, o);
+  const PlacementResult& rr = r.batches[0].placements[0];
+  const Target& t = m.b.target;
+  const double row = double(load_model("mixtral-8x7b").hidden) * 2;  // a bf16 token row
+  const double want = 3072 * row / (t.link_bytes_per_s() / 2) + 3 * t.interconnect_latency_us * 1e-6;
+  EXPECT_NEAR(rr.dispatch_s, want, 1e-9 * want);
+  EXPECT_NEAR(rr.combine_s, want, 1e-9 * want);
+}
+
 TEST(Moe, SharesAndErrors) {
   MoeOptions o;
   o.zipf_skew = 0;

@@ -11,6 +11,7 @@
 namespace lathe {
 namespace {
 
+using testing::Built;
 using testing::build_plan_graphs;
 using testing::lower_plan;
 
@@ -199,6 +200,43 @@ TEST(Simulate, TensorParallelHalvesPerDeviceWeights) {
   auto [w8, r8] = weights(8);
   EXPECT_LT(r4.tpot_s, r2.tpot_s);
   EXPECT_LT(r8.tpot_s, r4.tpot_s);
+}
+
+// A tied embedding table is the LM head: over tp devices it is split by vocabulary with
+// the head, not replicated beside a head slice of its own (which counted vocab/tp x
+// hidden twice a device, and quantized a head that at tp 1 stays in the table's format).
+TEST(Simulate, TiedEmbeddingsSplitWithTheHead) {
+  auto run = [](bool tied, int64_t tp, const char* weights) {
+    Built b;
+    b.model = load_model("llama-3-8b");
+    b.model.tie_embeddings = tied;
+    b.target = load_target("h100-sxm");
+    b.workload = {1, 8, 2};
+    PlanOptions o;
+    o.tp = tp;
+    if (*weights) o.weights = parse_weight_format(weights);
+    b.prefill = build_graph(b.model, build_options(b.model, b.target, o, b.workload, Phase::prefill));
+    b.decode = build_graph(b.model, build_options(b.model, b.target, o, b.workload, Phase::decode));
+    Lowered l = lower_plan(b, o);
+    double head = 0;
+    SimResult r = simulate(l.prefill, l.decode, b.target, b.workload);
+    for (const OpRow& row : r.ops)
+      if (row.phase == Phase::decode && row.kernel.find("lm_head") != std::string::npos) head += row.bytes;
+    return std::pair{r.mem.weights, head / r.decode.steps};
+  };
+  ModelSpec m = load_model("llama-3-8b");
+  const double table = double(m.vocab * m.hidden) * 2;  // bf16
+  for (int64_t tp : {1, 2, 4}) {
+    // Untied: a replicated table and a head slice (table + table / tp); tied: the table's
+    // own slice (table / tp; the whole table at tp 1).
+    EXPECT_NEAR(run(false, tp, "").first - run(true, tp, "").first, table, 1.0) << "tp " << tp;
+  }
+  // The tied head keeps the table's 16-bit format at every tp, so its bytes a step split
+  // by tp (they fell 7.7x from tp 1 to tp 2 when the slice was quantized).
+  auto [w1, h1] = run(true, 1, "int4:g128");
+  auto [w2, h2] = run(true, 2, "int4:g128");
+  EXPECT_NEAR(h2, h1 / 2, 0.02 * h1);
+  EXPECT_GT(h1, table * 0.99);
 }
 
 TEST(Simulate, MoeReadsTopKExpertsAtBatchOne) {
