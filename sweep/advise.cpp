@@ -333,7 +333,7 @@ Advice advise(const AdviseRequest& a) {
       r.reason +=
           "; throughput per device peaks earlier, at batch " + std::to_string(chosen.best.batch);
     const Config* ru = ranked.size() > 1 ? ranked[1] : nullptr;
-    r.runner_up = ru ? std::to_string(ru->max_batch) + " on the batch grid (with weights " + ru->best.weights +
+    r.runner_up = ru ? std::to_string(ru->max_batch) + " on the batch grid, the runner-up configuration's largest (weights " + ru->best.weights +
                            ", KV " + ru->best.kv + ", tp " + std::to_string(ru->best.tp) + ")"
                      : "-";
     advice.items.push_back(r);
@@ -365,12 +365,18 @@ Advice advise(const AdviseRequest& a) {
       "KV dtype", w.kv, [&](const SweepRow& r) { return r.kv != w.kv; },
       [](const SweepRow& r) { return r.kv; }, spec.kv.size(), [&](const Config* ru) {
         if (w.kv == w.act) return std::string();
-        // The batch only when it is what the smaller cache bought: the runner-up's best
-        // batch was smaller (an SLO, not memory, often stops both at the same one).
-        std::string why = ru && ru->best.batch < w.batch
-                              ? "a smaller cache fits a larger batch (" + std::to_string(w.batch) + " against " +
-                                    std::to_string(ru->best.batch) + ")"
-                              : std::string("decode reads fewer KV bytes a step");
+        // The batch only when the runner-up's best batch was smaller, and memory only when
+        // memory stopped the runner-up there: its row at the winner's batch did not fit
+        // (a TPOT SLO stops the larger cache sooner too, by its KV reads, not its size).
+        std::string why = std::string("decode reads fewer KV bytes a step");
+        const SweepRow* there = nullptr;  // the runner-up at the winner's batch
+        if (ru && ru->best.batch < w.batch)
+          for (const SweepRow& r : sum.rows)
+            if (r.batch == w.batch && config_key(r) == config_key(ru->best)) there = &r;
+        if (there && !there->feasible)
+          why = (!there->fits ? "a smaller cache fits a larger batch ("
+                              : "fewer KV bytes a step keep a larger batch within the SLOs (") +
+                std::to_string(w.batch) + " against " + std::to_string(ru->best.batch) + ")";
         return why + "; accuracy is not modelled";
       });
   {

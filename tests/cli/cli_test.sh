@@ -1370,7 +1370,7 @@ ru=$(python3 - "$tmp/out" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
 r = [i for i in d["recommendations"] if i["parameter"] == "max batch"][0]["runner_up"]
-m = re.match(r"(\d+) on the batch grid \(with weights (\S+), KV (\S+), tp (\d+)\)", r)
+m = re.match(r"(\d+) on the batch grid, the runner-up configuration's largest \(weights (\S+), KV (\S+), tp (\d+)\)", r)
 print(f"--batch {m[1]} --weights {m[2]} --kv {m[3]} --tp {m[4]}" if m else "")
 PY
 )
@@ -1886,6 +1886,15 @@ d = json.load(open(sys.argv[1]))
 assert 'memory_gb=' not in d['reproduce'], d['reproduce']" "$tmp/out" || bad "advise --os-reserve-gb 0"
 expect_rc 2 "$LATHE" advise llama-3-8b h100-sxm --os-reserve-gb 8
 grep -q "has memory of its own" "$tmp/err" || bad "advise --os-reserve-gb on a discrete GPU: $(cat "$tmp/err")"
+
+# advise's KV reason names what stopped the runner-up's batch: at 6.4 of 80 GB a TPOT SLO
+# did, not the cache's size.
+expect_rc 0 "$LATHE" advise llama-3-8b h100-sxm --slo-tpot 3 --format json
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = [i for i in d['recommendations'] if i['parameter'] == 'KV dtype'][0]['reason']
+assert d['plan']['memory_gb'] < 40 and 'smaller cache fits' not in r and 'within the SLOs' in r, r" "$tmp/out" || bad "advise KV reason under a TPOT SLO: $(head -c 600 "$tmp/out")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
