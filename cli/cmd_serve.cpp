@@ -27,7 +27,7 @@ struct ServeArgs {
 
 Distribution distribution_flag(const std::string& flag, const std::string& v) {
   std::string why;
-  auto d = parse_distribution(v, &why, double(kMaxRequestTokens));  // token counts
+  auto d = parse_token_distribution(v, &why);
   if (!d) throw Error(flag + ": " + why);
   return *d;
 }

@@ -1,9 +1,11 @@
 #include "codegen/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -163,6 +165,9 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
     if (g.attrs.has("arena_bytes") && g.attrs.i("arena_bytes", -1) < 0) fail(g, "arena_bytes must be >= 0");
     const int64_t layers = g.attrs.i("layers"), kvh = g.attrs.i("kv_heads"), d = g.attrs.i("head_dim");
     const int64_t tp = g.attrs.i("tp"), vocab = g.attrs.i("vocab");
+    for (const char* k : {"rope_theta", "norm_eps"})
+      if (g.attrs.has(k) && !(g.attrs.f(k) > 0 && std::isfinite(g.attrs.f(k))))
+        fail(g, std::string("graph attribute '") + k + "' must be a positive number");
     if (g.attrs.i("T") > g.attrs.i("final_context"))
       fail(g, "T (" + std::to_string(g.attrs.i("T")) + ") exceeds final_context (" +
                   std::to_string(g.attrs.i("final_context")) + ")");
@@ -200,6 +205,14 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       if (n.attrs.has("layer") && (n.attrs.i("layer", -1) < 0 || n.attrs.i("layer", -1) >= layers))
         fail(g, "node '" + n.name + "': layer " + std::to_string(n.attrs.i("layer", -1)) + " is outside 0.." +
                     std::to_string(layers - 1));
+      // A layer's nodes are named "l<N>." and index its KV slice and weights: a node of
+      // layer 1 relabelled layer 0 ran, writing layer 0's cache (other tokens, no error).
+      if (n.attrs.has("layer") && n.name.size() > 1 && n.name[0] == 'l' && std::isdigit(uint8_t(n.name[1]))) {
+        const int64_t named = std::strtoll(n.name.c_str() + 1, nullptr, 10);
+        if (named != n.attrs.i("layer", -1))
+          fail(g, "node '" + n.name + "': layer " + std::to_string(n.attrs.i("layer", -1)) +
+                      ", but its name says layer " + std::to_string(named));
+      }
       if (n.kind == OpKind::lm_head && !n.outputs.empty()) {
         const Shape& sh = g.value(n.outputs[0]).shape;
         if (sh.empty() || sh.back() != Dim::c(vocab / tp))
@@ -245,7 +258,8 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
           if (required) fail(g, "node '" + n.name + "': attribute '" + std::string(key) + "' is missing");
           return;
         }
-        if (!(n.attrs.f(key) > 0)) fail(g, "node '" + n.name + "': " + key + " must be positive");
+        const double v = n.attrs.f(key);
+        if (!(v > 0) || !std::isfinite(v)) fail(g, "node '" + n.name + "': " + key + " must be positive");
       };
       const bool rope = n.kind == OpKind::rope || n.kind == OpKind::rope_kvwrite;
       const bool attention =
@@ -271,6 +285,12 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
       positive("theta", rope);
       positive("scale", attention);
       positive("eps", n.kind == OpKind::rms_norm);
+      // RoPE's theta and the norms' eps are the model's (the graph's rope_theta and
+      // norm_eps): an edited one ran with other tokens.
+      for (const auto& [key, model_key] : {std::pair{"theta", "rope_theta"}, std::pair{"eps", "norm_eps"}})
+        if (n.attrs.has(key) && g.attrs.has(model_key) && n.attrs.f(key) != g.attrs.f(model_key))
+          fail(g, "node '" + n.name + "': " + key + " = " + attr_value_str(AttrValue(n.attrs.f(key))) +
+                      ", but the graph's " + model_key + " is " + attr_value_str(AttrValue(g.attrs.f(model_key))));
     }
   }
   for (const char* k : {"B", "final_context", "layers", "heads", "kv_heads", "head_dim", "hidden", "vocab", "tp",
@@ -304,7 +324,7 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
 Plan plan_from_json(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_unique_keys(text.begin(), text.end(), source);
   } catch (const json::parse_error& e) {
     throw Error(source + ": not a valid plan file (JSON error at byte " + std::to_string(e.byte) +
                 (text.empty() ? ": the file is empty" : ": truncated or corrupted") + ")");

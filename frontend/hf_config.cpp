@@ -7,6 +7,7 @@
 
 #include "frontend/specs.h"
 #include "ir/assert.h"
+#include "ir/json_fields.h"
 
 namespace lathe {
 
@@ -185,7 +186,7 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   std::string source(source_sv);
   Json root;
   try {
-    root = Json::parse(text.begin(), text.end());
+    root = parse_json_unique_keys(text.begin(), text.end(), source);
   } catch (const Json::parse_error& e) {
     throw Error(source + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
                 ": not valid JSON: " + json_error_text(e.what()));

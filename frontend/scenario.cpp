@@ -86,11 +86,11 @@ struct Extra {
     }
     return out;
   }
-  void distribution(std::string_view key, Distribution& d, double hi = 0) {
+  void distribution(std::string_view key, Distribution& d, double hi = 0, bool tokens = false) {
     auto s = r.get_string(key);
     if (!s) return;
     std::string why;
-    auto parsed = parse_distribution(*s, &why, hi);
+    auto parsed = tokens ? parse_token_distribution(*s, &why) : parse_distribution(*s, &why, hi);
     if (!parsed) r.fail_at(*t.get(key), key, why);
     d = *parsed;
   }
@@ -152,8 +152,8 @@ void read_arrivals(const TomlValue& t, const std::string& source, ArrivalOptions
   // Alternatives: a stream of `requests` arrivals, or arrivals over `duration_s`.
   if (t.get("duration_s") && t.get("requests") && a.requests > 0)
     r.fail_at(*t.get("requests"), "requests", "give duration_s or requests, not both");
-  x.distribution("prompt", a.prompt, double(kMaxRequestTokens));
-  x.distribution("output", a.output, double(kMaxRequestTokens));
+  x.distribution("prompt", a.prompt, 0, true);
+  x.distribution("output", a.output, 0, true);
   if (auto m = x.numbers("priority_mix", 0, kHuge)) {
     double sum = 0;
     for (double v : *m) sum += v;

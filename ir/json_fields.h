@@ -5,11 +5,38 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "ir/assert.h"
 
 namespace lathe {
+
+// Parses JSON text as nlohmann::json::parse does (its parse_error for malformed text),
+// and throws "SOURCE: key "K" appears twice in one object" for a repeated key, which
+// nlohmann reads as the last value without a word (a config.json with two hidden_size
+// entries took the second; TOML and GGUF files with a repeated key are errors).
+template <class It>
+nlohmann::json parse_json_unique_keys(It begin, It end, const std::string& source) {
+  std::vector<std::set<std::string>> keys;  // per open object
+  std::string twice;
+  auto seen = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) {
+      keys.emplace_back();
+    } else if (ev == E::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == E::key && !keys.empty() && twice.empty() && parsed.is_string() &&
+               !keys.back().insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(begin, end, seen);
+  if (!twice.empty()) throw Error(source + ": key \"" + twice + "\" appears twice in one object");
+  return j;
+}
 
 // j[key], or "WHAT: missing" when j is not an object or lacks it.
 inline const nlohmann::json& json_field(const nlohmann::json& j, const char* key, const std::string& what) {

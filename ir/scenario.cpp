@@ -96,6 +96,17 @@ std::optional<Distribution> parse_distribution(std::string_view s, std::string* 
   return d;
 }
 
+std::optional<Distribution> parse_token_distribution(std::string_view s, std::string* why) {
+  std::optional<Distribution> d = parse_distribution(s, why, double(kMaxRequestTokens));
+  if (!d || d->kind == Distribution::Kind::lognormal) return d;
+  for (double v : {d->a, d->kind == Distribution::Kind::uniform ? d->b : d->a})
+    if (v < 1 || v != std::floor(v)) {
+      if (why) *why = "token counts are whole numbers of at least 1 (got '" + std::string(s) + "')";
+      return std::nullopt;
+    }
+  return d;
+}
+
 std::string distribution_name(const Distribution& d) {
   switch (d.kind) {
     case Distribution::Kind::fixed:

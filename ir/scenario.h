@@ -28,6 +28,10 @@ struct Distribution {
 constexpr int64_t kMaxRequestTokens = int64_t(1) << 24;
 // `hi` > 0 bounds the values (V, LO and HI, MEDIAN) at hi.
 std::optional<Distribution> parse_distribution(std::string_view s, std::string* why = nullptr, double hi = 0);
+// Token counts (prompt and output lengths): as above, bounded at kMaxRequestTokens, and a
+// fixed value or uniform bounds whole numbers of at least 1 (fixed:0.4 ran as 1 token),
+// as an arrival file's lengths are.
+std::optional<Distribution> parse_token_distribution(std::string_view s, std::string* why = nullptr);
 std::string distribution_name(const Distribution& d);
 
 // ---- serving (lathe serve-sim) ----

@@ -214,8 +214,14 @@ std::string apply_override(Target& t, std::string_view assignment) {
     return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
   if (multiply) v *= effective_field(t, *f);  // x0.5 on an unset GEMV factor: half the GEMMs'.
   if (f->member == &Target::sm_count) {  // whole SMs: a factor rounds, a value must be whole
-    if (multiply) v = std::max(1.0, std::round(v));
-    else if (v != std::floor(v))
+    if (multiply) {
+      v = std::round(v);
+      if (v < 1) {  // x0 ran on one SM
+        char got[32];
+        std::snprintf(got, sizeof got, "%g", effective_field(t, *f));
+        return "override '" + std::string(assignment) + "': leaves fewer than one SM (sm_count is " + got + ")";
+      }
+    } else if (v != std::floor(v))
       return "override '" + std::string(assignment) + "': sm_count must be a whole number";
   }
   if (v < 0) return "override '" + std::string(assignment) + "': value must not be negative";

@@ -11,6 +11,7 @@
 
 #include "ir/assert.h"
 #include "ir/atomic_file.h"
+#include "ir/json_fields.h"
 
 namespace lathe {
 
@@ -57,7 +58,8 @@ std::shared_ptr<HfWeights> HfWeights::open(const std::string& dir) {
     const std::string ip = index.string();
     Json j;
     try {
-      j = Json::parse(read_file(ip));
+      const std::string text = read_file(ip);
+      j = parse_json_unique_keys(text.begin(), text.end(), ip);
     } catch (const Json::exception& e) {
       throw Error(ip + ": not valid JSON: " + json_error_text(e.what()));
     }

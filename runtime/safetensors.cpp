@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/assert.h"
+#include "ir/json_fields.h"
 
 namespace lathe {
 
@@ -121,7 +122,7 @@ void SafetensorsFile::index() {
   const char* h = reinterpret_cast<const char*>(data_ + 8);
   Json j;
   try {
-    j = Json::parse(h, h + n);
+    j = parse_json_unique_keys(h, h + n, p + ": safetensors header");
   } catch (const Json::exception& e) {
     throw Error(p + ": safetensors header is not valid JSON: " + json_error_text(e.what()));
   }

@@ -86,7 +86,9 @@ std::vector<Request> parse_trace_csv(std::string_view text, const std::string& s
   std::vector<Request> out;
   int line_no = 0;
   bool first_data = true;
-  size_t pos = 0;
+  // A UTF-8 byte order mark (spreadsheet exports) is not part of the header: it showed
+  // as an invisible character in "got 'arrival_s'".
+  size_t pos = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
   while (pos <= text.size()) {
     size_t nl = text.find('\n', pos);
     std::string_view line =

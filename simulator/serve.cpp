@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "ir/assert.h"
 #include "ir/buffers.h"
@@ -303,31 +304,57 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
   double now = 0;
   r.start_s = r.requests.front().arrival_s;
 
+  // Each replica's next event (a step's end, or a wake) in an ordered set, and its
+  // outstanding requests (least-loaded routing) and queue, running and KV figures kept
+  // as totals updated for the one replica an event changes: a scan of every replica per
+  // event took 35 s for 4,000 requests over 4,096 replicas. Ties go to the lowest index,
+  // as the scans did.
+  std::set<std::pair<double, size_t>> next_event;
+  std::set<std::pair<int64_t, size_t>> by_load;
+  std::vector<double> event_at(R, kNever);
+  std::vector<int64_t> load(R, 0), queued_of(R, 0), running_of(R, 0), kv_of(R, 0);
+  int64_t queued = 0, running = 0, kv = 0;
+  for (size_t i = 0; i < R; ++i) {
+    next_event.insert({kNever, i});
+    load[i] = reps[i]->outstanding();
+    by_load.insert({load[i], i});
+  }
+  auto reschedule = [&](size_t i) {
+    const double e = busy[i] ? end[i] : wake[i];
+    if (e == event_at[i]) return;
+    next_event.erase({event_at[i], i});
+    event_at[i] = e;
+    next_event.insert({e, i});
+  };
+  auto recount = [&](size_t i) {  // after replica i changed
+    if (int64_t l = reps[i]->outstanding(); l != load[i]) {
+      by_load.erase({load[i], i});
+      load[i] = l;
+      by_load.insert({l, i});
+    }
+    auto update = [](int64_t& total, int64_t& mine, int64_t now_value) { total += now_value - mine, mine = now_value; };
+    update(queued, queued_of[i], reps[i]->queued());
+    update(running, running_of[i], reps[i]->running());
+    update(kv, kv_of[i], reps[i]->kv_tokens());
+    reschedule(i);
+  };
+
   while (true) {
     double ta = next < n ? r.requests[next].arrival_s : kNever;
-    size_t best = R;
-    double te = kNever;
-    for (size_t i = 0; i < R; ++i) {
-      double e = busy[i] ? end[i] : wake[i];
-      if (e < te) te = e, best = i;
-    }
+    size_t best = next_event.begin()->second;
+    double te = next_event.begin()->first;
     if (ta == kNever && te == kNever) break;
     if (ta <= te) {  // arrivals first at equal times: a step starting now sees them
       now = ta;
-      size_t k = 0;
-      if (o.router == RouterKind::round_robin) {
-        k = rr++ % R;
-      } else {
-        for (size_t i = 1; i < R; ++i)
-          if (reps[i]->outstanding() < reps[k]->outstanding()) k = i;
-      }
+      size_t k = o.router == RouterKind::round_robin ? rr++ % R : by_load.begin()->second;
       r.records[next].replica = int(k);
       reps[k]->enqueue(int32_t(next), now);
       if (!busy[k]) wake[k] = std::min(wake[k], now);
+      recount(k);
       ++next;
       if (next == n)  // the stream ended: idle replicas look again (static flushes)
         for (size_t i = 0; i < R; ++i)
-          if (!busy[i]) wake[i] = std::min(wake[i], now);
+          if (!busy[i]) wake[i] = std::min(wake[i], now), reschedule(i);
     } else {
       now = te;
       size_t i = best;
@@ -350,12 +377,7 @@ ServeResult simulate_serving(const Graph& prefill, const Graph& decode, const Ta
         LATHE_ASSERT(w > now, "an idle replica must wake later");
         wake[i] = w;
       }
-    }
-    int64_t queued = 0, running = 0, kv = 0;
-    for (const auto& rep : reps) {
-      queued += rep->queued();
-      running += rep->running();
-      kv += rep->kv_tokens();
+      recount(i);
     }
     r.queue.set(now, double(queued));
     r.running.set(now, double(running));

@@ -1896,5 +1896,27 @@ d = json.load(open(sys.argv[1]))
 r = [i for i in d['recommendations'] if i['parameter'] == 'KV dtype'][0]['reason']
 assert d['plan']['memory_gb'] < 40 and 'smaller cache fits' not in r and 'within the SLOs' in r, r" "$tmp/out" || bad "advise KV reason under a TPOT SLO: $(head -c 600 "$tmp/out")"
 
+# Hand-edited plans the checks missed (each ran, exit 0, with other tokens): a layer-1
+# node relabelled layer 0, RoPE theta or a norm's eps edited, eps = nan.
+expect_rc 0 "$LATHE" compile tiny cpu-host --act f32 -o "$tmp/io/edits" --prompt 8 --gen 4
+for edit in "0,/kv_heads = 2, layer = 1, theta/s//kv_heads = 2, layer = 0, theta/|its name says layer 1" \
+  "s/, theta = 10000.0/, theta = 5.0/g|but the graph's rope_theta is 10000.0" \
+  "s/eps = 1e-05/eps = nan/g|must be a positive number\|must be positive"; do
+  rm -rf "$tmp/io/edited" && cp -r "$tmp/io/edits" "$tmp/io/edited"
+  sed -i "${edit%%|*}" "$tmp/io/edited/plan.json"
+  expect_rc 2 "$LATHE" run "$tmp/io/edited" --prompt-tokens 4 --gen 2
+  grep -q "${edit#*|}" "$tmp/err" || bad "hand-edited plan (${edit%%|*}): $(cat "$tmp/err")"
+done
+# A JSON object naming a key twice (nlohmann keeps the last without a word).
+mkdir -p "$tmp/io/dup" && printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "hidden_size": 4096}\n' >"$tmp/io/dup/config.json"
+expect_rc 2 "$LATHE" import-hf "$tmp/io/dup/config.json" -o "$tmp/io/dup.toml"
+grep -q 'key "hidden_size" appears twice in one object' "$tmp/err" || bad "duplicate JSON key: $(cat "$tmp/err")"
+[ -e "$tmp/io/dup.toml" ] && bad "import-hf wrote a file for a config with a repeated key"
+# Token counts are whole numbers of at least 1; a factor leaving no SM is an error.
+expect_rc 2 "$LATHE" serve-sim tiny a100-80g --prompt fixed:0.4 --requests 3
+grep -q -- "--prompt: token counts are whole numbers of at least 1" "$tmp/err" || bad "serve-sim fixed:0.4: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" simulate tiny cpu-host --set sm_count=x0
+grep -q "leaves fewer than one SM" "$tmp/err" || bad "sm_count=x0: $(cat "$tmp/err")"
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

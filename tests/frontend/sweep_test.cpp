@@ -82,9 +82,11 @@ TEST(SweepSpec, BadInputIsALocatedError) {
       {"[sweep.whatif]\nhbm_bandwidth_gbs = [\"x1\", \"x1.0\"]\n",
        "s.toml:5:28: sweep.whatif.hbm_bandwidth_gbs: \"x1.0\" is the same point as \"x1\""},
       {"[sweep.whatif]\nhbm_bandwidth_gbs = [3000, 3000.0]\n", "\"3000\", already in the axis"},
-      // a value outside the field's range is named where it is written
+      // a value that leaves a hardware entry unusable is named where it is written
       {"[sweep.whatif]\nmemory_gb = [\"x1\", \"x1e-5\"]\n",
-       "s.toml:5:20: sweep.whatif.memory_gb: override 'memory_gb=x1e-5': memory_gb lies in [0.001, 1e+12]"},
+       "s.toml:5:20: sweep.whatif.memory_gb: cpu-host+memory_gb=x1e-5:"},
+      {"[sweep.whatif]\nmemory_gb = [\"x1\", \"x-2\"]\n",
+       "s.toml:5:20: sweep.whatif.memory_gb: 'x-2': a factor is x followed by a number >= 0"},
       {"[sweep.constraints]\ntpot_ms = 0\n", "expected a positive bound"},
       {"[sweep.constraints]\nthroughput = 3\n", "unknown key"},
   };

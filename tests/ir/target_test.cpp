@@ -71,7 +71,12 @@ TEST(Target, ProblemsAfterOverrides) {
   EXPECT_NE(apply_override(u, "sm_count=0.5").find("sm_count must be a whole number"), std::string::npos);
   EXPECT_EQ(apply_override(u, "sm_count=x1.1"), "");  // 118.8 SMs round to 119
   EXPECT_EQ(u.sm_count, 119);
-  EXPECT_EQ(apply_override(u, "sm_count=x0.001"), "");  // at least one
+  // A factor rounds to whole SMs; one that leaves none is an error (x0 ran on one SM).
+  EXPECT_NE(apply_override(u, "sm_count=x0.001").find("leaves fewer than one SM (sm_count is 119)"),
+            std::string::npos);
+  EXPECT_NE(apply_override(u, "sm_count=x0").find("leaves fewer than one SM"), std::string::npos);
+  EXPECT_EQ(u.sm_count, 119);
+  EXPECT_EQ(apply_override(u, "sm_count=x0.005"), "");  // 0.595 rounds to 1
   EXPECT_EQ(u.sm_count, 1);
   u.sm_count = 0.5;  // set directly, not through an override
   EXPECT_NE(target_problem(u).find("sm_count must be a whole number"), std::string::npos);

@@ -481,6 +481,20 @@ TEST(Requests, TraceCsvParsesAndLocatesErrors) {
   }
   EXPECT_THROW(parse_trace_csv("0.1,10,0\n", "z.csv"), Error);
   EXPECT_THROW(parse_trace_csv("", "e.csv"), Error);
+  // A spreadsheet's UTF-8 byte order mark before the header is not part of it.
+  EXPECT_EQ(parse_trace_csv("\xEF\xBB\xBF" "arrival_s,prompt_tokens,output_tokens\n0.5,100,20\n", "bom.csv").size(), 1u);
+}
+
+// Token-count distributions are whole numbers of at least 1 (fixed:0.4 ran as 1 token).
+TEST(Requests, TokenDistributionsAreWholeCounts) {
+  EXPECT_TRUE(parse_token_distribution("fixed:512"));
+  EXPECT_TRUE(parse_token_distribution("uniform:1,4096"));
+  EXPECT_TRUE(parse_token_distribution("lognormal:300,0.8"));
+  for (const char* bad : {"fixed:0.4", "fixed:1e-300", "uniform:0,10", "uniform:2,10.5", "fixed:16777217"}) {
+    std::string why;
+    EXPECT_FALSE(parse_token_distribution(bad, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
 }
 
 }  // namespace
