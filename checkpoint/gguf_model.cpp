@@ -309,22 +309,26 @@ ModelSpec model_spec(const File& f) {
       throw Error(path + ": tensor '" + g + "' is stored as " + type_name(t->type) +
                   ", which lathe cannot load (supported: F32, F16, BF16, Q8_0, Q4_0)");
   }
-  // And no tensor besides them: one that no weight reads means the metadata describes
-  // another model than the tensors hold (llama.block_count 1 over two layers' tensors;
-  // `check` said OK and only `run` refused it). rope_freqs.weight was read above.
+  // And no tensor besides them (`check` said OK for such a file; only `run` refused it).
   std::set<std::string> wanted;
   for (const auto& [name, shape] : model_weights(m)) wanted.insert(gguf_name(name));
+  refuse_unwanted_tensors(f, wanted,
+                          std::to_string(m.layers) + (m.layers == 1 ? " layer" : " layers") +
+                              (m.is_moe() ? ", " + std::to_string(m.moe->experts) + " experts" : std::string()) +
+                              "; ");
+  return m;
+}
+
+void refuse_unwanted_tensors(const File& f, const std::set<std::string>& wanted, const std::string& what) {
   std::vector<std::string> unused;
   for (const TensorInfo& t : f.tensors())
     if (!wanted.count(t.name) && t.name != "rope_freqs.weight") unused.push_back(t.name);
   if (!unused.empty())
-    throw Error(path + ": tensor '" + unused[0] + "'" +
+    throw Error(f.path() + ": tensor '" + unused[0] + "'" +
                 (unused.size() > 1 ? " and " + std::to_string(unused.size() - 1) + " more are" : " is") +
-                " not a weight of the model its metadata describes (" + std::to_string(m.layers) +
-                (m.layers == 1 ? " layer" : " layers") +
-                (m.is_moe() ? ", " + std::to_string(m.moe->experts) + " experts" : std::string()) +
-                "; llama.block_count and the other llama.* keys): the metadata and the tensors disagree");
-  return m;
+                " not a weight of the model its metadata describes (" + what +
+                "llama.block_count, llama.expert_count and the other llama.* keys): the metadata and the tensors "
+                "disagree");
 }
 
 ModelSpec load_model_spec(const std::string& path) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ struct WeightInfo {
   std::vector<int64_t> shape;
 };
 std::vector<WeightInfo> model_weights(const ModelSpec& m);
+
+// Throws "PATH: tensor 'X' (and N more) is not a weight of the model its metadata
+// describes (WHAT...)" when the file holds a tensor outside `wanted` (GGUF names;
+// rope_freqs.weight aside, read with the metadata): the metadata describes another
+// model than the tensors hold (llama.block_count 1 over two layers' tensors).
+void refuse_unwanted_tensors(const File& f, const std::set<std::string>& wanted, const std::string& what);
 
 // The GGUF tensor name of a lathe weight, and back ("" when there is none).
 std::string gguf_name(const std::string& lathe_name);

@@ -341,6 +341,15 @@ int run_run(const RunArgs& a) {
     for (size_t s = 0; s < prompts.size(); ++s)
       samplers.emplace_back(SamplerOptions{a.temperature, a.top_k, a.top_p, a.sample_seed + s});
     ps.generated.assign(prompts.size(), {});
+    // A NaN in the logits names the model and the step (the message named neither).
+    auto sample = [&](size_t s, const std::vector<float>& logits, int64_t step) {
+      try {
+        return samplers[s].sample(logits);
+      } catch (const Error& e) {
+        throw Error(a.model + " (weights " + weights_from + "), sequence " + std::to_string(s) + ", " +
+                    (step == 0 ? std::string("prefill") : "decode step " + std::to_string(step)) + ": " + e.what());
+      }
+    };
     auto keep_logits = [&](const StepResult& step) {
       if (!keep || a.logits_out.empty()) return;
       for (const auto& row : step.logits)
@@ -350,7 +359,7 @@ int run_run(const RunArgs& a) {
     StepResult r = session.prefill(prompts);
     keep_logits(r);
     std::vector<int32_t> next;
-    for (size_t s = 0; s < prompts.size(); ++s) next.push_back(samplers[s].sample(r.logits[s]));
+    for (size_t s = 0; s < prompts.size(); ++s) next.push_back(sample(s, r.logits[s], 0));
     ps.ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ps.prefill_s = r.seconds;
     ps.prefill_pred = r.predicted_s;
@@ -362,7 +371,7 @@ int run_run(const RunArgs& a) {
       ps.decode_pred += r.predicted_s;
       ++ps.steps;
       for (size_t s = 0; s < prompts.size(); ++s) {
-        next[s] = samplers[s].sample(r.logits[s]);
+        next[s] = sample(s, r.logits[s], i);
         ps.generated[s].push_back(next[s]);
       }
     }

@@ -25,6 +25,7 @@ struct SimulateArgs {
   PlanFlags plan;
   std::vector<std::string> sets;
   bool ideal = false, per_op = false, allow_oom = false;
+  int64_t prefill_chunk = 0;
   std::string format = "text", plot, trace;
 };
 
@@ -94,6 +95,7 @@ nlohmann::json result_json(const Planned& p, bool ideal) {
       {"kv_layout", p.lowered.decode.attrs.s("kv_layout")},
       {"kv_dtype", p.lowered.decode.attrs.s("kv_dtype")},
       {"prefill_ms", r.prefill.time_s * 1e3},
+      {"prefill_chunk", p.prefill_chunk},
       {"decode_ms", r.decode.time_s * 1e3},
       {"decode_steps", r.decode.steps},
       {"ttft_ms", r.ttft_s * 1e3},
@@ -174,7 +176,11 @@ void print_summary(const Planned& p, bool ideal) {
   std::cout << "lathe simulate: " << p.model.name << " on " << describe_target(p.target)
             << (ideal ? "  [ideal roofline: no efficiency factors, no launch overhead]" : "") << "\n";
   std::cout << "  workload  batch " << w.batch << ", prompt " << w.prompt << ", generate " << w.gen
-            << " (final context " << w.final_context() << ")\n";
+            << " (final context " << w.final_context() << ")";
+  if (p.prefill_chunk > 0)
+    std::cout << "; prefill in " << (w.prompt + p.prefill_chunk - 1) / p.prefill_chunk << " chunks of at most "
+              << p.prefill_chunk << " tokens";
+  std::cout << "\n";
   std::cout << "  plan      " << describe_options(p) << "; " << r.prefill.kernels << " prefill kernels, "
             << r.decode.kernels << " per decode step\n\n";
   double e2e = r.e2e_s > 0 ? r.e2e_s : 1;
@@ -229,6 +235,10 @@ int run_simulate(const SimulateArgs& a) {
   req.workload = a.workload.resolve(spec.workload);
   req.options = spec.options;
   req.ideal = a.ideal;
+  req.prefill_chunk = a.prefill_chunk;
+  if (a.prefill_chunk > 0 && (req.workload.prompt + a.prefill_chunk - 1) / a.prefill_chunk > 65536)
+    throw Error("--prefill-chunk " + std::to_string(a.prefill_chunk) + ": a prompt of " +
+                std::to_string(req.workload.prompt) + " tokens in more than 65,536 chunks; give a larger chunk");
   // Both output files are checked before any work and written together at the end, so a
   // failure leaves neither behind.
   if (!a.plot.empty() && !a.trace.empty() && same_file_path(a.plot, a.trace))
@@ -546,6 +556,10 @@ void register_simulate(CLI::App& app, Registry& r) {
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
   cmd->add_flag("--ideal", a->ideal, "pure roofline: no efficiency factors, no launch overhead");
+  cmd->add_option("--prefill-chunk", a->prefill_chunk,
+                  "prefill the prompt in chunks of N tokens, each over the context cached before it (chunked "
+                  "prefill, as vLLM's): activations are a chunk's; simulated only (lathe run prefills whole prompts)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_flag("--per-op", a->per_op, "one row per kernel");
   cmd->add_flag("--allow-oom", a->allow_oom, "print the figures even when the plan does not fit in memory");
   cmd->add_option("--format", a->format, "text, json or csv (csv: per-kernel rows)")

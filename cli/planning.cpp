@@ -149,6 +149,7 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   LowerHooks h = hooks;
   h.ideal = req.ideal;
   p.ideal = req.ideal;
+  p.prefill_chunk = req.prefill_chunk > 0 && req.prefill_chunk < req.workload.prompt ? req.prefill_chunk : 0;
   p.lowered = lower(build_graph(p.model, pre), build_graph(p.model, dec), p.options, p.target, p.workload, h);
   // Sizes are 64-bit integers: a workload whose tensors would overflow them (a batch of
   // 2^20 at 2^24 tokens) gave negative bytes and "fits". Checked in floating point on
@@ -193,6 +194,7 @@ Planned make_plan(const PlanRequest& req, const LowerHooks& hooks, bool per_op) 
   SimOptions so;
   so.ideal = req.ideal;
   so.per_op = per_op;
+  so.prefill_chunk = req.prefill_chunk;
   p.sim = simulate(p.lowered.prefill, p.lowered.decode, p.target, p.workload, so);
   return p;
 }

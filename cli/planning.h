@@ -49,6 +49,7 @@ struct PlanRequest {
   Workload workload;
   PlanOptions options;
   bool ideal = false;
+  int64_t prefill_chunk = 0;  // SimOptions::prefill_chunk (simulate --prefill-chunk)
   // For CUDA kernels (compile --emit cuda): with no act_dtype given, an f32 default (an
   // f32 model on a GPU) becomes bf16, f16 where the target lacks bf16.
   bool cuda_act = false;
@@ -62,6 +63,7 @@ struct Planned {
   Lowered lowered;
   SimResult sim;
   bool ideal = false;  // sim and the per-pass records are the pure roofline
+  int64_t prefill_chunk = 0;  // sim's prefill in chunks of this many tokens (0: whole prompts; below the prompt)
 };
 
 // Checks the workload against the model (context) and returns warnings.

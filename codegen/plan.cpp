@@ -183,9 +183,13 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
     ValueId emb = g.find_value("tok_embeddings");
     if (emb != kNone) {
       const Shape& sh = g.value(emb).shape;
-      // A tied table is split by vocabulary over tp devices (frontend/builder.cpp).
-      const bool rows_ok = sh.size() == 2 && (sh[0] == Dim::c(vocab) || (tp > 1 && sh[0] == Dim::c(vocab / tp)));
-      if (!rows_ok || sh[1] != Dim::c(g.attrs.i("hidden")))
+      // A tied table (the LM head reads it) is split by vocabulary over tp devices
+      // (frontend/builder.cpp); an untied one is whole.
+      bool tied = false;
+      for (NodeId id : g.topo_order())
+        if (g.node(id).kind == OpKind::lm_head)
+          for (ValueId in : g.node(id).inputs) tied = tied || in == emb;
+      if (sh.size() != 2 || sh[0] != Dim::c(tied ? vocab / tp : vocab) || sh[1] != Dim::c(g.attrs.i("hidden")))
         fail(g, "tok_embeddings" + shape_str(sh) + " does not match vocab and hidden");
     }
     for (NodeId id : g.topo_order()) {
@@ -258,8 +262,7 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
           if (required) fail(g, "node '" + n.name + "': attribute '" + std::string(key) + "' is missing");
           return;
         }
-        const double v = n.attrs.f(key);
-        if (!(v > 0) || !std::isfinite(v)) fail(g, "node '" + n.name + "': " + key + " must be positive");
+        if (!(n.attrs.f(key) > 0)) fail(g, "node '" + n.name + "': " + key + " must be positive");
       };
       const bool rope = n.kind == OpKind::rope || n.kind == OpKind::rope_kvwrite;
       const bool attention =
@@ -450,6 +453,11 @@ Plan load_plan_dir(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "plan.json" : fs::path(path);
+  // A directory that is neither a compiled plan nor a checkpoint: say what it lacks
+  // ("DIR/plan.json: cannot open file" beside a config.json that is a directory).
+  if (fs::is_directory(path, ec) && !fs::exists(file, ec))
+    throw Error(path + ": a directory with no plan.json (a compiled plan) and no config.json file (a Hugging Face " +
+                "checkpoint)" + (fs::is_directory(fs::path(path) / "config.json", ec) ? "; its config.json is a directory" : ""));
   return plan_from_json(read_file(file.string()), file.string());
 }
 

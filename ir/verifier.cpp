@@ -79,6 +79,14 @@ std::vector<std::string> verify(const Graph& g) {
       }
       bufs.push_back({ValueId(v), val.offset, val.offset + size, live[v]});
     }
+    // The arena ends at the highest buffer, padded to the planner's alignment (256 B,
+    // passes/memory_plan.cpp; 4 KiB allowed): a larger one is an edit, which asked the
+    // runtime for 9e12 MB ("use a smaller --batch").
+    int64_t top = 0;
+    for (const Buf& x : bufs) top = std::max(top, x.hi);
+    if (errs.empty() && arena > top + 4096)
+      errs.push_back("memory plan: arena_bytes " + std::to_string(arena) + " exceeds the end of its highest buffer (" +
+                     std::to_string(top) + " bytes) by more than alignment");
     // Sweep over time: each buffer is checked against those still live when it starts.
     std::stable_sort(bufs.begin(), bufs.end(), [](const Buf& x, const Buf& y) { return x.r.first < y.r.first; });
     std::vector<size_t> live_now;

@@ -176,17 +176,9 @@ WeightStore load_gguf_weights(const std::vector<const Graph*>& graphs,
     }
   };
   WeightStore store = WeightStore::build(graphs, source, threads, direct);
-  // A tensor no weight reads means the metadata describes another model than the
-  // tensors hold (llama.block_count 1 over two layers' tensors ran one layer, exit 0).
-  // rope_freqs.weight is read with the metadata, into the model's RoPE scaling.
-  std::vector<std::string> unused;
-  for (const gguf::TensorInfo& t : f.tensors())
-    if (!used.count(t.name) && t.name != "rope_freqs.weight") unused.push_back(t.name);
-  if (!unused.empty())
-    throw Error(f.path() + ": tensor '" + unused[0] + "'" +
-                (unused.size() > 1 ? " and " + std::to_string(unused.size() - 1) + " more are" : " is") +
-                " not a weight of the model its metadata describes (llama.block_count, llama.expert_count and the "
-                "other llama.* keys): the metadata and the tensors disagree");
+  // A tensor no weight reads: the metadata describes another model than the tensors
+  // hold (checked when the model is read too; here against what the plan's graphs read).
+  gguf::refuse_unwanted_tensors(f, used, "");
   return store;
 }
 

@@ -550,7 +550,8 @@ MoeResult simulate_moe(const Graph& prefill, const Graph& decode, const Target& 
   if (decode.attrs.i("tp", 1) != 1)
     throw Error("moe-sim: expert parallelism is modelled with tp 1 per device");
   if (o.gpus < 1 || o.gpus > r.experts * 8)
-    throw Error("moe-sim: gpus must be in [1, 8 x experts]");
+    throw Error("moe-sim: --gpus " + std::to_string(o.gpus) + " is outside [1, " + std::to_string(r.experts * 8) +
+                "] (at most 8 GPUs per expert of " + decode.attrs.s("model") + "'s " + std::to_string(r.experts) + ")");
   if (o.gpus > 1 && t.link_bytes_per_s() <= 0)
     throw Error("moe-sim: " + t.name + " has no interconnect (nvlink_gbs and pcie_gbs are 0)");
   if (o.samples < 1) throw Error("moe-sim: samples must be >= 1");

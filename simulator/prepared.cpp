@@ -185,10 +185,54 @@ double PreparedPlan::kv_bytes(const Workload& w) const {
   return kv;
 }
 
-double PreparedPlan::activation_bytes(const Workload& w) const {
-  Bindings pb{w.batch, w.prompt, w.prompt};
+double PreparedPlan::activation_bytes(const Workload& w, int64_t prefill_chunk) const {
+  // A chunk's activations grow with its tokens and its context: the last full chunk, at
+  // the whole prompt's context, bounds every chunk's.
+  const int64_t chunk = prefill_chunk > 0 ? std::min(prefill_chunk, w.prompt) : w.prompt;
+  Bindings pb{w.batch, chunk, w.prompt};
   return std::max(phase_activations(prefill_, pb),
                   phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
+}
+
+void PreparedPlan::prefill_chunks(SimResult& r, const Target& t, const Workload& w, int64_t chunk,
+                                  const CostOptions& co, bool per_op) const {
+  const NodeGroups& gr = prefill_.groups;
+  const int64_t B = w.batch, P = w.prompt, K = (P + chunk - 1) / chunk;
+  std::vector<NodeCost> sums;
+  if (per_op) sums.reserve(gr.representative.size());
+  r.prefill.steps = 1;
+  for (size_t i = 0; i < gr.representative.size(); ++i) {
+    const CostForm& form = prefill_.forms[i];
+    // A kernel whose FLOPs and bytes are the same at one token and context as at two
+    // runs once per sequence (the LM head reads each sequence's last row; sampling): the
+    // last chunk's. (Two chunks of one size are no test: a GEMM's cost does not read T.)
+    const NodeCost one = cost_node(form, t, {B, 1, 1}, co), two = cost_node(form, t, {B, 2, 2}, co);
+    const bool per_sequence = one.flops == two.flops && one.bytes == two.bytes;
+    const NodeCost first = cost_node(form, t, {B, chunk, chunk}, co);
+    const NodeCost last = cost_node(form, t, {B, P - (K - 1) * chunk, P}, co);
+    NodeCost sum = last;  // its class and math; the figures summed below
+    sum.flops = sum.bytes = sum.compute_s = sum.memory_s = sum.network_s = sum.launch_s = sum.busy_s = sum.time_s = 0;
+    double longest = -1;
+    for (int64_t k = per_sequence ? K - 1 : 0; k < K; ++k) {
+      const int64_t n = std::min(chunk, P - k * chunk);
+      const NodeCost c = k == 0 ? first : k == K - 1 ? last : cost_node(form, t, {B, n, k * chunk + n}, co);
+      sum.flops += c.flops, sum.bytes += c.bytes, sum.compute_s += c.compute_s, sum.memory_s += c.memory_s;
+      sum.network_s += c.network_s, sum.launch_s += c.launch_s, sum.busy_s += c.busy_s, sum.time_s += c.time_s;
+      if (c.time_s > longest) longest = c.time_s, sum.bound = c.bound;  // the bound of its longest chunk
+    }
+    const double count = double(gr.count[i]);
+    r.prefill.time_s += count * sum.time_s;
+    r.prefill.flops += count * sum.flops;
+    r.prefill.bytes += count * sum.bytes;
+    add_share(r.prefill, sum.bound, count * sum.time_s);
+    if (per_op) sums.push_back(sum);
+  }
+  if (per_op)
+    for (size_t i = 0; i < gr.order.size(); ++i)
+      r.ops.push_back(make_row(*prefill_.g, gr.order[i], Phase::prefill, sums[size_t(gr.group_of[i])],
+                               prefill_.labels[size_t(gr.group_of[i])]));
+  r.prefill.kernels = int(gr.order.size());
+  finish_shares(r.prefill);
 }
 
 SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o,
@@ -214,7 +258,10 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
   // Totals by group (count x cost), so that they do not depend on per_op; the costs
   // are kept only for the per-op rows.
   Bindings pb{w.batch, w.prompt, w.prompt};
-  if (reuse && reuse->prefill_bindings == pb) {
+  const int64_t chunk = o.prefill_chunk > 0 && o.prefill_chunk < w.prompt ? o.prefill_chunk : 0;
+  if (chunk > 0) {
+    prefill_chunks(r, t, w, chunk, co, o.per_op);
+  } else if (reuse && reuse->prefill_bindings == pb) {
     r.prefill = reuse->prefill;
   } else {
     const NodeGroups& gr = prefill_.groups;
@@ -342,7 +389,7 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
   MemoryFootprint& m = r.mem;
   m.weights = weight_bytes_;
   m.kv = kv_bytes(w);
-  m.activations = activation_bytes(w);
+  m.activations = activation_bytes(w, chunk);
   m.total = m.weights + m.kv + m.activations;
   m.capacity = t.capacity_bytes();
   m.fits = m.total <= m.capacity;

@@ -94,12 +94,17 @@ class PreparedPlan {
   double weight_bytes() const { return weight_bytes_; }
   // Activation bytes simulate() reports at a workload: the memory plan's arena when
   // the graphs were planned for exactly these bindings, else the peak of live values.
-  double activation_bytes(const Workload& w) const;
+  // With a prefill chunk (SimOptions::prefill_chunk), prefill's are the largest chunk's.
+  double activation_bytes(const Workload& w, int64_t prefill_chunk = 0) const;
   // KV-cache bytes for the whole batch at the workload's final context (in whole blocks
   // for a paged layout: a sequence holds ceil(context / N) blocks of N positions).
   double kv_bytes(const Workload& w) const;
 
  private:
+  // The prefill phase of r in chunks of `chunk` tokens (SimOptions::prefill_chunk).
+  void prefill_chunks(SimResult& r, const Target& t, const Workload& w, int64_t chunk, const CostOptions& co,
+                      bool per_op) const;
+
   PreparedPhase prefill_, decode_;
   double weight_bytes_ = 0;
   std::vector<ValueSize> state_sizes_;  // the KV state values

@@ -71,6 +71,12 @@ struct SimResult {
 struct SimOptions {
   bool ideal = false;    // pure roofline
   bool per_op = true;    // fill SimResult::ops
+  // Chunked prefill: above 0 and below the prompt, the prompt is prefilled in chunks of
+  // this many tokens, each attending to the context cached before it and its own tokens
+  // (as vLLM and SGLang do); the kernels that run once per sequence (the LM head on the
+  // last row, sampling) run with the last chunk only. Activations are the largest
+  // chunk's. 0: one pass over the whole prompt.
+  int64_t prefill_chunk = 0;
 };
 
 // `prefill` and `decode` are the (lowered) graphs of the two phases; their B, S, T

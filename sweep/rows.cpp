@@ -266,8 +266,11 @@ template <typename T>
 T parse_number(const std::string& text, const std::string& where, const char* column) {
   T v{};
   auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+    if constexpr (std::is_unsigned_v<T>)  // from_chars reads no sign into an unsigned type
+      if (!text.empty() && text[0] == '-') throw Error(where + ": column " + column + ": '" + text + "' is negative");
     throw Error(where + ": column " + column + ": '" + text + "' is not a number");
+  }
   return checked_number(v, text, where, column);
 }
 

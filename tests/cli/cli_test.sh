@@ -1901,12 +1901,20 @@ assert d['plan']['memory_gb'] < 40 and 'smaller cache fits' not in r and 'within
 expect_rc 0 "$LATHE" compile tiny cpu-host --act f32 -o "$tmp/io/edits" --prompt 8 --gen 4
 for edit in "0,/kv_heads = 2, layer = 1, theta/s//kv_heads = 2, layer = 0, theta/|its name says layer 1" \
   "s/, theta = 10000.0/, theta = 5.0/g|but the graph's rope_theta is 10000.0" \
-  "s/eps = 1e-05/eps = nan/g|must be a positive number\|must be positive"; do
+  "s/eps = 1e-05/eps = nan/g|must be a positive number\|must be positive" \
+  "0,/attr arena_bytes = [0-9]*/s//attr arena_bytes = 9223372036854775807/|exceeds the end of its highest buffer"; do
   rm -rf "$tmp/io/edited" && cp -r "$tmp/io/edits" "$tmp/io/edited"
   sed -i "${edit%%|*}" "$tmp/io/edited/plan.json"
   expect_rc 2 "$LATHE" run "$tmp/io/edited" --prompt-tokens 4 --gen 2
   grep -q "${edit#*|}" "$tmp/err" || bad "hand-edited plan (${edit%%|*}): $(cat "$tmp/err")"
 done
+# A directory that is neither a plan nor a checkpoint says so (its config.json was a
+# directory and the error named DIR/plan.json).
+mkdir -p "$tmp/io/notamodel/config.json"
+expect_rc 2 "$LATHE" run "$tmp/io/notamodel" --prompt-tokens 4 --gen 2
+grep -q "no plan.json (a compiled plan) and no config.json file.*its config.json is a directory" "$tmp/err" || bad "run of a directory with a config.json directory: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" moe-sim tiny-moe cpu-host --gpus 33
+grep -q -- "--gpus 33 is outside \[1, 32\]" "$tmp/err" || bad "moe-sim --gpus past 8 per expert: $(cat "$tmp/err")"
 # A JSON object naming a key twice (nlohmann keeps the last without a word).
 mkdir -p "$tmp/io/dup" && printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "hidden_size": 4096}\n' >"$tmp/io/dup/config.json"
 expect_rc 2 "$LATHE" import-hf "$tmp/io/dup/config.json" -o "$tmp/io/dup.toml"
@@ -1917,6 +1925,21 @@ expect_rc 2 "$LATHE" serve-sim tiny a100-80g --prompt fixed:0.4 --requests 3
 grep -q -- "--prompt: token counts are whole numbers of at least 1" "$tmp/err" || bad "serve-sim fixed:0.4: $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" simulate tiny cpu-host --set sm_count=x0
 grep -q "leaves fewer than one SM" "$tmp/err" || bad "sm_count=x0: $(cat "$tmp/err")"
+
+# simulate --prefill-chunk: a 128k prompt in chunks of 8192 holds a chunk's activations.
+expect_rc 0 "$LATHE" simulate llama-3.1-8b h200 --prompt 131072 --gen 2 --format json
+cp "$tmp/out" "$tmp/io/whole.json"
+expect_rc 0 "$LATHE" simulate llama-3.1-8b h200 --prompt 131072 --gen 2 --prefill-chunk 8192 --format json
+python3 -c "
+import json, sys
+a, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a['prefill_chunk'] == 0 and c['prefill_chunk'] == 8192, (a['prefill_chunk'], c['prefill_chunk'])
+assert c['memory_bytes']['activations'] < a['memory_bytes']['activations'] / 8
+assert c['prefill_ms'] >= a['prefill_ms'] * 0.99 and c['max_batch'] > a['max_batch']" "$tmp/io/whole.json" "$tmp/out" || bad "simulate --prefill-chunk: $(head -c 300 "$tmp/out")"
+expect_rc 0 "$LATHE" simulate llama-3-8b h200 --prompt 4096 --gen 2 --prefill-chunk 512
+grep -q "prefill in 8 chunks of at most 512 tokens" "$tmp/out" || bad "simulate says no chunks: $(head -3 "$tmp/out")"
+expect_rc 2 "$LATHE" simulate llama-3.1-8b h200 --prompt 131072 --prefill-chunk 1
+grep -q "more than 65,536 chunks" "$tmp/err" || bad "prefill chunk of 1 over 128k: $(cat "$tmp/err")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

@@ -152,7 +152,7 @@ grep -q "tensor 'blk.1.attn_norm.weight' and 8 more are not a weight of the mode
   bad "block_count below the tensors': $(cat "$tmp/err")"
 # check and weights info read the same model: they said OK for it.
 expect_rc 2 "$LATHE" check "$tmp/blocks.gguf"
-grep -q "not a weight of the model its metadata describes (1 layer;" "$tmp/err" || bad "check of a block_count below the tensors': $(cat "$tmp/err")"
+grep -q "not a weight of the model its metadata describes (1 layer; llama.block_count" "$tmp/err" || bad "check of a block_count below the tensors': $(cat "$tmp/err")"
 expect_rc 2 "$LATHE" check "$tmp/eps.gguf"
 grep -q "key 'llama.attention.layer_norm_rms_epsilon' is 1e+38, outside \[1e-12, 0.1\]" "$tmp/err" || bad "eps 1e38: $(cat "$tmp/err")"
 # An empty output path, and a shard of the checkpoint as import-hf's output.

@@ -239,6 +239,47 @@ TEST(Simulate, TiedEmbeddingsSplitWithTheHead) {
   EXPECT_GT(h1, table * 0.99);
 }
 
+// Chunked prefill does the same arithmetic as one pass (GEMMs are linear in the tokens;
+// causal attention covers the same (query, key) pairs; the LM head and sampling run once,
+// with the last chunk), reads the weights once per chunk, holds a chunk's activations,
+// and its per-op rows add up to the phase.
+TEST(Simulate, ChunkedPrefillDoesTheSameWorkInChunks) {
+  auto b = build_plan_graphs("llama-3-8b", "h100-sxm", {2, 8192, 4});
+  Lowered l = lower_plan(b, PlanOptions{});
+  SimOptions whole, chunked;
+  chunked.prefill_chunk = 1000;  // 9 chunks, the last of 192 tokens
+  SimResult a = simulate(l.prefill, l.decode, b.target, b.workload, whole);
+  SimResult c = simulate(l.prefill, l.decode, b.target, b.workload, chunked);
+  EXPECT_NEAR(c.prefill.flops, a.prefill.flops, 1e-9 * a.prefill.flops);
+  double weights = c.mem.weights;
+  EXPECT_GT(c.prefill.bytes, a.prefill.bytes + 7 * weights);  // eight more reads of the weights
+  EXPECT_LT(c.mem.activations, a.mem.activations / 4);
+  EXPECT_EQ(c.mem.kv, a.mem.kv);
+  EXPECT_EQ(c.decode.time_s, a.decode.time_s);
+  EXPECT_GT(c.ttft_s, a.ttft_s);  // the same FLOPs in smaller GEMMs, the weights read 9 times
+  double rows = 0;
+  for (const OpRow& o : c.ops)
+    if (o.phase == Phase::prefill) rows += o.time_s;
+  EXPECT_NEAR(rows, c.prefill.time_s, 1e-9 * c.prefill.time_s);
+  // The LM head runs once: its FLOPs equal one pass's.
+  auto head = [](const SimResult& r) {
+    for (const OpRow& o : r.ops)
+      if (o.phase == Phase::prefill && o.name == "lm_head") return o.flops;
+    return -1.0;
+  };
+  EXPECT_GT(head(a), 0);
+  EXPECT_EQ(head(c), head(a));
+  // Chunks of one size (8 x 1024): the GEMMs still run in every chunk (a test of a
+  // kernel's cost at two chunks of one size took them for once-per-sequence kernels).
+  chunked.prefill_chunk = 1024;
+  SimResult even = simulate(l.prefill, l.decode, b.target, b.workload, chunked);
+  EXPECT_NEAR(even.prefill.flops, a.prefill.flops, 1e-9 * a.prefill.flops);
+  EXPECT_EQ(head(even), head(a));
+  // A chunk of the whole prompt (or more) is one pass.
+  chunked.prefill_chunk = 8192;
+  EXPECT_EQ(simulate(l.prefill, l.decode, b.target, b.workload, chunked).ttft_s, a.ttft_s);
+}
+
 TEST(Simulate, MoeReadsTopKExpertsAtBatchOne) {
   auto expert_bytes = [](int64_t batch) {
     auto b = build_plan_graphs("mixtral-8x7b", "h100-sxm", {batch, 64, 2});
