@@ -194,30 +194,35 @@ double PreparedPlan::activation_bytes(const Workload& w, int64_t prefill_chunk) 
                   phase_activations(decode_, Bindings{w.batch, 1, w.final_context()}));
 }
 
-void PreparedPlan::prefill_chunks(SimResult& r, const Target& t, const Workload& w, int64_t chunk,
-                                  const CostOptions& co, bool per_op) const {
+void PreparedPlan::prefill_pass(SimResult& r, const Target& t, const Workload& w, int64_t chunk,
+                                const CostOptions& co, bool per_op) const {
   const NodeGroups& gr = prefill_.groups;
   const int64_t B = w.batch, P = w.prompt, K = (P + chunk - 1) / chunk;
-  std::vector<NodeCost> sums;
+  std::vector<NodeCost> sums;  // per group, for the per-op rows
   if (per_op) sums.reserve(gr.representative.size());
   r.prefill.steps = 1;
   for (size_t i = 0; i < gr.representative.size(); ++i) {
     const CostForm& form = prefill_.forms[i];
-    // A kernel whose FLOPs and bytes are the same at one token and context as at two
-    // runs once per sequence (the LM head reads each sequence's last row; sampling): the
-    // last chunk's. (Two chunks of one size are no test: a GEMM's cost does not read T.)
-    const NodeCost one = cost_node(form, t, {B, 1, 1}, co), two = cost_node(form, t, {B, 2, 2}, co);
-    const bool per_sequence = one.flops == two.flops && one.bytes == two.bytes;
-    const NodeCost first = cost_node(form, t, {B, chunk, chunk}, co);
-    const NodeCost last = cost_node(form, t, {B, P - (K - 1) * chunk, P}, co);
-    NodeCost sum = last;  // its class and math; the figures summed below
-    sum.flops = sum.bytes = sum.compute_s = sum.memory_s = sum.network_s = sum.launch_s = sum.busy_s = sum.time_s = 0;
+    // Over chunks, a kernel whose FLOPs and bytes are the same at one token and context
+    // as at two runs once per sequence (the LM head reads each sequence's last row;
+    // sampling): with the last chunk. (Two chunks of one size are no test: a GEMM's cost
+    // does not read T.)
+    bool per_sequence = false;
+    if (K > 1) {
+      const NodeCost one = cost_node(form, t, {B, 1, 1}, co), two = cost_node(form, t, {B, 2, 2}, co);
+      per_sequence = one.flops == two.flops && one.bytes == two.bytes;
+    }
+    NodeCost sum;
     double longest = -1;
     for (int64_t k = per_sequence ? K - 1 : 0; k < K; ++k) {
       const int64_t n = std::min(chunk, P - k * chunk);
-      const NodeCost c = k == 0 ? first : k == K - 1 ? last : cost_node(form, t, {B, n, k * chunk + n}, co);
-      sum.flops += c.flops, sum.bytes += c.bytes, sum.compute_s += c.compute_s, sum.memory_s += c.memory_s;
-      sum.network_s += c.network_s, sum.launch_s += c.launch_s, sum.busy_s += c.busy_s, sum.time_s += c.time_s;
+      const NodeCost c = cost_node(form, t, {B, n, k * chunk + n}, co);
+      if (longest < 0) {
+        sum = c;  // its class, math and figures; later chunks add their figures
+      } else {
+        sum.flops += c.flops, sum.bytes += c.bytes, sum.compute_s += c.compute_s, sum.memory_s += c.memory_s;
+        sum.network_s += c.network_s, sum.launch_s += c.launch_s, sum.busy_s += c.busy_s, sum.time_s += c.time_s;
+      }
       if (c.time_s > longest) longest = c.time_s, sum.bound = c.bound;  // the bound of its longest chunk
     }
     const double count = double(gr.count[i]);
@@ -237,7 +242,6 @@ void PreparedPlan::prefill_chunks(SimResult& r, const Target& t, const Workload&
 
 SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOptions& o,
                                  SimReuse* reuse) const {
-  const Graph& prefill = *prefill_.g;
   const Graph& decode = *decode_.g;
   SimResult r;
   r.workload = w;
@@ -254,38 +258,16 @@ SimResult PreparedPlan::simulate(const Target& t, const Workload& w, const SimOp
     reuse->decode_cost.assign(decode_.groups.representative.size(), NodeCost{});
   }
 
-  // ---- prefill: one pass over the prompt ----
+  // ---- prefill: one pass over the prompt, or chunks of it ----
   // Totals by group (count x cost), so that they do not depend on per_op; the costs
   // are kept only for the per-op rows.
   Bindings pb{w.batch, w.prompt, w.prompt};
   const int64_t chunk = o.prefill_chunk > 0 && o.prefill_chunk < w.prompt ? o.prefill_chunk : 0;
-  if (chunk > 0) {
-    prefill_chunks(r, t, w, chunk, co, o.per_op);
-  } else if (reuse && reuse->prefill_bindings == pb) {
+  if (!chunk && reuse && reuse->prefill_bindings == pb) {
     r.prefill = reuse->prefill;
   } else {
-    const NodeGroups& gr = prefill_.groups;
-    std::vector<NodeCost> costs;
-    if (o.per_op) costs.reserve(gr.representative.size());
-    r.prefill.steps = 1;
-    for (size_t i = 0; i < gr.representative.size(); ++i) {
-      NodeCost c = cost_node(prefill_.forms[i], t, pb, co);
-      double n = double(gr.count[i]);
-      r.prefill.time_s += n * c.time_s;
-      r.prefill.flops += n * c.flops;
-      r.prefill.bytes += n * c.bytes;
-      add_share(r.prefill, c.bound, n * c.time_s);
-      if (o.per_op) costs.push_back(c);
-    }
-    if (o.per_op)
-      for (size_t i = 0; i < gr.order.size(); ++i) {
-        const NodeCost& c = costs[size_t(gr.group_of[i])];
-        r.ops.push_back(make_row(prefill, gr.order[i], Phase::prefill, c,
-                                 prefill_.labels[size_t(gr.group_of[i])]));
-      }
-    r.prefill.kernels = int(gr.order.size());
-    finish_shares(r.prefill);
-    if (reuse) {
+    prefill_pass(r, t, w, chunk ? chunk : w.prompt, co, o.per_op);
+    if (!chunk && reuse) {
       reuse->prefill_bindings = pb;
       reuse->prefill = r.prefill;
     }

@@ -101,9 +101,10 @@ class PreparedPlan {
   double kv_bytes(const Workload& w) const;
 
  private:
-  // The prefill phase of r in chunks of `chunk` tokens (SimOptions::prefill_chunk).
-  void prefill_chunks(SimResult& r, const Target& t, const Workload& w, int64_t chunk, const CostOptions& co,
-                      bool per_op) const;
+  // The prefill phase of r in chunks of `chunk` tokens (the prompt's length: one pass;
+  // SimOptions::prefill_chunk).
+  void prefill_pass(SimResult& r, const Target& t, const Workload& w, int64_t chunk, const CostOptions& co,
+                    bool per_op) const;
 
   PreparedPhase prefill_, decode_;
   double weight_bytes_ = 0;
