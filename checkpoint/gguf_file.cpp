@@ -530,6 +530,12 @@ void Writer::add_tensor(const std::string& name, std::vector<int64_t> ne, uint32
   tensors_.push_back({name, std::move(ne), type, std::move(fill)});
 }
 
+uint64_t Writer::tensor_bytes_total() const {
+  uint64_t sum = 0;
+  for (const Tensor& t : tensors_) sum += tensor_bytes(t.type, t.ne, t.name);
+  return sum;
+}
+
 namespace {
 
 struct Out {

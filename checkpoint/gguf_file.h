@@ -139,6 +139,9 @@ class Writer {
   // Writes to a temporary sibling, then renames onto `path`; on any error the
   // temporary is removed and lathe::Error names `path`.
   void write(const std::string& path) const;
+  // The tensors added so far and their bytes (as written, without padding).
+  size_t tensor_count() const { return tensors_.size(); }
+  uint64_t tensor_bytes_total() const;
 
  private:
   struct Tensor {

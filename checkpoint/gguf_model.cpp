@@ -261,7 +261,10 @@ ModelSpec model_spec(const File& f) {
     MoeSpec moe;
     moe.experts = experts;
     moe.top_k = req("expert_used_count");
-    moe.expert_ffn = opt("expert_feed_forward_length").value_or(req("feed_forward_length"));
+    // Not value_or(req(...)): its argument is evaluated first, which made the fallback
+    // key required beside expert_feed_forward_length.
+    const auto expert_ffn = opt("expert_feed_forward_length");
+    moe.expert_ffn = expert_ffn ? *expert_ffn : req("feed_forward_length");
     m.moe = moe;
   } else {
     m.ffn = req("feed_forward_length");

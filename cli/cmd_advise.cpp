@@ -110,7 +110,9 @@ int run_advise(const AdviseArgs& a) {
   std::cout << t.text("  ");
   const SweepRow& p = adv.plan;
   std::cout << "\n  the recommended plan at batch " << p.batch << ": TTFT "
-            << fmt_double(p.ttft_ms, 1) << " ms, TPOT " << fmt_double(p.tpot_ms, 2) << " ms, "
+            << fmt_double(p.ttft_ms, 1) << " ms, "
+            << (p.gen < 2 ? "no decode step (gen " + std::to_string(p.gen) + ")" : "TPOT " + fmt_double(p.tpot_ms, 2) + " ms")
+            << ", "
             << fmt_double(p.tokens_per_s, 0) << " generated tok/s, " << fmt_double(p.memory_gb, 1)
             << " of " << fmt_double(p.capacity_gb, 0) << " GB\n";
   std::cout << "  reproduce: " << reproduce << "\n";

@@ -41,8 +41,9 @@ std::vector<std::pair<int, nlohmann::json>> read_objects(const std::string& path
       continue;
     }
     if (c != '{')
-      throw Error(path + ":" + std::to_string(line) + ": expected a JSON object ('{'), got '" +
-                  std::string(1, c) + "'");
+      throw Error(path + ":" + std::to_string(line) + ": expected a JSON object ('{'), got " +
+                  (text.compare(i, 3, "\xEF\xBB\xBF") == 0 ? std::string("a UTF-8 byte-order mark (save the file without it)")
+                                                         : "'" + printable(std::string(1, c)) + "'"));
     int start_line = line, depth = 0;
     bool in_string = false, escape = false;
     size_t j = i;
@@ -86,10 +87,16 @@ struct RunData {
   std::shared_ptr<Planned> plan;
   MeasuredRun run;
   int int8_dot = -1;  // the run's "cpu_int8_dot": 1 / 0, -1 when it does not say
+  bool int_weights = false;  // its plan's weights are integers (int8, int4:gN)
 };
 
-std::string opt_string(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+// A string field the run may leave out ("" when absent or null); present, it must be a
+// string (a number there was read as absent: an int8 run fitted as the model's dtype).
+std::string opt_string(const nlohmann::json& j, const char* key, const std::string& path = "") {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  if (!j[key].is_string())
+    throw Error((path.empty() ? std::string(key) : path + "." + key) + ": " + j[key].dump() + " is not a string");
+  return j[key].get<std::string>();
 }
 
 RunData load_run(const nlohmann::json& j, const std::string& where, const std::string& hw,
@@ -148,8 +155,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
                     "record the run again with this lathe (its JSON carries plan.model_source)");
       req.hardware = hw;
       std::string why;
-      std::string w = opt_string(pl, "weights"), kv = opt_string(pl, "kv"),
-                  lay = opt_string(pl, "kv_layout"), act = opt_string(pl, "act");
+      std::string w = opt_string(pl, "weights", "plan"), kv = opt_string(pl, "kv", "plan"),
+                  lay = opt_string(pl, "kv_layout", "plan"), act = opt_string(pl, "act", "plan");
       if (!w.empty()) {
         auto f = parse_weight_format(w, &why);
         if (!f) throw Error("weights: " + why);
@@ -169,6 +176,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       }
       req.options.tp = pl.contains("tp") ? json_integer(pl["tp"], "plan.tp") : 1;
       std::string passes;
+      if (pl.contains("pipeline") && !pl["pipeline"].is_array())  // a string was one pass's name
+        throw Error("plan.pipeline: " + pl["pipeline"].dump() + " is not a list of pass names");
       for (const auto& p : pl.value("pipeline", nlohmann::json::array())) {
         if (!p.is_string()) throw Error("plan.pipeline: " + p.dump() + " is not a pass name");
         passes += (passes.empty() ? "" : ",") + p.get<std::string>();
@@ -224,6 +233,8 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
     };
     time_ok(d.run.prefill_s, "prefill_ms");
     time_ok(d.run.decode_s, "decode_ms");
+    std::set<std::pair<std::string, std::string>> seen;  // (phase, name)
+    double kernel_sum[2] = {0, 0};                     // prefill, decode
     for (const auto& k : kernels) {
       std::string phase = json_string_at(k, "phase", "kernel phase"), name = json_string_at(k, "name", "kernel name");
       if (phase != "prefill" && phase != "decode")
@@ -233,15 +244,33 @@ RunData load_run(const nlohmann::json& j, const std::string& where, const std::s
       if (id == kNone || !g.node(id).alive)
         throw Error("kernel " + phase + "/" + name +
                     " is not in the plan lathe builds for this run (another version?)");
+      // A kernel timed twice was counted twice by the fit (its time, and its weight).
+      if (!seen.emplace(phase, name).second)
+        throw Error("kernel " + phase + "/" + name + " is listed twice (each kernel once, as lathe run writes it)");
       MeasuredKernel mk{id, json_number_at(k, "measured_ms", "kernel " + phase + "/" + name + ": measured_ms") * 1e-3};
       time_ok(mk.measured_s, "kernel " + phase + "/" + name + ": measured_ms");
+      kernel_sum[phase == "decode"] += mk.measured_s;
       (phase == "prefill" ? d.run.prefill_kernels : d.run.decode_kernels).push_back(mk);
     }
+    // The kernels run inside their phase: their times cannot add up to much more than
+    // the phase's (kernel times of 1e8 ms beside a 0.7 ms prefill fitted every factor to
+    // a bound and wrote the spec). Half again allows for the timers' own overhead.
+    for (int ph = 0; ph < 2; ++ph) {
+      const double phase_s = ph ? d.run.decode_s : d.run.prefill_s;
+      if (kernel_sum[ph] > 1.5 * phase_s + 1e-5)
+        throw Error(std::string(ph ? "decode" : "prefill") + " kernels' measured_ms add up to " +
+                    fmt_double(kernel_sum[ph] * 1e3, 3) + " ms, more than the phase's " +
+                    (ph ? "decode_ms " : "prefill_ms ") + fmt_double(phase_s * 1e3, 3) +
+                    " ms they ran in (edited times?)");
+    }
+    if (d.run.decode_steps == 0 && kernel_sum[1] > 0)
+      throw Error("decode kernels have measured times but decode_steps is 0 (no decode step ran)");
     // A run the fit cannot use says nothing (it was dropped unannounced): the fit weighs
     // a phase by its measured time, and decode only when decode steps ran.
     if (!(d.run.prefill_s > 0 || (d.run.decode_steps > 0 && d.run.decode_s > 0)))
       throw Error("every measured time of the run is 0 (prefill_ms, and decode_ms with decode steps)");
-    std::string w = opt_string(pl, "weights");
+    std::string w = opt_string(pl, "weights", "plan");
+    d.int_weights = w.starts_with("int");
     d.label = d.plan->model.name + " " + (w.empty() ? std::string("(model dtype)") : w) + " b" +
               std::to_string(d.run.batch) + " p" + std::to_string(d.run.prompt) + " g" +
               std::to_string(d.run.decode_steps + 1);
@@ -266,6 +295,9 @@ int run_calibrate(const CalibrateArgs& a) {
   refuse_input_as_output(a.out, a.runs, "-o");
   refuse_input_as_output(a.out, target_spec_base(a.hw), "-o", "hardware");
   Target start = load_target_spec(a.hw);
+  if (a.name.empty())  // the default name too (a 125-character name grew past the limit)
+    if (std::string why = name_problem(start.name + "-calibrated"); !why.empty())
+      throw Error("the calibrated spec's default name '" + start.name + "-calibrated': " + why + "; give --name");
   auto objects = read_objects(a.runs);
   for (auto& [line, j] : objects)  // the model files the runs name are inputs too
     if (j.contains("plan") && j["plan"].is_object() && j["plan"].contains("model_source") &&
@@ -277,12 +309,25 @@ int run_calibrate(const CalibrateArgs& a) {
   for (auto& [line, j] : objects) {
     // Measurements on one kind of machine say nothing about another's efficiencies.
     std::string where = a.runs + ":" + std::to_string(line);
-    if (std::string be = opt_string(j, "backend"); !be.empty() && (be == "cuda") != start.is_gpu())
+    std::string be;
+    try {
+      be = opt_string(j, "backend");
+      if (!be.empty() && be != "cpu" && be != "cuda")
+        throw Error("backend: '" + printable(be) + "' (lathe run writes cpu or cuda)");
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    if (!be.empty() && (be == "cuda") != start.is_gpu())
       throw Error(where + ": a run measured on the " + be + " backend cannot calibrate " + start.name + ", a " +
                   (start.is_gpu() ? "GPU" : "CPU") + " spec; give --hw the " +
                   (be == "cuda" ? "GPU" : "CPU") + " spec the runs were predicted for (their \"target\": " +
                   opt_string(j, "target") + ")");
-    const std::string build = opt_string(j, "measured_with");
+    std::string build;
+    try {
+      build = opt_string(j, "measured_with");
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
     const std::string want = start.is_gpu() ? "cuda:" : "cpu:";
     if (!build.empty() && (!is_kernel_build_id(build) || !build.starts_with(want)))
       throw Error(where + ": measured_with: '" + printable(build) + "' is not a " + (start.is_gpu() ? "CUDA" : "CPU") +
@@ -304,13 +349,16 @@ int run_calibrate(const CalibrateArgs& a) {
   // the "before" errors stay those of the spec as given.
   Target fit_start = start;
   std::string int8_note;
-  size_t with_dot = 0, without_dot = 0;
+  size_t with_dot = 0, without_dot = 0, int_runs = 0;
   for (const RunData& r : runs) {
     with_dot += r.int8_dot == 1;
     without_dot += r.int8_dot == 0;
+    int_runs += r.int_weights;
   }
   const size_t unknown = runs.size() - with_dot - without_dot;
-  if (!start.is_gpu() && start.peak_int8 <= 0 && with_dot > 0) {
+  // Only runs with integer weights use the peak: from float runs alone it would be an
+  // assumption no kernel measured, written into the spec.
+  if (!start.is_gpu() && start.peak_int8 <= 0 && with_dot > 0 && int_runs > 0) {
     if (with_dot == runs.size()) {
       fit_start.peak_int8 = 4.0 * start.peak_fp32;
       int8_note = "the runs used 8-bit dot products (cpu_int8_dot), which " + start.name +
@@ -335,7 +383,7 @@ int run_calibrate(const CalibrateArgs& a) {
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
   std::string comment = "Calibrated by `lathe calibrate` on " + std::string(date) + " from " +
-                        a.runs + " (" + std::to_string(train.size()) + " training runs, " +
+                        printable(a.runs) + " (" + std::to_string(train.size()) + " training run" + (train.size() == 1 ? "" : "s") + ", " +
                         std::to_string(test.size()) + " held out), starting from " + start.name +
                         ".\n";
   comment +=
@@ -387,6 +435,7 @@ int run_calibrate(const CalibrateArgs& a) {
     fitted.description += " (calibrated " + std::string(date) + ")";
   write_file_atomic(a.out, target_to_toml(fitted, comment));
 
+  std::ostream& os = report_stream(a.out);  // stderr when -o is stdout
   // On stderr in both formats (the JSON carries them too).
   if (!int8_note.empty()) std::cerr << "lathe: note: " << int8_note << "\n";
   if (!worse.empty()) std::cerr << "lathe: warning: " << worse << "\n";
@@ -420,18 +469,18 @@ int run_calibrate(const CalibrateArgs& a) {
                                {"measured_ms", e.measured_s * 1e3},
                                {"before_ms", e.before_s * 1e3},
                                {"after_ms", e.after_s * 1e3}});
-    std::cout << j.dump(2) << "\n";
+    os << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
+  os << "lathe calibrate: " << runs.size() << " runs from " << a.runs << " against "
             << start.name << " (" << train.size() << " to fit, " << test.size()
             << " held out" << (test.empty() ? "" : ": one run in " + std::to_string(a.holdout)) << ")\n";
-  std::cout << "\n";
+  os << "\n";
   Table f({"factor", "before", "after", ""});
   for (const FittedFactor& x : res.factors)
     f.add({x.key, fmt_double(x.before, 4), fmt_double(x.after, 4),
            x.used ? "" : "(no kernel depends on it: kept)"});
-  std::cout << f.text("  ") << "\n";
+  os << f.text("  ") << "\n";
   Table t({"run", "phase", "set", "measured ms", "before ms", "error", "after ms", "error"});
   for (const auto* set : {&res.train, &res.test})
     for (const PhaseError& e : *set)
@@ -439,12 +488,12 @@ int run_calibrate(const CalibrateArgs& a) {
              fmt_double(e.measured_s * 1e3, 3), fmt_double(e.before_s * 1e3, 3),
              pct((e.before_s - e.measured_s) / e.measured_s), fmt_double(e.after_s * 1e3, 3),
              pct((e.after_s - e.measured_s) / e.measured_s)});
-  std::cout << t.text("  ") << "\n";
-  std::cout << "  mean per-phase error: fitted runs " << pct(res.train_before) << " -> "
+  os << t.text("  ") << "\n";
+  os << "  mean per-phase error: fitted runs " << pct(res.train_before) << " -> "
             << pct(res.train_after);
   if (!test.empty())
-    std::cout << "; held-out runs " << pct(res.test_before) << " -> " << pct(res.test_after);
-  std::cout << "\n  wrote " << a.out << " (hardware " << fitted.name << "; use it with --hw "
+    os << "; held-out runs " << pct(res.test_before) << " -> " << pct(res.test_after);
+  os << "\n  wrote " << a.out << " (hardware " << fitted.name << "; use it with --hw "
             << a.out << ")\n";
   return 0;
 }
@@ -463,7 +512,7 @@ void register_calibrate(CLI::App& app, Registry& r) {
   cmd->add_option("--hw", a->hw, "the hardware spec to calibrate (name or TOML), e.g. cpu-host")
       ->required();
   cmd->add_option("-o,--out", a->out, "write the calibrated hardware spec TOML here")->required();
-  cmd->add_option("--name", a->name, "name of the calibrated target (default HW-calibrated)");
+  cmd->add_option("--name", a->name, "name of the calibrated target (default HW-calibrated)")->check(non_empty());
   cmd->add_option("--holdout", a->holdout,
                   "hold out every N-th run to measure the error on (default 3; 0 = none; N >= 2)")
       ->check(CLI::Range(0, 1000));

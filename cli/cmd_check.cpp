@@ -9,7 +9,9 @@
 #include "frontend/scenario.h"
 #include "frontend/specs.h"
 #include "frontend/sweep.h"
+#include "checkpoint/gguf_file.h"
 #include "checkpoint/gguf_model.h"
+#include "checkpoint/tokenizer.h"
 #include "codegen/kernels_id.h"
 #include "ir/assert.h"
 #include "sweep/sweep.h"
@@ -307,6 +309,9 @@ int run_check(const CheckArgs& a) {
   if (is_hf_model_path(a.file)) return summarize_model(load_model(a.file), a.file, a.format);  // config.json or its dir
   std::error_code ec;
   if (gguf::is_gguf_path(a.file)) {
+    // Its vocabulary is checked as run and weights info check it (a BOS id past the
+    // vocabulary was OK here and refused there).
+    if (auto f = gguf::File::open(a.file); gguf::has_vocab(*f)) (void)gguf::read_vocab(*f);
     if (a.format == "json") {  // the stored matrix format joins the model's fields
       nlohmann::json j = model_json(load_model(a.file), a.file);
       j["stored_matrices"] = format_name(*gguf::stored_weight_format(a.file));

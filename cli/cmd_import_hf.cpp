@@ -29,7 +29,7 @@ int run_import_hf(const ImportHfArgs& a) {
   }
   write_file_atomic(a.out, toml);
   const ModelSpec& m = c.model;
-  std::cout << "wrote " << a.out << ": " << m.name << " (" << c.architecture << "), " << m.layers
+  report_stream(a.out) << "wrote " << a.out << ": " << m.name << " (" << c.architecture << "), " << m.layers
             << " layers, hidden " << m.hidden << ", " << human_count(double(m.param_count()))
             << " parameters\n";
   return 0;

@@ -71,7 +71,9 @@ void apply_flags(const MoeArgs& a, MoeOptions& o) {
   if (a.gpus) o.gpus = *a.gpus;
   if (a.context && a.prompt)  // a prefill's context is its prompt: --context was ignored
     throw Error("--context: a decode step's context; with --prompt (a prefill) give one or the other");
-  if (a.context) o.context = *a.context;
+  // A flag picks the phase over the scenario file's: --context is a decode step even
+  // where the file sets a prefill's prompt (which won, the flag ignored).
+  if (a.context) o.context = *a.context, o.prompt = 0;
   if (a.prompt) o.prompt = *a.prompt;
   if (a.hot) o.hot_replicas = *a.hot;
   if (a.samples) o.samples = *a.samples;

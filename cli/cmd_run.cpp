@@ -562,7 +562,8 @@ int run_run(const RunArgs& a) {
 
 struct ProbeArgs {
   std::string out, name, backend = "cpu", format = "text";
-  int threads = 0, device = 0;
+  int threads = 0;
+  std::optional<int> device;  // CUDA only (it was ignored on the CPU)
   double buffer_mb = 0;  // 0: 512 MB on CPUs, 2048 MB on GPUs
 };
 
@@ -571,7 +572,7 @@ int run_probe_cuda(const ProbeArgs& a) {
   std::string why;
   if (!CudaApi::device_available(&why)) throw Error("--backend cuda: " + why);
   std::cerr << "lathe probe: measuring device copy bandwidth and cuBLAS GEMM rate...\n";
-  CudaProbeResult p = probe_cuda(a.device, a.buffer_mb > 0 ? a.buffer_mb : 2048);
+  CudaProbeResult p = probe_cuda(a.device.value_or(0), a.buffer_mb > 0 ? a.buffer_mb : 2048);
   Target base = load_target(builtin_target_for(p.device));
   std::string name = a.name.empty() ? "probe-" + base.name : a.name;
   if (a.format == "json") {
@@ -587,7 +588,7 @@ int run_probe_cuda(const ProbeArgs& a) {
                         {"datasheet", base.name},
                         {"datasheet_bandwidth_gbs", base.hbm_bandwidth_gbs},
                         {"datasheet_bf16_tflops", base.peak_bf16}};
-    std::cout << j.dump(2) << "\n";
+    report_stream(a.out) << j.dump(2) << "\n";  // stderr when -o is stdout
     if (!a.out.empty()) write_file_atomic(a.out, cuda_probe_to_toml(p, base, name));
     return 0;
   }
@@ -595,7 +596,7 @@ int run_probe_cuda(const ProbeArgs& a) {
   if (a.out.empty()) std::cout << toml;
   else {
     write_file_atomic(a.out, toml);
-    std::cout << "wrote " << a.out << ": " << p.device.name << " copy " << fmt_double(p.copy_gbs, 1)
+    report_stream(a.out) << "wrote " << a.out << ": " << p.device.name << " copy " << fmt_double(p.copy_gbs, 1)
               << " GB/s (datasheet " << fmt_double(base.hbm_bandwidth_gbs, 0) << "), cuBLAS bf16 "
               << fmt_double(p.gemm_tflops_bf16, 1) << " TFLOP/s (datasheet " << fmt_double(base.peak_bf16, 1)
               << ")\n";
@@ -609,6 +610,7 @@ int run_probe(const ProbeArgs& a) {
     if (std::string why = name_problem(a.name); !why.empty()) throw Error("--name: " + why);
   if (!a.out.empty()) check_output_file(a.out);
   if (a.backend == "cuda") return run_probe_cuda(a);
+  if (a.device) throw Error("--device: a CUDA device; with the CPU backend there is none (give --backend cuda)");
   CpuJit jit;
   int threads = a.threads > 0 ? a.threads : available_cpus();
   std::cerr << "lathe probe: measuring memory bandwidth, FMA and 8-bit dot-product throughput on " << threads << " threads...\n";
@@ -617,6 +619,9 @@ int run_probe(const ProbeArgs& a) {
   ::gethostname(host, sizeof host - 1);
   std::string name = a.name.empty() ? safe_name("probe-" + std::string(host)) : a.name;
   std::string toml = probe_to_toml(p, name);
+  const std::vector<std::string> warnings = probe_warnings(p);
+  for (const std::string& w : warnings)
+    std::cerr << "lathe: warning: probe: " << w << "; the host was busy: run lathe probe again on a quiet machine\n";
   if (a.format == "json") {
     nlohmann::json j = {{"cpu", p.cpu_model},           {"isa", p.isa},
                         {"threads", p.threads},         {"read_gbs", p.read_gbs},
@@ -643,15 +648,15 @@ int run_probe(const ProbeArgs& a) {
                         {"attention_half_group", p.attention_half_group},
                         {"loop_overhead_us", p.loop_overhead_us}, {"memory_gb", p.memory_gb},
                         {"clock_mhz", p.clock_mhz}, {"l3_mb", p.l3_mb}, {"name", name},
-                        {"int8_gops", p.int8_gops_all}};
-    std::cout << j.dump(2) << "\n";
+                        {"int8_gops", p.int8_gops_all}, {"warnings", warnings}};
+    report_stream(a.out) << j.dump(2) << "\n";  // stderr when -o is stdout
     if (!a.out.empty()) write_file_atomic(a.out, toml);
     return 0;
   }
   if (a.out.empty()) std::cout << toml;
   else {
     write_file_atomic(a.out, toml);
-    std::cout << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
+    report_stream(a.out) << "wrote " << a.out << ": read " << fmt_double(p.read_gbs, 1) << " GB/s, FMA "
               << fmt_double(p.fma_gflops_all, 1) << " GFLOP/s (" << fmt_double(p.fma_gflops_one, 1)
               << " one thread), sgemm " << fmt_double(p.gemm_gflops, 1) << " GFLOP/s ("
               << fmt_double(p.gemm_gflops_small, 1) << " at 32 rows), f32 GEMV " << fmt_double(p.gemv_gflops, 1)
@@ -732,13 +737,13 @@ void register_run(CLI::App& app, Registry& r) {
   auto p = std::make_shared<ProbeArgs>();
   CLI::App* pr = app.add_subcommand("probe", "Measure this machine (bandwidth, FMA and 8-bit dot-product peaks, sgemm, f32 GEMV and integer GEMM rates) and write a hardware spec");
   pr->add_option("-o,--out", p->out, "write the hardware spec TOML here (default: stdout)");
-  pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)");
+  pr->add_option("--name", p->name, "target name (default probe-HOSTNAME)")->check(non_empty());
   pr->add_option("--threads", p->threads, "threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")->check(CLI::Range(1, 1024));
   pr->add_option("--buffer-mb", p->buffer_mb, "streaming buffer size (default 512 on CPUs, 2048 on GPUs)")
       ->check(number_in(64.0, 65536.0));
   pr->add_option("--backend", p->backend, "cpu (this machine) or cuda (the GPU: copy bandwidth, cuBLAS GEMM rate)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  pr->add_option("--device", p->device, "CUDA device ordinal")->check(CLI::Range(0, 63));
+  pr->add_option("--device", p->device, "CUDA device ordinal (with --backend cuda)")->check(CLI::Range(0, 63));
   pr->add_option("--format", p->format, "text (the TOML, or a summary with -o) or json (the measurements; -o still writes the TOML)")
       ->check(CLI::IsMember({"text", "json"}));
   pr->callback([&r, p] { r.action = [p] { return run_probe(*p); }; });

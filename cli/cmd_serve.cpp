@@ -1,8 +1,10 @@
 // lathe serve-sim: discrete-event simulation of serving a request stream with a
 // batching policy, every step costed by the plan's kernels.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
@@ -64,10 +66,14 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
                   std::string(batching_name(o.batching)) + ", " + std::to_string(o.replicas) + " replica" +
                   (o.replicas == 1 ? "" : "s") + "); drop it");
   };
-  only(bool(a.timeout_ms), "--batch-timeout-ms", o.batching == BatchingKind::dynamic_batch, "the dynamic batcher");
-  only(bool(a.token_budget), "--token-budget", o.batching == BatchingKind::chunked, "chunked batching");
-  only(bool(a.max_prefill_tokens), "--max-prefill-tokens", o.batching == BatchingKind::continuous,
-       "continuous batching");
+  const std::map<std::string_view, bool> given = {{"batch_timeout_ms", bool(a.timeout_ms)},
+                                                   {"token_budget", bool(a.token_budget)},
+                                                   {"max_prefill_tokens", bool(a.max_prefill_tokens)}};
+  for (const PolicyOnlyKey& k : kPolicyOnlyKeys) {
+    std::string flag = "--" + std::string(k.key);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    only(given.at(k.key), flag.c_str(), o.batching == k.reader, k.who);
+  }
   only(bool(a.router), "--router", o.replicas > 1, "a run of more than one replica (--replicas)");
   if (a.duration && a.requests) throw Error("give --duration or --requests, not both");
   // A trace is the whole stream: the generator's flags would be ignored beside one, given

@@ -221,6 +221,7 @@ nlohmann::json summary_json(const SweepSpec& spec, const SweepSummary& sum) {
 }
 
 int run_sweep_cmd(const SweepArgs& a) {
+  ReportAwayFromOutput away(a.out);  // -o /dev/stdout: the rows alone on stdout
   auto [shard, shards] = parse_shard(a.shard);
   if (!a.emit_best.empty() && shards > 1)
     throw Error(
@@ -238,10 +239,14 @@ int run_sweep_cmd(const SweepArgs& a) {
   }
   for (const std::string& h : spec.hardware) warn_if_descriptive_override(h);
   for (const WhatifAxis& w : spec.whatif) warn_if_descriptive_override(w.field);
-  if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
-    throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
-                " points is more than one run should cost; sample it (--samples N) or split it "
-                "(--shard I/N)");
+  // The same bound on a sample (--samples 2^40 built a set of its points until memory
+  // ran out, with no progress shown).
+  const uint64_t costed = a.samples == 0 ? space.size : std::min<uint64_t>(uint64_t(a.samples), space.size);
+  if (costed / uint64_t(shards) > uint64_t(10'000'000'000))
+    throw Error(spec.source + ": " + with_commas(int64_t(costed)) +
+                (a.samples == 0 ? " points is" : " sampled points are") +
+                " more than one run should cost; sample " + (a.samples == 0 ? "it (--samples N)" : "fewer") +
+                " or split it (--shard I/N)");
   int threads = a.threads > 0 ? a.threads : available_cpus();
   std::unique_ptr<AtomicFile> out;
   if (!a.out.empty()) out = std::make_unique<AtomicFile>(a.out);
@@ -347,6 +352,7 @@ int run_sweep_cmd(const SweepArgs& a) {
 // ---- merge ----
 
 int run_merge(const MergeArgs& a) {
+  ReportAwayFromOutput away(a.out);  // -o /dev/stdout: the rows alone on stdout
   if (a.files.empty()) throw Error("merge: no input files");
   if (a.out.empty()) throw Error("merge: -o FILE is required");
   for (const std::string& f : a.files) refuse_input_as_output(a.out, f, "-o");
@@ -361,21 +367,33 @@ int run_merge(const MergeArgs& a) {
   int64_t duplicates = 0;
   for (const std::string& path : a.files) {
     std::string text = read_file(path, ~uint64_t(0));  // a shard's rows: no size limit but memory
+    if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 BOM an editor added
     size_t pos = 0;
     int line_no = 0;
     std::vector<std::string> header;
     RowFormat f = RowFormat::csv;
     size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{') f = RowFormat::jsonl;
+    // A JSON array (`[...]`) is neither: it was reported as a bad CSV header.
+    if (first != std::string::npos && text[first] == '[')
+      throw Error(path + ": a JSON array; lathe reads rows as CSV or JSONL (one JSON object per line, as `lathe "
+                  "sweep -o FILE.jsonl` writes them)");
     // A JSONL shard with no points (--shard I/N beyond the points) is an empty file.
     if (first == std::string::npos && row_format_for(path) == RowFormat::jsonl) f = RowFormat::jsonl;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
+      ++line_no;
+      // Every row lathe writes ends in a newline: a last line without one was cut off
+      // (a row whose last value 0.003989 was cut to "0.00" ranked first).
+      if (nl == std::string::npos) {
+        if (text.find_first_not_of(" \t\r", pos) == std::string::npos) break;
+        throw Error(path + ":" + std::to_string(line_no) +
+                    ": the last line ends without a newline (a write cut off?); its row may be incomplete");
+      }
       std::string line = text.substr(pos, nl - pos);
       pos = nl + 1;
-      ++line_no;
-      if (line.empty() || line == "\r") continue;
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF line ends
+      if (line.empty()) continue;
       std::string where = path + ":" + std::to_string(line_no);
       if (f == RowFormat::csv && header.empty()) {
         header = split_csv_line(line);
@@ -441,6 +459,12 @@ int run_merge(const MergeArgs& a) {
       differs("gen", std::to_string(r.gen), std::to_string(sp.gen[size_t(x.gen)]));
       differs("tp", std::to_string(r.tp), std::to_string(sp.tp[size_t(x.tp)]));
       differs("fusion", r.fusion, sp.fusion[size_t(x.fusion)].name);
+      // And its formats (a row edited to int4 weights and fp8 KV on an A100 merged).
+      const PointFormats pf = point_formats(*space, r.point);
+      differs("weights", r.weights, pf.weights);
+      differs("kv", r.kv, pf.kv);
+      differs("act", r.act, pf.act);
+      if (!pf.kv_layout.empty()) differs("kv_layout", r.kv_layout, pf.kv_layout);
     }
     uint64_t expected =
         a.samples > 0 && uint64_t(a.samples) < space->size ? uint64_t(a.samples) : space->size;
@@ -527,7 +551,8 @@ void register_sweep(CLI::App& app, Registry& r) {
                                      "objective, the winner compiled");
   cmd->add_option("SWEEP", a->file, "sweep TOML file or built-in sweep name (`lathe specs`)")
       ->required();
-  cmd->add_option("-o,--out", a->out, "write one row per plan: .csv (default) or .jsonl");
+  // An empty value (an unset "$OUT" in a job script) is an error, not "not given".
+  cmd->add_option("-o,--out", a->out, "write one row per plan: .csv (default) or .jsonl")->check(non_empty());
   cmd->add_option("--threads", a->threads, "worker threads (default: the CPUs this process may use: its affinity mask and cgroup quota)")
       ->check(CLI::Range(1, 1024));
   CLI::Option* samples = cmd->add_option("--samples", a->samples,
@@ -537,10 +562,12 @@ void register_sweep(CLI::App& app, Registry& r) {
       ->check(non_negative_integer())
       ->needs(samples);
   cmd->add_option("--shard", a->shard,
-                  "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`");
+                  "I/N: cost every N-th point from the I-th (0-based); join with `lathe merge`")
+      ->check(non_empty());
   cmd->add_option("--emit-best", a->emit_best,
                   "compile the best plan of the first objective into this plan directory (`lathe "
-                  "run DIR` runs it)");
+                  "run DIR` runs it)")
+      ->check(non_empty());
   cmd->add_option("--top", a->top, "Pareto-front rows to print (default 15)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--format", a->format, "text or json (the summary; rows go to -o)")
@@ -553,7 +580,7 @@ void register_sweep(CLI::App& app, Registry& r) {
   mc->add_option("FILES", m->files,
                  "row files written by `lathe sweep --shard I/N -o FILE` (.csv or .jsonl)")
       ->required();
-  mc->add_option("-o,--out", m->out, "merged row file (.csv or .jsonl)")->required();
+  mc->add_option("-o,--out", m->out, "merged row file (.csv or .jsonl)")->required()->check(non_empty());
   // Options that only mean something with another are refused without it (CLI11's
   // "requires"), rather than ignored.
   CLI::Option* sweep = mc->add_option(
@@ -567,7 +594,8 @@ void register_sweep(CLI::App& app, Registry& r) {
       ->needs(m_samples);
   CLI::Option* emit = mc->add_option("--emit-best", m->emit_best,
                                      "with --sweep: compile the best plan into this plan directory")
-                          ->needs(sweep);
+                          ->needs(sweep)
+                          ->check(non_empty());
   mc->add_flag("--allow-missing", m->allow_missing,
                "with --emit-best: emit the best of the rows even when the sweep has points without one")
       ->needs(emit);

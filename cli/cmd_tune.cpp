@@ -62,7 +62,7 @@ int run_tune(const TuneArgs& a) {
       flag_or_plan_file(a.batch_given, a.batch, spec.batch_given, spec.workload.batch, 1, 256, f, "batch", "tune");
   const int64_t prompt = flag_or_plan_file(a.prompt_given, a.prompt, spec.prompt_given, spec.workload.prompt, 1,
                                            int64_t(1) << 16, f, "prompt", "tune");
-  const int64_t gen = flag_or_plan_file(a.gen_given, a.gen, spec.gen_given, spec.workload.gen, 0, int64_t(1) << 16, f,
+  const int64_t gen = flag_or_plan_file(a.gen_given, a.gen, spec.gen_given, spec.workload.gen, 2, int64_t(1) << 16, f,
                                         "gen", "tune");
   PlanRequest req;
   req.model = a.model;
@@ -106,6 +106,7 @@ int run_tune(const TuneArgs& a) {
   }
   write_file_atomic(a.out, tuning_to_json(r.file));
   auto gain = [](double d, double t) { return t > 0 ? d / t : 0.0; };
+  std::ostream& os = report_stream(a.out);  // stderr when -o is stdout
   if (a.format == "json") {
     nlohmann::json j = nlohmann::json::parse(tuning_to_json(r.file));
     j["all"] = nlohmann::json::array();
@@ -138,12 +139,12 @@ int run_tune(const TuneArgs& a) {
     j["sessions"] = r.sessions;
     j["kernels_compiled"] = r.kernels_compiled;
     j["output"] = a.out;
-    std::cout << j.dump(2) << "\n";
+    os << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "lathe tune: " << p.model.name << " (" << describe_options(p) << "), batch "
+  os << "lathe tune: " << p.model.name << " (" << describe_options(p) << "), batch "
             << batch << ", prompt " << prompt << " on " << r.file.machine << "\n";
-  std::cout << "  " << r.sessions << " sessions, " << r.kernels_compiled << " kernel variants compiled ("
+  os << "  " << r.sessions << " sessions, " << r.kernels_compiled << " kernel variants compiled ("
             << fmt_double(r.compile_s, 1) << (cuda ? " s of NVRTC)\n\n" : " s of JIT)\n\n");
   Table t({"kernel", "shape", "default us", "best us", "best", "gain", "candidates (us)"});
   for (const TuningEntry& e : r.all) {
@@ -153,12 +154,12 @@ int run_tune(const TuneArgs& a) {
     t.add({e.kind, e.shape, fmt_double(e.default_us, 1), fmt_double(e.best_us, 1),
            params_text(e.params), fmt_double(gain(e.default_us, e.best_us), 2) + "x", cands});
   }
-  std::cout << t.text("  ");
+  os << t.text("  ");
   if (r.file.entries.empty() && r.discarded.empty())
-    std::cout << "\n  no candidate beat the defaults by more than " << fmt_double(o.margin * 100, 0)
+    os << "\n  no candidate beat the defaults by more than " << fmt_double(o.margin * 100, 0)
               << "% on this machine: the tuning file has no entries and leaves plans as they are\n";
   else
-    std::cout << "\n  whole plan, default vs tuned (medians of alternating runs): prefill "
+    os << "\n  whole plan, default vs tuned (medians of alternating runs): prefill "
               << fmt_double(r.prefill_default_s * 1e3, 2) << " -> "
               << fmt_double(r.prefill_tuned_s * 1e3, 2) << " ms ("
               << fmt_double(gain(r.prefill_default_s, r.prefill_tuned_s), 2) << "x), decode step "
@@ -166,11 +167,11 @@ int run_tune(const TuneArgs& a) {
               << fmt_double(r.decode_tuned_s * 1e3, 3) << " ms ("
               << fmt_double(gain(r.decode_default_s, r.decode_tuned_s), 2) << "x)\n";
   if (!r.discarded.empty())
-    std::cout << "  the " << r.discarded.size() << " per-kernel winner" << (r.discarded.size() == 1 ? "" : "s")
+    os << "  the " << r.discarded.size() << " per-kernel winner" << (r.discarded.size() == 1 ? "" : "s")
               << " made the plan slower as a whole (by more than " << fmt_double(o.margin * 100, 0)
               << "% over a prefill and its decode steps), so the tuning file keeps the defaults; on a busy or "
                  "throttling machine, rerun with more --reps\n";
-  std::cout << "  wrote " << a.out << " (" << r.file.entries.size() << " tuned kernel"
+  os << "  wrote " << a.out << " (" << r.file.entries.size() << " tuned kernel"
             << (r.file.entries.size() == 1 ? "" : "s")
             << "); use it with `lathe compile ... --tuning " << a.out
             << "` or `lathe run ... --tuning " << a.out << "`\n";

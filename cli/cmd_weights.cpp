@@ -13,6 +13,7 @@
 #include "cli/planning.h"
 #include "cli/run_weights.h"
 #include "frontend/hf_config.h"
+#include "frontend/specs.h"
 #include "ir/assert.h"
 #include "runtime/gguf_weights.h"
 
@@ -33,13 +34,12 @@ int run_init(const InitArgs& a) {
   check_output_file(a.out);  // before the weights are generated
   refuse_input_as_output(a.out, a.model, "-o", "models");
   ModelSpec m = load_model(a.model);
-  write_synthetic_gguf(m, a.seed, *fmt, a.out);
-  auto f = gguf::File::open(a.out);
-  uint64_t bytes = 0;
-  for (const gguf::TensorInfo& t : f->tensors()) bytes += t.bytes;
-  std::cout << "wrote " << a.out << ": " << m.name << " (" << human_count(double(m.param_count()))
+  // Its figures from the write: the output may be /dev/stdout, /dev/null or a FIFO,
+  // which cannot be read back.
+  const GgufWritten written = write_synthetic_gguf(m, a.seed, *fmt, a.out);
+  report_stream(a.out) << "wrote " << a.out << ": " << m.name << " (" << human_count(double(m.param_count()))
             << " parameters, seed " << a.seed << "), matrices " << format_name(*fmt) << ", "
-            << f->tensors().size() << " tensors, " << human_bytes(double(bytes))
+            << written.tensors << " tensors, " << human_bytes(double(written.bytes))
             << (m.vocab >= kMinSyntheticVocab ? ", synthetic vocabulary of " + std::to_string(m.vocab) + " tokens"
                                                : ", no vocabulary (\"no_vocab\": a synthetic one needs " +
                                                      std::to_string(kMinSyntheticVocab) + " tokens)")
@@ -84,7 +84,7 @@ int run_convert(const ConvertArgs& a) {
   // stands in where the model's vocabulary has room for its 262 fixed entries.
   const bool vocabulary = p.model.vocab >= kMinSyntheticVocab;
   write_gguf(p.model, source, *fmt, a.out, vocabulary);
-  std::cout << "wrote " << a.out << ": " << p.model.name << " from " << from << ", matrices "
+  report_stream(a.out) << "wrote " << a.out << ": " << p.model.name << " from " << from << ", matrices "
             << format_name(*fmt)
             << (vocabulary ? " (synthetic vocabulary: the checkpoint's tokenizer is not converted)"
                            : " (no vocabulary, marked \"no_vocab\": the checkpoint's tokenizer is not converted)")
@@ -99,6 +99,7 @@ struct InfoArgs {
 int run_info(const InfoArgs& a) {
   auto f = gguf::File::open(a.file);
   ModelSpec m = gguf::model_spec(*f);
+  validate_model(m, a.file);  // as every loader does (info showed heads of 15 dims that check refused)
   std::map<std::string, int> types;
   for (const gguf::TensorInfo& t : f->tensors()) ++types[gguf::type_name(t.type)];
   Format stored = gguf::stored_weight_format(*f);

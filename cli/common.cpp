@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -204,6 +206,23 @@ void refuse_input_as_output(const std::string& out, const std::string& input, co
   // and weight shards: `import-hf X -o X/model-00002-of-00002.safetensors` replaced a
   // shard with TOML.
   namespace fs = std::filesystem;
+  // A compiled plan is its whole directory (plan.json, the IR, the report, the kernels):
+  // `calibrate -o PLAN/prefill.ir` replaced the plan's IR with TOML.
+  fs::path plan_dir = fs::is_directory(input, ec) ? fs::path(input)
+                      : fs::path(input).filename() == "plan.json"
+                          ? (fs::path(input).parent_path().empty() ? fs::path(".") : fs::path(input).parent_path())
+                          : fs::path();
+  if (!plan_dir.empty() && fs::exists(plan_dir / "plan.json", ec)) {
+    std::error_code e1, e2;
+    const fs::path d = fs::weakly_canonical(fs::absolute(plan_dir, e1), e1);
+    const fs::path o = fs::weakly_canonical(fs::absolute(out, e2), e2);
+    if (!e1 && !e2) {
+      auto [dm, om] = std::mismatch(d.begin(), d.end(), o.begin(), o.end());
+      if (dm == d.end())
+        throw Error(flag + " " + out + ": that is inside the plan directory " + plan_dir.string() +
+                    ", an input of this command; writing there would change the plan. Choose another output path");
+    }
+  }
   std::vector<std::string> files{input};
   fs::path dir;
   if (fs::is_directory(input, ec))
@@ -219,6 +238,25 @@ void refuse_input_as_output(const std::string& out, const std::string& input, co
     if (same_file_path(out, file))
       throw Error(flag + " " + out + ": that is an input of this command (" + file +
                   "); writing there would overwrite it. Choose another output path");
+}
+
+std::ostream& report_stream(const std::string& written) {
+  struct stat out {}, file {};
+  if (!written.empty() && ::fstat(1, &out) == 0 && ::stat(written.c_str(), &file) == 0 &&
+      out.st_dev == file.st_dev && out.st_ino == file.st_ino)
+    return std::cerr;
+  return std::cout;
+}
+
+ReportAwayFromOutput::ReportAwayFromOutput(const std::string& written) {
+  if (&report_stream(written) == &std::cerr) saved_ = std::cout.rdbuf(std::cerr.rdbuf());
+}
+
+ReportAwayFromOutput::~ReportAwayFromOutput() {
+  if (saved_) {
+    std::cout.flush();
+    std::cout.rdbuf(saved_);
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -89,6 +89,22 @@ class Table {
 // Writes `content` to `path` through a temporary file and a rename, so a failure
 // never leaves a partial file. Throws lathe::Error.
 void write_file_atomic(const std::string& path, const std::string& content);
+// Where a command's report goes when it wrote `written`: stderr when that is standard
+// output (/dev/stdout, /dev/fd/1, or the file stdout is redirected to), so that
+// `-o /dev/stdout | ...` carries the output alone; stdout otherwise.
+std::ostream& report_stream(const std::string& written);
+// The same for a whole command: while alive, std::cout writes to stderr when `written`
+// is standard output (sweep -o /dev/stdout: the report mixed into the rows).
+class ReportAwayFromOutput {
+ public:
+  explicit ReportAwayFromOutput(const std::string& written);
+  ~ReportAwayFromOutput();
+  ReportAwayFromOutput(const ReportAwayFromOutput&) = delete;
+  ReportAwayFromOutput& operator=(const ReportAwayFromOutput&) = delete;
+
+ private:
+  std::streambuf* saved_ = nullptr;
+};
 // Throws lathe::Error when `path` could not be written (missing directory, a directory,
 // no permission): for commands that work a long time before they write.
 void check_output_file(const std::string& path);

@@ -1,6 +1,7 @@
 #include "codegen/tuning.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "codegen/cpu/kernel_lib.h"
@@ -261,8 +262,8 @@ std::string tuning_to_json(const TuningFile& t) {
 TuningFile tuning_from_json(const std::string& text, const std::string& source) {
   TuningFile t;
   try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    if (!j.is_object() || j.value("format", "") != "lathe-tuning")
+    nlohmann::json j = parse_json_unique_keys(text.begin(), text.end(), source);
+    if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != "lathe-tuning")
       throw Error(source + ": not a lathe tuning file (expected \"format\": \"lathe-tuning\")");
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
       throw Error(source + ": tuning file version " + j.value("version", nlohmann::json(0)).dump() +
@@ -282,13 +283,16 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
     if (j.contains("workload")) {
       const nlohmann::json& w = j["workload"];
       if (!w.is_object()) throw Error(source + ": workload: " + w.dump() + " is not an object");
-      auto count = [&](const char* key, int64_t& out) {
-        if (w.contains(key))
-          out = json_integer(w[key], at(std::string("workload.") + key));
+      auto count = [&](const char* key, int64_t& out, int64_t lo) {
+        if (!w.contains(key)) return;
+        out = json_integer(w[key], at(std::string("workload.") + key));
+        if (out < lo)
+          throw Error(at(std::string("workload.") + key) + ": " + std::to_string(out) + " is below " +
+                      std::to_string(lo));
       };
-      count("batch", t.batch);
-      count("prompt", t.prompt);
-      count("gen", t.gen);
+      count("batch", t.batch, 1);
+      count("prompt", t.prompt, 1);
+      count("gen", t.gen, 0);
     }
     if (!j.contains("entries") || !j["entries"].is_array()) throw Error(source + ": \"entries\" must be an array");
     const nlohmann::json& entries = j["entries"];
@@ -308,22 +312,32 @@ TuningFile tuning_from_json(const std::string& text, const std::string& source) 
       for (const TuningEntry& y : t.entries)
         if (y.kind == x.kind && y.shape == x.shape) throw Error(where + ": a second entry for this kernel");
       if (!e.contains("params") || !e["params"].is_object()) throw Error(where + ": params must be an object");
+      if (e["params"].empty())  // it tunes nothing, yet counted as a tuned kernel
+        throw Error(where + ": params is empty (an entry sets at least one parameter)");
       for (const auto& [k, v] : e["params"].items()) {
         const int64_t n = json_integer(v, where + ": " + k);
         check_tuning_param(t.backend, x.kind, k, n, where);
         x.params[k] = n;
       }
       auto time_us = [&](const char* key) {
-        return e.contains(key) ? json_number(e[key], where + ": " + key) : 0.0;
+        const double v = e.contains(key) ? json_number(e[key], where + ": " + key) : 0.0;
+        if (!(v >= 0) || !std::isfinite(v))
+          throw Error(where + ": " + key + ": " + e[key].dump() + " is not a time in microseconds (>= 0)");
+        return v;
       };
       x.default_us = time_us("default_us");
       x.best_us = time_us("best_us");
       t.entries.push_back(std::move(x));
     }
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::parse_error& e) {
     // Not the parser's message: it quotes the bytes it read, which for a binary file
-    // are control characters.
-    throw Error(source + ": not a JSON file (a tuning file is the JSON `lathe tune -o FILE` writes)");
+    // are control characters. Where it stopped, as a line and column.
+    const size_t end = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const size_t line = 1 + size_t(std::count(text.begin(), text.begin() + long(end), '\n'));
+    const size_t nl = text.rfind('\n', end == 0 ? 0 : end - 1);
+    const size_t col = end - (nl == std::string::npos || end == 0 ? 0 : nl + 1) + 1;
+    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                ": not valid JSON (a tuning file is the JSON `lathe tune -o FILE` writes)");
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": malformed tuning file: " + json_error_text(e.what()));
   }

@@ -37,21 +37,39 @@ struct Reader {
   std::string_view text;
   std::string source;
   const Json& obj;
+  // A nested object's reader (rope_scaling): its keys are named "rope_scaling.factor" and
+  // looked for after the parent key's position `from` (a nested rope_theta was located
+  // at the top-level one); a key the object lacks is located at the parent key.
+  std::string prefix = "";
+  size_t from = 0;
 
-  std::string where(std::string_view key) const {
+  // The offset of `"key":` at or after `start` (npos when none).
+  size_t offset(std::string_view key, size_t start) const {
     std::string quoted = "\"" + std::string(key) + "\"";
-    for (size_t at = text.find(quoted); at != std::string_view::npos;
+    for (size_t at = text.find(quoted, start); at != std::string_view::npos;
          at = text.find(quoted, at + 1)) {
       size_t j = at + quoted.size();
       while (j < text.size() &&
              (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
         ++j;
-      if (j < text.size() && text[j] == ':') return source + ":" + line_col(text, at);
+      if (j < text.size() && text[j] == ':') return at;
     }
-    return source;
+    return std::string_view::npos;
+  }
+  std::string where(std::string_view key) const {
+    if (!prefix.empty() && key.starts_with(prefix)) key.remove_prefix(prefix.size());
+    size_t at = prefix.empty() || obj.contains(std::string(key)) ? offset(key, from) : std::string_view::npos;
+    if (at == std::string_view::npos && !prefix.empty()) at = from;  // the parent key
+    return at == std::string_view::npos ? source : source + ":" + line_col(text, at);
   }
   [[noreturn]] void fail(std::string_view key, const std::string& why) const {
-    throw Error(where(key) + ": " + std::string(key) + ": " + why);
+    const std::string name = prefix.empty() || key.starts_with(prefix) ? std::string(key) : prefix + std::string(key);
+    throw Error(where(key) + ": " + name + ": " + why);
+  }
+  // The reader of the object under `key` (an object).
+  Reader sub(std::string_view key, const Json& o) const {
+    size_t at = offset(key, from);
+    return Reader{text, source, o, prefix + std::string(key) + ".", at == std::string_view::npos ? from : at};
   }
   // The value of `key`, or nullptr when absent or null.
   const Json* get(std::string_view key) const {
@@ -238,8 +256,15 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
   m.arch = fam->arch;
   std::string name = r.get_string("_name_or_path").value_or("");
   if (name.empty()) {
-    std::filesystem::path p(source);
-    name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().string()
+    // The directory's name, from the absolute path (`import-hf config.json` inside the
+    // checkpoint was named "config", and `import-hf .` "hf-model"); lexically, so that a
+    // symlinked config.json (a Hugging Face cache snapshot) keeps its directory's name.
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(source, ec);
+    if (ec) p = source;
+    p = p.lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();  // "dir/" and "."
+    name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string()
                                                                 : p.stem().string();
   }
   m.name = model_name_from(name);
@@ -276,7 +301,7 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
     const Json* rs = r.get(key);
     if (!rs) continue;
     if (!rs->is_object()) r.fail(key, "expected an object, got " + rs->dump());
-    Reader sub{text, source, *rs};
+    Reader sub = r.sub(key, *rs);
     if (auto t = sub.get_double("rope_theta", 1.0, 1e12)) m.rope_theta = *t;
     std::string type =
         sub.get_string("rope_type").value_or(sub.get_string("type").value_or("default"));
@@ -286,17 +311,17 @@ HfConfig parse_hf_config(std::string_view text, std::string_view source_sv) {
       RopeScaling sc;
       sc.type = type;
       auto factor = sub.get_double("factor", 1e-3, 1e6);
-      if (!factor) sub.fail(std::string(key) + ".factor", "missing (RoPE scaling of type '" + type + "' needs it)");
+      if (!factor) sub.fail("factor", "missing (RoPE scaling of type '" + type + "' needs it)");
       sc.factor = *factor;
       if (type == "llama3") {
         sc.low_freq_factor = sub.get_double("low_freq_factor", 1e-6, 1e6).value_or(1.0);
         sc.high_freq_factor = sub.get_double("high_freq_factor", 1e-6, 1e6).value_or(4.0);
         auto orig = sub.get_int("original_max_position_embeddings", 1, kMaxDim);
         if (!orig)
-          sub.fail(std::string(key) + ".original_max_position_embeddings", "missing (llama3 RoPE scaling needs it)");
+          sub.fail("original_max_position_embeddings", "missing (llama3 RoPE scaling needs it)");
         sc.original_max_context = *orig;
         if (!(sc.high_freq_factor > sc.low_freq_factor))
-          sub.fail(std::string(key) + ".high_freq_factor", "must exceed low_freq_factor");
+          sub.fail("high_freq_factor", "must exceed low_freq_factor");
       }
       m.rope_scaling = sc;
       continue;

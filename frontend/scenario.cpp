@@ -129,16 +129,12 @@ void read_serve(const TomlValue& t, const std::string& source, ServeOptions& o) 
   // A key only another policy than the file's own reads is an error, as the flags are
   // (token_budget beside batching = "continuous" ran without a word). A file that names
   // no policy may be meant for a --batching flag.
-  if (t.get("batching")) {
-    auto only = [&](const char* key, bool applies, const char* who) {
-      if (const TomlValue* v = t.get(key); v && !applies)
-        r.fail_at(*v, key,
-                  std::string("only ") + who + " reads it, and batching is \"" + std::string(batching_name(o.batching)) + "\"");
-    };
-    only("batch_timeout_ms", o.batching == BatchingKind::dynamic_batch, "the dynamic batcher");
-    only("token_budget", o.batching == BatchingKind::chunked, "chunked batching");
-    only("max_prefill_tokens", o.batching == BatchingKind::continuous, "continuous batching");
-  }
+  if (t.get("batching"))
+    for (const PolicyOnlyKey& k : kPolicyOnlyKeys)
+      if (const TomlValue* v = t.get(k.key); v && k.reader != o.batching)
+        r.fail_at(*v, k.key,
+                  std::string("only ") + k.who + " reads it, and batching is \"" +
+                      std::string(batching_name(o.batching)) + "\"");
   r.finish();
 }
 

@@ -1,6 +1,7 @@
 #include "frontend/specs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -210,9 +211,13 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
     } else if (cc->kind == TomlValue::Kind::floating) {
       v = cc->floating;
     } else if (cc->kind == TomlValue::Kind::integer) {
-      v = cc->integer >= 10 ? double(cc->integer) / 10.0 : double(cc->integer);
+      // A whole number below 20 is the major version (10: sm_100, 12: sm_120); 20 and up
+      // is major x 10 + minor (80: sm_80, 89: sm_89). 10 and 12 were read as 1.0 and 1.2.
+      v = cc->integer >= 20 ? double(cc->integer) / 10.0 : double(cc->integer);
     }
-    if (!(v >= 1.0 && v < 20.0)) r.fail_at(*cc, "compute_capability", "expected a version such as \"8.0\" or \"9.0\"");
+    // One decimal: 7.55 was rounded to sm_76.
+    if (!(v >= 1.0 && v < 20.0) || std::fabs(v * 10.0 - std::round(v * 10.0)) > 1e-6)
+      r.fail_at(*cc, "compute_capability", "expected a version such as \"8.0\" or \"9.0\" (major.minor, one digit of minor)");
     tg.compute_capability = int(v * 10.0 + 0.5);
   } else if (tg.is_gpu()) {
     r.fail_table("missing required key 'compute_capability' for a GPU (e.g. \"8.0\")");

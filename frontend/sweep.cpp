@@ -497,22 +497,19 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
         }
         // A value is checked against the field's range here; a factor "xF" only for its
         // spelling, its product against each hardware entry when the points are built.
+        const std::optional<OverrideValue> parsed = parse_override_value(value);
         const bool factor = !value.empty() && (value[0] == 'x' || value[0] == '*');
         Target probe;  // a scratch target the override is applied to
         probe.hbm_bandwidth_gbs = 1;
         std::string err = factor ? "" : apply_override(probe, key + "=" + value);
-        if (factor) {
-          double f = 0;
-          auto [end, ec] = std::from_chars(value.data() + 1, value.data() + value.size(), f);
-          if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(f) || f < 0)
-            err = "'" + value + "': a factor is x followed by a number >= 0 (x0.5, x2)";
-        }
+        if (factor && !(parsed && parsed->number >= 0))
+          err = "'" + value + "': a factor is x followed by a number >= 0 (x0.5, x2)";
         if (!err.empty())
           throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +
                       ": sweep.whatif." + key + ": " + err);
         // Compared as numbers: "x1" and "x1.0" (or 3350 and 3350.0) are one point. A map
         // of the numbers seen (a scan of the axis for each value took 16 s at 20,000).
-        auto [it, fresh] = seen.try_emplace({factor, std::strtod(value.c_str() + factor, nullptr)}, a.values.size());
+        auto [it, fresh] = seen.try_emplace({factor, parsed->number}, a.values.size());
         if (!fresh)
           throw Error(source + ":" + std::to_string(e->line) + ":" + std::to_string(e->column) +
                       ": sweep.whatif." + key + ": \"" + value + "\" is the same point as \"" + a.values[it->second] +

@@ -45,6 +45,21 @@ enum class BatchingKind : uint8_t { static_batch, dynamic_batch, continuous, chu
 std::string_view batching_name(BatchingKind k);
 std::optional<BatchingKind> parse_batching(std::string_view s);
 
+// The policy settings that one batching kind alone reads, by their scenario-file key
+// (the flag is the key in kebab case with a leading --). serve-sim's flags and a scenario
+// file's keys are both checked against this one table: a setting beside a policy that
+// does not read it is an error.
+struct PolicyOnlyKey {
+  const char* key;      // "batch_timeout_ms"
+  BatchingKind reader;  // the only policy that reads it
+  const char* who;      // "the dynamic batcher", for messages
+};
+inline constexpr PolicyOnlyKey kPolicyOnlyKeys[] = {
+    {"batch_timeout_ms", BatchingKind::dynamic_batch, "the dynamic batcher"},
+    {"token_budget", BatchingKind::chunked, "chunked batching"},
+    {"max_prefill_tokens", BatchingKind::continuous, "continuous batching"},
+};
+
 enum class RouterKind : uint8_t { round_robin, least_loaded };
 std::string_view router_name(RouterKind k);
 std::optional<RouterKind> parse_router(std::string_view s);

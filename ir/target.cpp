@@ -198,6 +198,15 @@ FieldRange target_field_range(const TargetField& f) {
   return {0.0, 1e12};
 }
 
+std::optional<OverrideValue> parse_override_value(std::string_view val) {
+  OverrideValue o;
+  o.factor = !val.empty() && (val[0] == 'x' || val[0] == '*');
+  if (o.factor) val.remove_prefix(1);
+  auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), o.number);
+  if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(o.number)) return std::nullopt;
+  return o;
+}
+
 std::string apply_override(Target& t, std::string_view assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string_view::npos)
@@ -206,12 +215,12 @@ std::string apply_override(Target& t, std::string_view assignment) {
   const TargetField* f = find_target_field(key);
   if (!f)
     return "unknown hardware key '" + std::string(key) + "'; valid keys: " + target_field_list();
-  bool multiply = !val.empty() && (val[0] == 'x' || val[0] == '*');
-  if (multiply) val.remove_prefix(1);
-  double v = 0;
-  auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-  if (ec != std::errc() || p != val.data() + val.size() || !std::isfinite(v))
-    return "override '" + std::string(assignment) + "': '" + std::string(val) + "' is not a number";
+  std::optional<OverrideValue> parsed = parse_override_value(val);
+  if (!parsed)
+    return "override '" + std::string(assignment) + "': '" + std::string(val) +
+           "' is not a number or a factor (x1.5)";
+  const bool multiply = parsed->factor;
+  double v = parsed->number;
   if (multiply) v *= effective_field(t, *f);  // x0.5 on an unset GEMV factor: half the GEMMs'.
   if (f->member == &Target::sm_count) {  // whole SMs: a factor rounds, a value must be whole
     if (multiply) {

@@ -157,6 +157,14 @@ struct FieldRange {
 FieldRange target_field_range(const TargetField& f);
 // Applies "key=value" or "key=x1.5" (multiply). Returns an error message or "".
 std::string apply_override(Target& t, std::string_view assignment);
+
+// The value side of an override: a finite number, or a factor of the current value
+// ("x1.5" or "*1.5", factor set). nullopt when it is neither.
+struct OverrideValue {
+  bool factor = false;
+  double number = 0;
+};
+std::optional<OverrideValue> parse_override_value(std::string_view val);
 // Comma-separated list of valid --set keys, for error messages.
 std::string target_field_list();
 

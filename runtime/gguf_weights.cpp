@@ -189,13 +189,13 @@ Format gguf_tensor_format(const std::string& name, const std::vector<int64_t>& s
   return matrices;
 }
 
-void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
-                          const std::string& path) {
-  write_gguf(m, synthetic_source(seed), matrices, path, m.vocab >= kMinSyntheticVocab);
+GgufWritten write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
+                                 const std::string& path) {
+  return write_gguf(m, synthetic_source(seed), matrices, path, m.vocab >= kMinSyntheticVocab);
 }
 
-void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
-                const std::string& path, bool vocabulary) {
+GgufWritten write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
+                       const std::string& path, bool vocabulary) {
   auto type = gguf::ggml_type_of(matrices);
   if (!type)
     throw Error("--weights " + format_name(matrices) +
@@ -287,6 +287,7 @@ void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& ma
     });
   }
   w.write(path);
+  return {w.tensor_count(), w.tensor_bytes_total()};
 }
 
 }  // namespace lathe

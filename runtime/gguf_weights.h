@@ -46,11 +46,17 @@ constexpr int64_t kMinSyntheticVocab = 262;
 // into `matrices` exactly as `lathe run --weights` packs them) as a llama-architecture
 // GGUF v3 file with a synthetic SentencePiece vocabulary (a model with fewer than
 // kMinSyntheticVocab tokens gets llama.cpp's "no_vocab" marker instead). Atomic.
-void write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
-                          const std::string& path);
+// What a write put in the file (so that a caller need not read back an output that is
+// a pipe or /dev/null).
+struct GgufWritten {
+  size_t tensors = 0;
+  uint64_t bytes = 0;  // the tensors' data
+};
+GgufWritten write_synthetic_gguf(const ModelSpec& m, uint64_t seed, const Format& matrices,
+                                 const std::string& path);
 // The same with the values of `source` (f32 values under lathe's weight names, e.g. a
 // Hugging Face checkpoint's), with the synthetic vocabulary or none (`vocabulary`).
-void write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
-                const std::string& path, bool vocabulary);
+GgufWritten write_gguf(const ModelSpec& m, const WeightSource& source, const Format& matrices,
+                       const std::string& path, bool vocabulary);
 
 }  // namespace lathe

@@ -88,12 +88,17 @@ std::string roofline_svg(const SimResult& r, const Target& t, const std::string&
   // Axis ranges: intensity 1e-2 .. 1e4 FLOP/B, throughput spanning 5 decades under the top roof.
   double xmin = 1e-2, xmax = 1e4;
   double ymax = top * 2, ymin = ymax / 1e6;
+  // Every kernel's achieved rate and the bandwidth slope's left end within the range:
+  // an all-reduce at 0.8 GFLOP/s was drawn at the bottom edge (4 GFLOP/s), and a slope
+  // clamped there bent.
   for (const OpRow& o : r.ops)
     if (o.bytes > 0 && o.flops > 0) {
       double ai = o.flops / o.bytes;
       xmin = std::min(xmin, ai / 2);
       xmax = std::max(xmax, ai * 2);
+      if (o.time_s > 0) ymin = std::min(ymin, o.flops / o.time_s / 2);  // per step or not: the same rate
     }
+  if (bw > 0) ymin = std::min(ymin, xmin * bw);
   auto X = [&](double v) { return L + (std::log10(v) - std::log10(xmin)) / (std::log10(xmax) - std::log10(xmin)) * (W - L - R); };
   auto Y = [&](double v) {
     v = std::clamp(v, ymin, ymax);
@@ -125,12 +130,15 @@ std::string roofline_svg(const SimResult& r, const Target& t, const std::string&
   // Roofs: min(peak, intensity x bandwidth).
   int k = 0;
   for (const Roof& rf : roofs) {
+    // The slope up to the ridge, then flat; a ridge left of the range (a what-if
+    // bandwidth so high that every kernel is compute-bound) leaves only the flat part.
     double ridge = rf.flops / bw;
-    double x0 = xmin, x1 = std::min(xmax, ridge);
+    double x0 = xmin, x1 = std::clamp(ridge, xmin, xmax);
     std::string color = k == 0 ? "#c0392b" : "#7f8c8d";
+    std::string points = ridge > xmin ? num(X(x0)) + "," + num(Y(x0 * bw)) + " " : std::string();
+    points += num(X(x1)) + "," + num(Y(rf.flops)) + " " + num(X(xmax)) + "," + num(Y(rf.flops));
     s += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"" + (k == 0 ? "2" : "1") + "\" points=\"" +
-         num(X(x0)) + "," + num(Y(x0 * bw)) + " " + num(X(x1)) + "," + num(Y(x1 * bw)) + " " + num(X(xmax)) + "," +
-         num(Y(rf.flops)) + "\"/>\n";
+         points + "\"/>\n";
     s += "<text x=\"" + num(W - R + 4) + "\" y=\"" + num(Y(rf.flops) + 4) + "\" fill=\"" + color + "\">" + esc_xml(rf.name) +
          " " + num(rf.flops / 1e12) + " TFLOP/s</text>\n";
     ++k;

@@ -32,6 +32,9 @@ struct Config {
   SweepRow best;          // most tokens/s per device
   int64_t max_batch = 0;  // largest feasible batch on the grid
   SweepRow at_max;
+  // The smallest batch whose compiled plan settle() found not to fit (INT64_MAX: none);
+  // a row at or above it fits only by the sweep's estimate of the activations.
+  int64_t compiled_too_big = INT64_MAX;
 };
 
 std::map<std::string, Config> score(const std::vector<SweepRow>& rows) {
@@ -93,6 +96,7 @@ int settle(std::map<std::string, Config>& configs, const std::vector<SweepRow>& 
     it->second.best = *best;
     it->second.at_max = *at_max;
     it->second.max_batch = at_max->batch;
+    it->second.compiled_too_big = too_big;
     ++it;
   }
   return dropped;
@@ -324,8 +328,10 @@ Advice advise(const AdviseRequest& a) {
     r.value = std::to_string(at_max.batch);
     r.reason = "the largest batch that fits" +
                std::string(a.slo_ttft_ms || a.slo_tpot_ms ? " and meets the SLOs" : "") +
-               ": TTFT " + num(at_max.ttft_ms, 1) + " ms, TPOT " + num(at_max.tpot_ms, 2) +
-               " ms, " + num(at_max.tokens_per_s, 0) + " tok/s, " + num(at_max.memory_gb, 1) +
+               ": TTFT " + num(at_max.ttft_ms, 1) + " ms, " +
+               (a.gen < 2 ? std::string("no decode step (gen ") + std::to_string(a.gen) + ")"
+                          : "TPOT " + num(at_max.tpot_ms, 2) + " ms") +
+               ", " + num(at_max.tokens_per_s, 0) + " tok/s, " + num(at_max.memory_gb, 1) +
                " GB; batch " + std::to_string(at_max.batch + 1) + " is stopped by " + limit;
     // Only when it does: the largest batch is found off the grid and can beat every grid
     // batch (batch 88 at 10016 tok/s against the grid's best, 64 at 9310).
@@ -368,13 +374,17 @@ Advice advise(const AdviseRequest& a) {
         // The batch only when the runner-up's best batch was smaller, and memory only when
         // memory stopped the runner-up there: its row at the winner's batch did not fit
         // (a TPOT SLO stops the larger cache sooner too, by its KV reads, not its size).
-        std::string why = std::string("decode reads fewer KV bytes a step");
+        // Without a decode step (gen 1) only the cache's size counts.
+        std::string why = a.gen < 2 ? std::string("a smaller cache") : std::string("decode reads fewer KV bytes a step");
         const SweepRow* there = nullptr;  // the runner-up at the winner's batch
         if (ru && ru->best.batch < w.batch)
           for (const SweepRow& r : sum.rows)
             if (r.batch == w.batch && config_key(r) == config_key(ru->best)) there = &r;
-        if (there && !there->feasible)
-          why = (!there->fits ? "a smaller cache fits a larger batch ("
+        // Memory stopped it too where its compiled plan did not fit there (settle()
+        // lowered its batch), though the sweep's row did.
+        const bool memory = there && (!there->fits || w.batch >= ru->compiled_too_big);
+        if (there && (!there->feasible || memory))
+          why = (memory ? "a smaller cache fits a larger batch ("
                               : "fewer KV bytes a step keep a larger batch within the SLOs (") +
                 std::to_string(w.batch) + " against " + std::to_string(ru->best.batch) + ")";
         return why + "; accuracy is not modelled";
@@ -388,7 +398,8 @@ Advice advise(const AdviseRequest& a) {
       r.runner_up = ru.best.kv_layout;
       double gain = per_device(chosen.best) / std::max(1e-12, per_device(ru.best));
       r.reason = figure(chosen) + "; " + num(gain, 3) + "x " + ru.best.kv_layout +
-                 " (decode attention reads longer contiguous runs of each head's K and V)";
+                 (a.gen < 2 ? std::string(" (no decode step reads the cache at gen 1)")
+                            : std::string(" (decode attention reads longer contiguous runs of each head's K and V)"));
     } else {
       r.runner_up = "-";
       r.reason = figure(chosen);

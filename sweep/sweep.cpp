@@ -204,6 +204,22 @@ DType resolved_act(const SweepSpace& s, const PointAxes& p) {
   return s.targets[size_t(p.target)].is_gpu() ? s.models[size_t(p.model)].dtype : DType::f32;
 }
 
+}  // namespace
+
+PointFormats point_formats(const SweepSpace& s, uint64_t point) {
+  const PointAxes p = point_axes(s, point);
+  PointFormats f;
+  f.weights = weights_name(s.spec.weights[size_t(p.weights)], s.models[size_t(p.model)]);
+  const DType act = resolved_act(s, p);
+  f.act = dtype_name(act);
+  const auto& kv = s.spec.kv[size_t(p.kv)];
+  f.kv = kv ? dtype_name(*kv) : dtype_name(act);
+  if (const auto& l = s.spec.kv_layout[size_t(p.kv_layout)]) f.kv_layout = kv_layout_name(*l);
+  return f;
+}
+
+namespace {
+
 PlanOptions plan_options(const SweepSpace& s, const PointAxes& p) {
   PlanOptions o;
   o.weights = s.spec.weights[size_t(p.weights)];

@@ -59,6 +59,13 @@ struct PointAxes {
   int batch = 0, prompt = 0, gen = 0;
 };
 PointAxes point_axes(const SweepSpace& s, uint64_t point);
+// The formats a point's row names, resolved from "auto" as the rows resolve them:
+// weights, kv and act; kv_layout only when the axis gives one ("" where the kv-layout
+// pass chooses).
+struct PointFormats {
+  std::string weights, kv, act, kv_layout;
+};
+PointFormats point_formats(const SweepSpace& s, uint64_t point);
 
 // One plan of a sweep: its options (as written in the rows) and its figures.
 struct SweepRow {

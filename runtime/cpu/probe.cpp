@@ -599,6 +599,34 @@ bool cpu_has_int8_dot() {
   return (has("avx512_vnni") && has("avx512vl")) || has("avx_vnni");
 }
 
+std::vector<std::string> probe_warnings(const ProbeResult& p) {
+  std::vector<std::string> w;
+  auto fig = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", v);
+    return std::string(b);
+  };
+  if (p.threads > 1 && p.read_gbs_one > 0 && p.read_gbs < 0.9 * p.read_gbs_one)
+    w.push_back("the streaming read on all threads (" + fig(p.read_gbs) + " GB/s, written as hbm_bandwidth_gbs) is "
+                "below one thread's (" + fig(p.read_gbs_one) + " GB/s)");
+  if (p.threads > 1 && p.fma_gflops_one > 0 && p.fma_gflops_all < 0.9 * p.fma_gflops_one)
+    w.push_back("the FMA peak on all threads (" + fig(p.fma_gflops_all) + " GFLOP/s) is below one thread's (" +
+                fig(p.fma_gflops_one) + ")");
+  if (p.gemv_efficiency > 1.0)
+    w.push_back("the f32 GEMV (" + fig(p.gemv_gflops) + " GFLOP/s) beat the measured FMA peak (" +
+                fig(p.fma_gflops_all) + "), so the peak was measured low; efficiency.gemv is clamped");
+  auto k_drop = [&](const char* what, double long_k, double short_k) {
+    if (long_k > 0 && short_k > 0 && long_k < 0.5 * short_k)
+      w.push_back(std::string(what) + " ran at " + fig(long_k) + " GOP/s at K 2048 against " + fig(short_k) +
+                  " at K 512 (a longer K amortizes more, so it should be faster)");
+  };
+  k_drop("the int4 GEMM", p.int_gemm_gops, p.int_gemm_gops_short);
+  k_drop("the int8 GEMM", p.int8_gemm_gops, p.int8_gemm_gops_short);
+  k_drop("the int4 GEMV", p.int_gemv_gops, p.int_gemv_gops_short);
+  k_drop("the int8 GEMV", p.int8_gemv_gops, p.int8_gemv_gops_short);
+  return w;
+}
+
 std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
   char date[32];
   std::time_t now = std::time(nullptr);
@@ -622,8 +650,9 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
   char gemv_line[200] = "";
   if (p.gemv_efficiency > 0)
     std::snprintf(gemv_line, sizeof gemv_line,
-                  "gemv = %.3f                    # measured f32 GEMV at 8 rows (weights in cache) / FMA peak\n",
-                  std::clamp(p.gemv_efficiency, 0.01, 1.5));
+                  "gemv = %.3f                    # %s f32 GEMV at 8 rows (weights in cache) / FMA peak\n",
+                  std::clamp(p.gemv_efficiency, 0.01, 1.5),
+                  p.gemv_efficiency == std::clamp(p.gemv_efficiency, 0.01, 1.5) ? "measured" : "clamped: measured");
   char buf[8192];
   std::snprintf(buf, sizeof buf,
                 "# Measured by `lathe probe` on %s: %s (%s), %d threads.\n"
@@ -691,6 +720,10 @@ std::string probe_to_toml(const ProbeResult& p, const std::string& name) {
                 int_dot_line);
   // The kernel build measured (a later build's kernels make these figures stale).
   std::string out = buf;
+  std::string warn;
+  for (const std::string& w : probe_warnings(p)) warn += "# Warning: " + w + ".\n";
+  if (!warn.empty())
+    out.insert(out.find("[hardware]\n"), warn + "# The host was busy while measuring: run lathe probe again on a quiet machine.\n");
   const size_t at = out.find("kind = \"cpu\"\n");
   if (at != std::string::npos) out.insert(at, "measured_with = \"" + std::string(cpu_kernels_id()) + "\"\n");
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/cpu/jit.h"
 
@@ -70,6 +71,11 @@ void fit_two_fixed_costs(double peak, double rate_a, double rate_b, double rate_
                          double k_b, double m_c, double& eff, double& half_k, double& half_rows, double cap = 1.0);
 
 // A hardware spec (TOML text) for this machine from the measurements.
+// Figures that contradict each other (all threads slower than one, a GEMV above the FMA
+// peak, a long-K integer GEMV far slower than a short one): a host busy during the
+// measurement. Each is one sentence; empty when the figures agree. probe_to_toml writes
+// them into the spec's header, and lathe probe prints them.
+std::vector<std::string> probe_warnings(const ProbeResult& p);
 std::string probe_to_toml(const ProbeResult& p, const std::string& name);
 
 }  // namespace lathe

@@ -1494,10 +1494,16 @@ grep -q "nantime.jsonl:1: not valid JSON: parse error" "$tmp/err" && ! grep -q "
 # Runs that used 8-bit dot products (cpu_int8_dot, as lathe run records it): a CPU spec
 # without an int8 peak is fitted with 4x its f32 peak (cpu-host: 4 x 0.768); runs that
 # disagree keep the spec's model; a field that is not a boolean is an error.
+# Only runs with integer weights use the peak: float runs alone leave the spec's (an
+# assumed peak no kernel measured was written into the spec).
 grep -q '"cpu_int8_dot"' "$tmp/runs.jsonl" || bad "lathe run --format json lacks cpu_int8_dot"
+"$LATHE" run tiny --weights int8 --prompt-tokens 16 --gen 5 --per-op --format json >"$tmp/one.json" || bad "int8 run for calibration"
 python3 -c "
 import json
 rs = [json.loads(l) for l in open('$tmp/runs.jsonl')]
+f32 = [dict(r, cpu_int8_dot=True) for r in rs]
+open('$tmp/dotf32.jsonl', 'w').write(''.join(json.dumps(r) + '\\n' for r in f32))
+rs.append(json.load(open('$tmp/one.json')))
 def write(name, values):
     with open('$tmp/' + name, 'w') as f:
         for r, v in zip(rs, values):
@@ -1510,6 +1516,9 @@ write('nodot.jsonl', [False] * len(rs))
 expect_rc 0 "$LATHE" calibrate "$tmp/dot.jsonl" --hw cpu-host -o "$tmp/cal7.toml"
 grep -q "lathe: note: .*fitted with peak_tflops.int8 = 4 x fp32 = 3.0720" "$tmp/err" || bad "calibrate ignores cpu_int8_dot: $(head -3 "$tmp/err")"
 grep -q "^int8 = 3.072" "$tmp/cal7.toml" || bad "calibrated spec lacks the int8 peak: $(grep int8 "$tmp/cal7.toml")"
+expect_rc 0 "$LATHE" calibrate "$tmp/dotf32.jsonl" --hw cpu-host -o "$tmp/cal7f.toml"
+grep -q "fitted with peak_tflops.int8" "$tmp/err" && bad "float runs adopted an int8 peak: $(head -3 "$tmp/err")"
+grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal7f.toml" || bad "float runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal7f.toml")"
 # The "before" errors are those of the spec as given, with or without the adopted peak.
 expect_rc 0 "$LATHE" calibrate "$tmp/nodot.jsonl" --hw cpu-host -o "$tmp/cal10.toml" --format json
 cp "$tmp/out" "$tmp/plain.json"
@@ -1521,7 +1530,7 @@ assert a['int8_peak_from_runs'] is None and b['int8_peak_from_runs'] == 3.072, (
 assert a['error']['train_before'] == b['error']['train_before'], (a['error'], b['error'])
 " || bad "calibrate's before errors changed with the adopted int8 peak"
 expect_rc 0 "$LATHE" calibrate "$tmp/dotmix.jsonl" --hw cpu-host -o "$tmp/cal8.toml" --format json
-python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and '1 of 4 runs used' in d['note'] and '3 did not' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
+python3 -c "import json; d=json.load(open('$tmp/out')); assert d['int8_peak_from_runs'] is None and '1 of 5 runs used' in d['note'] and '4 did not' in d['note'], d" || bad "calibrate with mixed cpu_int8_dot"
 grep -Eq "^int8 = 0(\.0+)?$" "$tmp/cal8.toml" || bad "mixed cpu_int8_dot runs gave the spec an int8 peak: $(grep "^int8" "$tmp/cal8.toml")"
 expect_rc 2 "$LATHE" calibrate "$tmp/dotbad.jsonl" --hw cpu-host -o "$tmp/cal9.toml"
 grep -q "cpu_int8_dot: .* is not true or false" "$tmp/err" || bad "calibrate with a bad cpu_int8_dot: $(cat "$tmp/err")"
@@ -1940,6 +1949,166 @@ expect_rc 0 "$LATHE" simulate llama-3-8b h200 --prompt 4096 --gen 2 --prefill-ch
 grep -q "prefill in 8 chunks of at most 512 tokens" "$tmp/out" || bad "simulate says no chunks: $(head -3 "$tmp/out")"
 expect_rc 2 "$LATHE" simulate llama-3.1-8b h200 --prompt 131072 --prefill-chunk 1
 grep -q "more than 65,536 chunks" "$tmp/err" || bad "prefill chunk of 1 over 128k: $(cat "$tmp/err")"
+
+# calibrate: runs edited by hand fitted nonsense with exit 0. A plan field that is not a
+# string (an int8 run read as f32), an unknown backend, a kernel listed twice, kernel
+# times past their phase's.
+python3 - "$tmp/runs.jsonl" "$tmp/io" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+def w(name, x): open(sys.argv[2] + "/" + name, "w").write(json.dumps(x) + "\n")
+a = json.loads(json.dumps(r)); a["plan"]["weights"] = 8; w("wnum.jsonl", a)
+b = json.loads(json.dumps(r)); b["backend"] = "tpu"; w("tpu.jsonl", b)
+c = json.loads(json.dumps(r)); c["kernels"] = c["kernels"] + c["kernels"][:1]; w("dupk.jsonl", c)
+d = json.loads(json.dumps(r))
+for k in d["kernels"]: k["measured_ms"] = 1e8
+w("bigk.jsonl", d)
+PY
+expect_rc 2 "$LATHE" calibrate "$tmp/io/wnum.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q "wnum.jsonl:1: plan.weights: 8 is not a string" "$tmp/err" || bad "calibrate with a numeric plan.weights: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/tpu.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q "backend: 'tpu' (lathe run writes cpu or cuda)" "$tmp/err" || bad "calibrate with backend tpu: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/dupk.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q "kernel prefill/.* is listed twice" "$tmp/err" || bad "calibrate with a kernel twice: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/bigk.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q "prefill kernels' measured_ms add up to .* more than the phase's prefill_ms" "$tmp/err" || bad "calibrate with kernel times past the phase: $(cat "$tmp/err")"
+[ -e "$tmp/io/c.toml" ] && bad "a refused calibration wrote its spec"
+# The default name of the calibrated spec must read back (a 125-character name grew past
+# the limit), and -o may not land inside a compiled plan the runs name.
+sed "s/^name = .*/name = \"$(printf 'h%.0s' $(seq 125))\"/" "$SRC/specs/hardware/cpu-host.toml" >"$tmp/io/longname.toml"
+expect_rc 0 "$LATHE" check "$tmp/io/longname.toml"
+expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw "$tmp/io/longname.toml" -o "$tmp/io/c.toml"
+grep -q "default name .* give --name" "$tmp/err" || bad "calibrate's default name too long: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/io/cplan"
+"$LATHE" run "$tmp/io/cplan" --prompt-tokens 8 --gen 3 --per-op --format json 2>/dev/null |
+  python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)))" >"$tmp/io/prun.jsonl"
+cp "$tmp/io/cplan/prefill.ir" "$tmp/io/prefill.ir.before"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/prun.jsonl" --hw cpu-host -o "$tmp/io/cplan/prefill.ir"
+grep -q "inside the plan directory" "$tmp/err" || bad "calibrate -o into the plan: $(cat "$tmp/err")"
+cmp -s "$tmp/io/cplan/prefill.ir" "$tmp/io/prefill.ir.before" || bad "calibrate replaced the plan's IR"
+python3 - "$tmp/runs.jsonl" "$tmp/io" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+r["plan"]["pipeline"] = "fuse_norm_matmul"
+open(sys.argv[2] + "/pipe.jsonl", "w").write(json.dumps(r) + "\n")
+open(sys.argv[2] + "/bom.jsonl", "w", encoding="utf-8-sig").write(open(sys.argv[1]).readline())
+PY
+expect_rc 2 "$LATHE" calibrate "$tmp/io/pipe.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q 'plan.pipeline: "fuse_norm_matmul" is not a list of pass names' "$tmp/err" || bad "calibrate with a string pipeline: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/io/bom.jsonl" --hw cpu-host -o "$tmp/io/c.toml"
+grep -q "got a UTF-8 byte-order mark" "$tmp/err" || bad "calibrate of a file with a BOM: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" calibrate "$tmp/runs.jsonl" --hw cpu-host -o "$tmp/io/c.toml" --name ""
+# probe --device is the CUDA backend's (ignored on the CPU).
+expect_rc 2 "$LATHE" probe --device 5
+grep -q -- "--device: a CUDA device; with the CPU backend there is none" "$tmp/err" || bad "probe --device on the CPU: $(cat "$tmp/err")"
+# tune: a plan file's gen below 2 is an error, as the flag's is (it ran as 2).
+printf '[plan]\nmodel = "tiny"\nhardware = "cpu-host"\n[plan.workload]\ngen = 1\n' >"$tmp/io/gen1.toml"
+expect_rc 2 "$LATHE" tune tiny --plan "$tmp/io/gen1.toml" --reps 1 --steps 1 -o "$tmp/io/t.json"
+grep -q "plan.workload.gen = 1 is outside what .lathe tune. takes (2..65536)" "$tmp/err" || bad "tune with a plan file's gen 1: $(cat "$tmp/err")"
+# compute_capability as a whole number: 10 and 12 are sm_100 and sm_120 (read as 1.0 and
+# 1.2); two decimals are an error (7.55 was rounded to sm_76).
+for cc in "10 sm_100" "12 sm_120" "9 sm_90" "89 sm_89"; do
+  set -- $cc
+  sed "s/^compute_capability = .*/compute_capability = $1/" "$SRC/specs/hardware/a100-40g.toml" >"$tmp/io/cc.toml"
+  expect_rc 0 "$LATHE" check "$tmp/io/cc.toml"
+  grep -q "$2" "$tmp/out" || bad "compute_capability = $1 is not $2: $(grep -o 'sm_[0-9]*' "$tmp/out")"
+done
+sed "s/^compute_capability = .*/compute_capability = 7.55/" "$SRC/specs/hardware/a100-40g.toml" >"$tmp/io/cc.toml"
+expect_rc 2 "$LATHE" check "$tmp/io/cc.toml"
+grep -q "compute_capability: expected a version" "$tmp/err" || bad "compute_capability 7.55: $(cat "$tmp/err")"
+# import-hf: a config.json without _name_or_path is named after its directory however
+# the path is written (inside it, "config.json" gave "config" and "." gave "hf-model");
+# an error in a nested rope_parameters names its own line, not the top-level key's.
+mkdir -p "$tmp/io/my-llama"
+python3 - "$SRC/tests/fixtures/hf/tiny-llama/config.json" "$tmp/io/my-llama/config.json" "$tmp/io/rope.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d.pop("_name_or_path", None)
+json.dump(d, open(sys.argv[2], "w"), indent=2)
+d["rope_theta"] = 500000.0
+d["rope_parameters"] = {"rope_type": "llama3", "rope_theta": -5.0}
+json.dump(d, open(sys.argv[3], "w"), indent=2)
+PY
+for p in config.json ./config.json . "$tmp/io/my-llama/config.json"; do
+  (cd "$tmp/io/my-llama" && "$LATHE" import-hf "$p") >"$tmp/out" 2>"$tmp/err"
+  grep -q '^name = "my-llama"' "$tmp/out" || bad "import-hf $p names the model $(grep '^name' "$tmp/out")"
+done
+expect_rc 2 "$LATHE" import-hf "$tmp/io/rope.json"
+line=$(grep -n '"rope_theta": -5.0' "$tmp/io/rope.json" | cut -d: -f1)
+grep -q "rope.json:$line:[0-9]*: rope_parameters.rope_theta: expected a number" "$tmp/err" || bad "nested rope_theta error location (line $line): $(cat "$tmp/err")"
+
+# merge: a last line without its newline was cut off (a cost cut to "0.00" ranked first);
+# CRLF line ends and a UTF-8 BOM are read (a CRLF header was "not the header").
+printf '[sweep]\nname = "s1"\nmodels = ["tiny"]\nhardware = ["a100-80g"]\nbatch = [1, 2]\nprompt = [32]\ngen = [16]\n' >"$tmp/io/s1.toml"
+expect_rc 0 "$LATHE" sweep "$tmp/io/s1.toml" -o "$tmp/io/s1.csv"
+head -c -3 "$tmp/io/s1.csv" >"$tmp/io/cut.csv"
+expect_rc 2 "$LATHE" merge "$tmp/io/cut.csv" -o "$tmp/io/m.csv"
+grep -q "cut.csv:3: the last line ends without a newline" "$tmp/err" || bad "merge of a cut row: $(cat "$tmp/err")"
+[ -e "$tmp/io/m.csv" ] && bad "a refused merge wrote its file"
+{ printf '\xef\xbb\xbf'; sed 's/$/\r/' "$tmp/io/s1.csv"; } >"$tmp/io/crlf.csv"
+expect_rc 0 "$LATHE" merge "$tmp/io/crlf.csv" -o "$tmp/io/m.csv"
+cmp -s "$tmp/io/m.csv" "$tmp/io/s1.csv" || bad "merge of a CRLF file with a BOM differs from the rows"
+# An empty -o, --shard or --emit-best is an error (an unset "$OUT" lost the rows).
+expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" -o ""
+expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" --shard "" -o "$tmp/io/e.csv"
+expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" --emit-best ""
+# --samples is held to the bound on points, as the whole space is.
+printf '[sweep]\nmodels = ["tiny"]\nhardware = ["a100-80g"]\nbatch = { from = 1, to = 1048576 }\nprompt = { from = 1, to = 16777216 }\ngen = [16]\n' >"$tmp/io/huge.toml"
+expect_rc 2 timeout 60 "$LATHE" sweep "$tmp/io/huge.toml" --samples 1099511627776 -o "$tmp/io/h.csv"
+grep -q "sampled points are more than one run should cost" "$tmp/err" || bad "sweep --samples 2^40: $(cat "$tmp/err")"
+# advise at gen 1 shows no TPOT: no decode step runs.
+expect_rc 0 "$LATHE" advise tiny a100-80g --prompt 64 --gen 1 --max-batch 8
+grep -q "no decode step (gen 1)" "$tmp/out" && ! grep -q "TPOT" "$tmp/out" || bad "advise --gen 1 shows a TPOT: $(grep -m2 TPOT "$tmp/out")"
+# The roofline holds every kernel inside the plot at its own rate (an all-reduce at 0.8
+# GFLOP/s was drawn at the bottom edge, 4 GFLOP/s) and every roof inside the frame (a
+# what-if bandwidth past the ridge drew one left of the axis).
+expect_rc 0 "$LATHE" simulate llama-3-70b h100-sxm --tp 4 --plot "$tmp/io/r70.svg"
+expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --set hbm_bandwidth_gbs=1e8 --plot "$tmp/io/rbw.svg"
+python3 - "$tmp/io/r70.svg" "$tmp/io/rbw.svg" <<'PY' || bad "roofline points or roofs outside the plot"
+import sys, xml.etree.ElementTree as E
+ns = "{http://www.w3.org/2000/svg}"
+for f in sys.argv[1:]:
+    root = E.parse(f).getroot()
+    for c in root.iter(ns + "circle"):
+        assert 50 <= float(c.get("cy")) < 540 - 1e-6, (f, c.get("cy"), c.find(ns + "title").text)
+    for p in root.iter(ns + "polyline"):
+        for xy in p.get("points").split():
+            x, y = map(float, xy.split(","))
+            assert 80 - 1e-6 <= x <= 720 + 1e-6 and 50 - 1e-6 <= y <= 540 + 1e-6, (f, xy)
+PY
+# --per-op shares add up to about 100% however many rows (1,600 rows summed to 88%).
+expect_rc 0 "$LATHE" simulate llama-3-70b h100-sxm --tp 4 --per-op
+python3 - "$tmp/out" <<'PY' || bad "per-op shares do not add up"
+import re, sys
+tot = {}
+text = open(sys.argv[1]).read()
+assert "Per kernel" in text
+for line in text.split("Per kernel", 1)[1].splitlines():
+    f = line.split()
+    pc = [x for x in f if re.fullmatch(r"[0-9.]+%", x)]  # share is the first percentage
+    if f and f[0] in ("prefill", "decode") and pc:
+        tot[f[0]] = tot.get(f[0], 0) + float(pc[0][:-1])
+assert set(tot) == {"prefill", "decode"} and all(abs(v - 100) < 1.0 for v in tot.values()), tot
+PY
+
+# moe-sim: --context picks a decode step over a scenario file's prefill prompt (the file
+# won and the flag was ignored).
+sed 's/^context = 1024$/prompt = 512/' "$SRC/specs/scenarios/moe-mixtral.toml" >"$tmp/io/moep.toml"
+expect_rc 0 "$LATHE" moe-sim --scenario "$tmp/io/moep.toml" --context 2048 --samples 8 --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['context'] == 2048 and d['prompt'] == 0, (d['context'], d['prompt'])" "$tmp/out" || bad "moe-sim --context beside a file's prompt: $(head -c 300 "$tmp/out")"
+
+# merge --sweep holds a row's formats to its point's, as it does its model and batch.
+python3 - "$tmp/io/s1.csv" "$tmp/io/s1w.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+rows[1][rows[0].index("weights")] = "int4:g128"
+csv.writer(open(sys.argv[2], "w"), lineterminator="\n").writerows(rows)
+PY
+expect_rc 2 "$LATHE" merge "$tmp/io/s1w.csv" -o "$tmp/io/m3.csv" --sweep "$tmp/io/s1.toml"
+grep -q "s1w.csv:2: point 0 has weights int4:g128, but the sweep's point 0 has f32" "$tmp/err" || bad "merge of a row with edited weights: $(cat "$tmp/err")"
+expect_rc 0 "$LATHE" merge "$tmp/io/s1.csv" -o "$tmp/io/m3.csv" --sweep "$tmp/io/s1.toml"
+printf '[1]\n' >"$tmp/io/arr.jsonl"
+expect_rc 2 "$LATHE" merge "$tmp/io/arr.jsonl" -o "$tmp/io/m2.csv"
+grep -q "arr.jsonl: a JSON array; lathe reads rows as CSV or JSONL" "$tmp/err" || bad "merge of a JSON array: $(cat "$tmp/err")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail

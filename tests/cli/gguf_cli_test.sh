@@ -164,5 +164,32 @@ grep -q "that is an input of this command" "$tmp/err" || bad "import-hf over a s
 cmp -s "$HF/tiny-llama/model-00002-of-00002.safetensors" "$tmp/hfcopy/model-00002-of-00002.safetensors" ||
   bad "import-hf replaced a shard"
 
+# check reads the vocabulary as run and weights info do (a BOS id past it was "OK").
+python3 - "$tmp/f32.gguf" "$tmp/bos.gguf" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+key = b"tokenizer.ggml.bos_token_id"
+struct.pack_into("<I", d, d.find(key) + len(key) + 4, 100000)
+open(sys.argv[2], "wb").write(d)
+PY
+expect_rc 2 "$LATHE" check "$tmp/bos.gguf"
+grep -q "token id 100000 is outside the vocabulary (512)" "$tmp/err" || bad "check of a BOS id past the vocabulary: $(cat "$tmp/err")"
+# An MoE file with expert_feed_forward_length alone (its feed_forward_length renamed to
+# a key lathe does not read) loads: the fallback key was required.
+python3 - "$tmp/moe.gguf" "$tmp/moe-noffl.gguf" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read()
+old = b"\x19\x00\x00\x00\x00\x00\x00\x00llama.feed_forward_length"
+assert d.count(old) == 1
+open(sys.argv[2], "wb").write(d.replace(old, old[:-1] + b"X"))
+PY
+expect_rc 0 "$LATHE" weights info "$tmp/moe-noffl.gguf"
+expect_rc 0 "$LATHE" check "$tmp/moe-noffl.gguf"
+# weights init writes to /dev/null and pipes in place (it read its output back, exit 2).
+expect_rc 0 "$LATHE" weights init tiny -o /dev/null
+grep -q "21 tensors, 2.10 MB" "$tmp/out" || bad "weights init -o /dev/null: $(cat "$tmp/out")"
+"$LATHE" weights init tiny --seed 7 --weights f32 -o /dev/stdout 2>"$tmp/err" | head -c 100000000 >"$tmp/piped.gguf"
+cmp -s "$tmp/piped.gguf" "$tmp/f32.gguf" || bad "weights init to a pipe differs from the file"
+
 [ $fail -eq 0 ] && echo "gguf cli: all passed"
 exit $fail

@@ -366,9 +366,22 @@ TEST(Tuning, MalformedFilesAreErrors) {
   EXPECT_EQ(message(head + R"("model": 3, "entries": []})"), "a.json: model: 3 is not a string");
   EXPECT_EQ(message(head + R"("workload": 5, "entries": []})"), "a.json: workload: 5 is not an object");
   EXPECT_EQ(message(head + R"("entries": [7]})"), "a.json: entries[0]: 7 is not an object");
-  EXPECT_NE(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {}, "best_us": "fast"}]})")
+  EXPECT_NE(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4}, "best_us": "fast"}]})")
                 .find("best_us: \"fast\" is not a number"),
             std::string::npos);
+  // Values a tuning file cannot hold (each was accepted): an entry that sets nothing (it
+  // counted as a tuned kernel), negative counts and times, a format that is not a string
+  // (nlohmann's "type must be string"), a key given twice; a syntax error names its line.
+  EXPECT_EQ(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {}}]})"),
+            "a.json: entry gemv 'x': params is empty (an entry sets at least one parameter)");
+  EXPECT_EQ(message(head + R"("workload": {"batch": -1}, "entries": []})"), "a.json: workload.batch: -1 is below 1");
+  EXPECT_EQ(message(head + R"("entries": [{"kind": "gemv", "shape": "x", "params": {"tune_cuda_warps": 4}, "default_us": -3}]})"),
+            "a.json: entry gemv 'x': default_us: -3 is not a time in microseconds (>= 0)");
+  EXPECT_EQ(message(R"({"format": 3, "version": 1})"),
+            "a.json: not a lathe tuning file (expected \"format\": \"lathe-tuning\")");
+  EXPECT_EQ(message(head + R"("backend": "cpu", "entries": []})"), "a.json: key \"backend\" appears twice in one object");
+  EXPECT_EQ(message("{\"format\": \"lathe-tuning\",\n  \"version\": 1,,\n}"),
+            "a.json:2:16: not valid JSON (a tuning file is the JSON `lathe tune -o FILE` writes)");
 }
 
 // Which entry the runtime launches for a step (cuda_step_entry), against the tuning

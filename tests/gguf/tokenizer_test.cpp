@@ -1,11 +1,13 @@
 // GGUF vocabularies: the SentencePiece (llama) and byte-level BPE (gpt2) tokenizers.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 #include "checkpoint/gguf_file.h"
 #include "checkpoint/tokenizer.h"
@@ -62,6 +64,37 @@ TEST(Tokenizer, BpeMergesByRank) {
   EXPECT_EQ(t.encode("hello world!", false), (std::vector<int32_t>{11, 16, 17}));
   EXPECT_EQ(t.encode("hold", false), (std::vector<int32_t>{0, 3, 15}));
   EXPECT_EQ(t.decode({11, 16, 17}), "hello world!");
+}
+
+// A gpt2 merge that is not two symbols and one space never matched a pair: the file
+// loaded and the merge was silently dead.
+TEST(Tokenizer, MalformedBpeMergeIsAnError) {
+  const std::string path = ::testing::TempDir() + "/lathe-bad-merges-" + std::to_string(::getpid()) + ".gguf";
+  for (const std::string bad : {"he", " h", "h ", "h  e", "a b c"}) {
+    Writer w;
+    w.add_string("general.architecture", "llama");
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_strings("tokenizer.ggml.tokens", {"h", "e", "he"});
+    w.add_strings("tokenizer.ggml.merges", {"h e", bad});
+    w.write(path);
+    auto f = File::open(path);
+    try {
+      (void)read_vocab(*f);
+      ADD_FAILURE() << "merge '" << bad << "' accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("entry 1 '" + bad + "' is not two symbols separated by one space"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  Writer w;  // the well-formed pair loads
+  w.add_string("general.architecture", "llama");
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_strings("tokenizer.ggml.tokens", {"h", "e", "he"});
+  w.add_strings("tokenizer.ggml.merges", {"h e"});
+  w.write(path);
+  EXPECT_EQ(read_vocab(*File::open(path)).merges.size(), 1u);
+  std::remove(path.c_str());
 }
 
 // Expected ids from llama.cpp's tokenizer (bench/gguf_parity.py writes the fixture).

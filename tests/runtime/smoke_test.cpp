@@ -116,5 +116,33 @@ TEST(Probe, FitsTwoFixedCosts) {
   EXPECT_LT(half_k, hk);
 }
 
+// Figures that contradict each other (a busy host: 7 GB/s on all threads against 20 on
+// one, a GEMV above the FMA peak, the int4 GEMV 140x slower at K 2048 than at 512) were
+// written into the spec without a word; each is named, in the spec's header too.
+TEST(Probe, WarnsOfContradictoryFigures) {
+  ProbeResult p;
+  p.threads = 2;
+  p.read_gbs = 20, p.read_gbs_one = 15;
+  p.fma_gflops_all = 140, p.fma_gflops_one = 75;
+  p.gemv_gflops = 100, p.gemv_efficiency = 100.0 / 140;
+  p.int_gemv_gops = 280, p.int_gemv_gops_short = 300;
+  EXPECT_TRUE(probe_warnings(p).empty());
+  EXPECT_EQ(probe_to_toml(p, "quiet").find("# Warning"), std::string::npos);
+  p.read_gbs = 7.1, p.read_gbs_one = 20.4;
+  p.fma_gflops_all = 76.3, p.fma_gflops_one = 95;
+  p.gemv_gflops = 133.9, p.gemv_efficiency = 133.9 / 76.3;
+  p.int_gemv_gops = 2.1;
+  const std::vector<std::string> w = probe_warnings(p);
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_NE(w[0].find("7.1 GB/s"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("76.3"), std::string::npos) << w[1];
+  EXPECT_NE(w[2].find("beat the measured FMA peak"), std::string::npos) << w[2];
+  EXPECT_NE(w[3].find("the int4 GEMV ran at 2.1 GOP/s"), std::string::npos) << w[3];
+  const std::string toml = probe_to_toml(p, "busy");
+  EXPECT_NE(toml.find("# Warning: the int4 GEMV"), std::string::npos);
+  EXPECT_NE(toml.find("clamped: measured f32 GEMV"), std::string::npos);
+  EXPECT_LT(toml.find("# Warning"), toml.find("[hardware]"));
+}
+
 }  // namespace
 }  // namespace lathe
