@@ -269,14 +269,15 @@ Vocab read_vocab(const File& f) {
   }
   if (v.model == "gpt2") {
     v.merges = f.get_array("tokenizer.ggml.merges", ValueType::string).strings;
-    // Each merge is two non-empty symbols and one space between ("Ġ t"); another shape
-    // never matched a pair, so the merge was silently dead.
+    // Each merge is two non-empty symbols split at the first space after the first byte
+    // (llama.cpp's rule: "Ġ t"); one without that shape never matched a pair, so the
+    // merge was silently dead.
     for (size_t i = 0; i < v.merges.size(); ++i) {
       const std::string& m = v.merges[i];
-      const size_t sp = m.find(' ');
-      if (sp == 0 || sp == std::string::npos || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
+      const size_t sp = m.find(' ', 1);
+      if (sp == std::string::npos || sp + 1 >= m.size())
         throw Error(f.path() + ": key 'tokenizer.ggml.merges': entry " + std::to_string(i) + " '" + printable(m) +
-                    "' is not two symbols separated by one space");
+                    "' is not two symbols separated by a space");
     }
     std::string pre = f.get_string_opt("tokenizer.ggml.pre").value_or("gpt2");
     v.pre = (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") ? "llama3" : "gpt2";

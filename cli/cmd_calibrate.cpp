@@ -321,7 +321,8 @@ int run_calibrate(const CalibrateArgs& a) {
       throw Error(where + ": a run measured on the " + be + " backend cannot calibrate " + start.name + ", a " +
                   (start.is_gpu() ? "GPU" : "CPU") + " spec; give --hw the " +
                   (be == "cuda" ? "GPU" : "CPU") + " spec the runs were predicted for (their \"target\": " +
-                  opt_string(j, "target") + ")");
+                  (j.contains("target") ? printable(j["target"].is_string() ? j["target"].get<std::string>() : j["target"].dump())
+                                        : std::string("not given")) + ")");
     std::string build;
     try {
       build = opt_string(j, "measured_with");

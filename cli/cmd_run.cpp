@@ -144,6 +144,7 @@ Backend cuda_backend(const Plan& plan, const WeightStore& weights, const RunArgs
 }
 
 int run_run(const RunArgs& a) {
+  ReportAwayFromOutput away(a.logits_out);  // --logits /dev/stdout: the logits alone on stdout
   if (a.backend != "cpu" && a.backend != "cuda")
     throw Error("--backend: unknown backend '" + a.backend + "' (expected cpu or cuda)");
   const bool cuda = a.backend == "cuda";

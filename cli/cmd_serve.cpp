@@ -72,7 +72,9 @@ void apply_flags(const ServeArgs& a, ScenarioSpec& s) {
   for (const PolicyOnlyKey& k : kPolicyOnlyKeys) {
     std::string flag = "--" + std::string(k.key);
     std::replace(flag.begin(), flag.end(), '_', '-');
-    only(given.at(k.key), flag.c_str(), o.batching == k.reader, k.who);
+    const auto g = given.find(k.key);
+    LATHE_ASSERT(g != given.end(), "serve-sim: a policy-only key without its flag");
+    only(g->second, flag.c_str(), o.batching == k.reader, k.who);
   }
   only(bool(a.router), "--router", o.replicas > 1, "a run of more than one replica (--replicas)");
   if (a.duration && a.requests) throw Error("give --duration or --requests, not both");
@@ -332,6 +334,7 @@ void print_text(const Planned& p, const ScenarioSpec& s, const ServeResult& r, d
 }
 
 int run_serve(const ServeArgs& a) {
+  ReportAwayFromOutput away(a.trace);  // --trace /dev/stdout: the trace alone on stdout
   PlanRequest req;
   ScenarioSpec probe;
   probe = a.common.resolve(ScenarioKind::serve, Workload{}, req);

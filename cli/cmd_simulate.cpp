@@ -228,6 +228,8 @@ void print_summary(const Planned& p, bool ideal) {
 }
 
 int run_simulate(const SimulateArgs& a) {
+  // --plot or --trace /dev/stdout: the file alone on stdout, the report on stderr.
+  ReportAwayFromOutput away_plot(a.plot), away_trace(a.trace);
   PlanSpec spec = a.plan.plan_spec();
   PlanRequest req;
   req.model = !a.model.empty() ? a.model : spec.model.value_or("");

@@ -34,6 +34,11 @@ struct MergeArgs {
   bool allow_missing = false;
 };
 
+// A sample's points are drawn and held in memory before any is costed (every shard
+// draws them all): 10^8 of them take a few GB (2^40 ran until memory ran out, with no
+// progress shown).
+constexpr int64_t kMaxSamples = 100'000'000;
+
 std::pair<int, int> parse_shard(const std::string& s) {
   if (s.empty()) return {0, 1};
   size_t slash = s.find('/');
@@ -239,14 +244,10 @@ int run_sweep_cmd(const SweepArgs& a) {
   }
   for (const std::string& h : spec.hardware) warn_if_descriptive_override(h);
   for (const WhatifAxis& w : spec.whatif) warn_if_descriptive_override(w.field);
-  // The same bound on a sample (--samples 2^40 built a set of its points until memory
-  // ran out, with no progress shown).
-  const uint64_t costed = a.samples == 0 ? space.size : std::min<uint64_t>(uint64_t(a.samples), space.size);
-  if (costed / uint64_t(shards) > uint64_t(10'000'000'000))
-    throw Error(spec.source + ": " + with_commas(int64_t(costed)) +
-                (a.samples == 0 ? " points is" : " sampled points are") +
-                " more than one run should cost; sample " + (a.samples == 0 ? "it (--samples N)" : "fewer") +
-                " or split it (--shard I/N)");
+  if (a.samples == 0 && space.size / uint64_t(shards) > uint64_t(10'000'000'000))
+    throw Error(spec.source + ": " + with_commas(int64_t(space.size)) +
+                " points is more than one run should cost; sample it (--samples N) or split it "
+                "(--shard I/N)");
   int threads = a.threads > 0 ? a.threads : available_cpus();
   std::unique_ptr<AtomicFile> out;
   if (!a.out.empty()) out = std::make_unique<AtomicFile>(a.out);
@@ -557,7 +558,7 @@ void register_sweep(CLI::App& app, Registry& r) {
       ->check(CLI::Range(1, 1024));
   CLI::Option* samples = cmd->add_option("--samples", a->samples,
                                          "cost N distinct points drawn at random instead of the whole space")
-                             ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+                             ->check(CLI::Range(int64_t(1), kMaxSamples));
   cmd->add_option("--seed", a->seed, "seed of --samples (default 1)")
       ->check(non_negative_integer())
       ->needs(samples);
@@ -587,7 +588,7 @@ void register_sweep(CLI::App& app, Registry& r) {
       "--sweep", m->sweep,
       "the sweep file: check the rows belong to it, print the Pareto front and best plans");
   CLI::Option* m_samples = mc->add_option("--samples", m->samples, "with --sweep: the --samples the shards ran with")
-                             ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+                             ->check(CLI::Range(int64_t(1), kMaxSamples))
                              ->needs(sweep);
   mc->add_option("--seed", m->seed, "with --samples: the --seed the shards ran with")
       ->check(non_negative_integer())

@@ -241,8 +241,9 @@ void refuse_input_as_output(const std::string& out, const std::string& input, co
 }
 
 std::ostream& report_stream(const std::string& written) {
+  // /dev/null beside a discarded stdout: the report stays where it was.
   struct stat out {}, file {};
-  if (!written.empty() && ::fstat(1, &out) == 0 && ::stat(written.c_str(), &file) == 0 &&
+  if (!written.empty() && written != "/dev/null" && ::fstat(1, &out) == 0 && ::stat(written.c_str(), &file) == 0 &&
       out.st_dev == file.st_dev && out.st_ino == file.st_ino)
     return std::cerr;
   return std::cout;

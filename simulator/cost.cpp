@@ -343,7 +343,12 @@ struct Costing {
       c.compute_s = c.flops / (t.peak_int8 * 1e12 * std::max(1e-6, e));
     }
     if (p.norm >= 0) {
-      c.flops += 4.0 * rows * K;
+      // The fused RMSNorm's scalar work (4 operations per input element) is counted and
+      // timed, as the unfused norm's is: counted alone, an --ideal GEMM row ran at
+      // 100.3% of the matrix peak.
+      const double norm_flops = 4.0 * rows * K;
+      c.flops += norm_flops;
+      c.compute_s += norm_flops / (t.peak_fp32 * 1e12 * eff(t.eff.scalar));
       extra_bytes += vb(in(size_t(p.norm)));
     }
     double x_bytes = rows * K * dtype_bits(x.dtype) / 8.0;

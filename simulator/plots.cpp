@@ -136,7 +136,10 @@ std::string roofline_svg(const SimResult& r, const Target& t, const std::string&
     double x0 = xmin, x1 = std::clamp(ridge, xmin, xmax);
     std::string color = k == 0 ? "#c0392b" : "#7f8c8d";
     std::string points = ridge > xmin ? num(X(x0)) + "," + num(Y(x0 * bw)) + " " : std::string();
-    points += num(X(x1)) + "," + num(Y(rf.flops)) + " " + num(X(xmax)) + "," + num(Y(rf.flops));
+    if (ridge < xmax)  // the ridge, then flat to the right edge
+      points += num(X(x1)) + "," + num(Y(rf.flops)) + " " + num(X(xmax)) + "," + num(Y(rf.flops));
+    else  // a ridge right of the range (a slow memory): the slope alone
+      points += num(X(xmax)) + "," + num(Y(xmax * bw));
     s += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"" + (k == 0 ? "2" : "1") + "\" points=\"" +
          points + "\"/>\n";
     s += "<text x=\"" + num(W - R + 4) + "\" y=\"" + num(Y(rf.flops) + 4) + "\" fill=\"" + color + "\">" + esc_xml(rf.name) +

@@ -1586,7 +1586,7 @@ expect_rc 2 "$LATHE" run tiny --tuning "$tmp/cudatune.json" --gen 3
 grep -q "tuning for the cuda backend" "$tmp/err" || bad "run --tuning with a cuda file on the CPU: $(cat "$tmp/err")"
 printf '\001\002\377binary' >"$tmp/bintune.json"
 expect_rc 2 "$LATHE" run tiny --tuning "$tmp/bintune.json" --gen 2
-grep -q "bintune.json: not a JSON file" "$tmp/err" || bad "binary tuning file: $(cat -v "$tmp/err")"
+grep -q "bintune.json:1:1: not valid JSON" "$tmp/err" || bad "binary tuning file: $(cat -v "$tmp/err")"
 expect_rc 0 "$LATHE" run tiny --gen 2 --top-k 5
 grep -q "they are not applied" "$tmp/err" || bad "--top-k without --temperature: no warning"
 sed 's/"tune_cuda_split": 3/"tune_cuda_split": 0/' "$tmp/cudatune.json" >"$tmp/badcudatune.json"
@@ -2051,10 +2051,10 @@ cmp -s "$tmp/io/m.csv" "$tmp/io/s1.csv" || bad "merge of a CRLF file with a BOM 
 expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" -o ""
 expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" --shard "" -o "$tmp/io/e.csv"
 expect_rc 2 "$LATHE" sweep "$tmp/io/s1.toml" --emit-best ""
-# --samples is held to the bound on points, as the whole space is.
+# --samples is bounded: its points are held in memory (2^40 ran until memory ran out).
 printf '[sweep]\nmodels = ["tiny"]\nhardware = ["a100-80g"]\nbatch = { from = 1, to = 1048576 }\nprompt = { from = 1, to = 16777216 }\ngen = [16]\n' >"$tmp/io/huge.toml"
 expect_rc 2 timeout 60 "$LATHE" sweep "$tmp/io/huge.toml" --samples 1099511627776 -o "$tmp/io/h.csv"
-grep -q "sampled points are more than one run should cost" "$tmp/err" || bad "sweep --samples 2^40: $(cat "$tmp/err")"
+grep -q -- "--samples: 1099511627776 is outside \[1, 100000000\]" "$tmp/err" || bad "sweep --samples 2^40: $(cat "$tmp/err")"
 # advise at gen 1 shows no TPOT: no decode step runs.
 expect_rc 0 "$LATHE" advise tiny a100-80g --prompt 64 --gen 1 --max-batch 8
 grep -q "no decode step (gen 1)" "$tmp/out" && ! grep -q "TPOT" "$tmp/out" || bad "advise --gen 1 shows a TPOT: $(grep -m2 TPOT "$tmp/out")"
@@ -2063,6 +2063,12 @@ grep -q "no decode step (gen 1)" "$tmp/out" && ! grep -q "TPOT" "$tmp/out" || ba
 # what-if bandwidth past the ridge drew one left of the axis).
 expect_rc 0 "$LATHE" simulate llama-3-70b h100-sxm --tp 4 --plot "$tmp/io/r70.svg"
 expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --set hbm_bandwidth_gbs=1e8 --plot "$tmp/io/rbw.svg"
+expect_rc 0 "$LATHE" simulate llama-3-8b h100-sxm --set hbm_bandwidth_gbs=2 --plot "$tmp/io/rslow.svg"
+python3 - "$tmp/io/rslow.svg" <<'PY' || bad "roofs with their ridges right of the plot are not the one slope"
+import sys, xml.etree.ElementTree as E
+lines = {p.get("points") for p in E.parse(sys.argv[1]).getroot().iter("{http://www.w3.org/2000/svg}polyline")}
+assert len(lines) == 1 and len(next(iter(lines)).split()) == 2, lines
+PY
 python3 - "$tmp/io/r70.svg" "$tmp/io/rbw.svg" <<'PY' || bad "roofline points or roofs outside the plot"
 import sys, xml.etree.ElementTree as E
 ns = "{http://www.w3.org/2000/svg}"
@@ -2109,6 +2115,15 @@ expect_rc 0 "$LATHE" merge "$tmp/io/s1.csv" -o "$tmp/io/m3.csv" --sweep "$tmp/io
 printf '[1]\n' >"$tmp/io/arr.jsonl"
 expect_rc 2 "$LATHE" merge "$tmp/io/arr.jsonl" -o "$tmp/io/m2.csv"
 grep -q "arr.jsonl: a JSON array; lathe reads rows as CSV or JSONL" "$tmp/err" || bad "merge of a JSON array: $(cat "$tmp/err")"
+
+# An output file that is standard output carries the output alone (the report mixed into
+# it); an output file elsewhere leaves the report on stdout.
+"$LATHE" sweep "$tmp/io/s1.toml" -o /dev/stdout 2>/dev/null >"$tmp/io/rows-stdout.csv"
+cmp -s "$tmp/io/rows-stdout.csv" "$tmp/io/s1.csv" || bad "sweep -o /dev/stdout: $(head -3 "$tmp/io/rows-stdout.csv")"
+"$LATHE" simulate tiny a100-80g --prompt 64 --gen 8 --trace /dev/stdout 2>/dev/null |
+  python3 -c "import json, sys; json.load(sys.stdin)" || bad "simulate --trace /dev/stdout is not the trace alone"
+expect_rc 0 "$LATHE" simulate tiny a100-80g --prompt 64 --gen 8 --trace "$tmp/io/t2.json"
+grep -q "^lathe simulate: tiny on a100-80g" "$tmp/out" || bad "simulate's report left stdout: $(head -2 "$tmp/out")"
 
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
