@@ -213,6 +213,14 @@ int summarize_plan(const PlanSpec& p, const std::string& src, const std::string&
   std::cout << "  workload          batch " << p.workload.batch << ", prompt " << p.workload.prompt << ", gen "
             << p.workload.gen << "\n";
   std::cout << "  weights " << weights << ", KV " << kv << " in " << layout << ", tp " << o.tp << "\n";
+  // The activations and the pipeline, as the JSON says them (the text left both out).
+  std::cout << "  act               " << (o.act_dtype ? std::string(dtype_name(*o.act_dtype)) : std::string("auto"))
+            << "\n";
+  std::cout << "  pipeline          "
+            << (!o.passes || *o.passes == "default" ? std::string("default (every pass)")
+                : *o.passes == "none"                ? std::string("none (no optimization pass)")
+                                                     : *o.passes)
+            << "\n";
   for (const auto& [k, v] : o.pass_enabled) std::cout << "  pass " << k << ": " << (v ? "on" : "off") << "\n";
   return 0;
 }

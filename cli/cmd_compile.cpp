@@ -258,12 +258,14 @@ void register_compile(CLI::App& app, Registry& r) {
   a->plan.add_to(cmd);
   cmd->add_option("--set", a->sets, "override a hardware field: key=value or key=x1.5 (repeatable)");
   cmd->add_option("--tuning", a->tuning,
-                  "kernel parameters from `lathe tune -o FILE` (a CPU and/or a CUDA file: repeat the flag)");
+                  "kernel parameters from `lathe tune -o FILE` (a CPU and/or a CUDA file: repeat the flag)")
+      ->check(non_empty());
   cmd->add_flag("--report", a->report, "print the per-pass report (also written to DIR/report.md)");
   cmd->add_option("--print-ir-after", a->print_after, "print the IR after PASS (repeatable; 'all', 'input')");
   cmd->add_flag("--print-ir-after-change", a->print_after_change, "print the IR after every pass that changed it");
-  cmd->add_option("--dump-dir", a->dump_dir, "write NN_pass.phase.ir after every pass into DIR");
-  cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu; f32 activations become bf16 unless --act says)");
+  cmd->add_option("--dump-dir", a->dump_dir, "write NN_pass.phase.ir after every pass into DIR")->check(non_empty());
+  cmd->add_option("--emit", a->emit, "also write kernel sources: cpu (C++) or cuda (.cu; f32 activations become bf16 unless --act says)")
+      ->check(non_empty());
   cmd->add_flag("--nvrtc", a->nvrtc,
                 "with --emit cuda: compile every kernel with NVRTC for the target's sm_XX and report registers, "
                 "shared memory and spills (kernels/cuda/nvrtc_report.md)");

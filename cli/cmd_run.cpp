@@ -143,7 +143,12 @@ Backend cuda_backend(const Plan& plan, const WeightStore& weights, const RunArgs
   return b;
 }
 
-int run_run(const RunArgs& a) {
+int run_run(const RunArgs& args) {
+  // MODEL from the --plan file when not given (it said "MODEL is required"), as
+  // simulate and compile take it; a MODEL given wins, as flags do.
+  RunArgs a = args;
+  if (a.model.empty() && !a.plan.plan_file.empty()) a.model = a.plan.plan_spec().model.value_or("");
+  if (a.model.empty()) throw Error("no MODEL given (as an argument or in the --plan file)");
   ReportAwayFromOutput away(a.logits_out);  // --logits /dev/stdout: the logits alone on stdout
   if (a.backend != "cpu" && a.backend != "cuda")
     throw Error("--backend: unknown backend '" + a.backend + "' (expected cpu or cuda)");
@@ -216,7 +221,8 @@ int run_run(const RunArgs& a) {
     run_batch = flag_or_plan_file(a.batch_given, a.batch, s.batch_given, s.workload.batch, 1, kMaxRunBatch, f, "batch", "run");
     run_prompt = flag_or_plan_file(a.prompt_tokens_given, a.prompt_tokens, s.prompt_given, s.workload.prompt, 1,
                                    kMaxRunTokens, f, "prompt", "run");
-    run_gen = std::max<int64_t>(1, flag_or_plan_file(a.gen_given, a.gen, s.gen_given, s.workload.gen, 0, kMaxRunTokens,
+    // At least 1, as the flag (a file's gen = 0 ran as 1).
+    run_gen = std::max<int64_t>(1, flag_or_plan_file(a.gen_given, a.gen, s.gen_given, s.workload.gen, 1, kMaxRunTokens,
                                                      f, "gen", "run"));
   }
   if (from_plan) {
@@ -313,6 +319,10 @@ int run_run(const RunArgs& a) {
 
   auto t_weights = std::chrono::steady_clock::now();
   int threads = a.threads > 0 ? a.threads : available_cpus();
+  if (!cuda && threads > available_cpus())
+    std::cerr << "lathe: warning: --threads " << threads << " is more than the " << available_cpus()
+              << " CPUs this process may use: the workers take turns, and the kernels run slower than at "
+              << available_cpus() << "\n";
   WeightStore weights;
   if (gguf_file) {
     weights = load_gguf_weights({&plan.prefill, &plan.decode}, gguf_file, threads);
@@ -677,8 +687,8 @@ void register_run(CLI::App& app, Registry& r) {
   CLI::App* cmd = app.add_subcommand("run", "Run prefill and decode for real; measured beside predicted, per kernel");
   cmd->add_option("MODEL", a->model,
                   "built-in model, model TOML, .gguf file (its weights and vocabulary), Hugging Face directory "
-                  "(config.json + *.safetensors: its weights), or a plan directory from `lathe compile`")
-      ->required();
+                  "(config.json + *.safetensors: its weights), or a plan directory from `lathe compile`; default: the --plan "
+                  "file's model");
   cmd->add_option("--backend", a->backend,
                   "cpu (JIT-compiled C++) or cuda (NVRTC kernels; predictions for the matching built-in GPU unless --hw)");
   cmd->add_option("--hw", a->hw, "target the predictions are made for (default cpu-host; use `lathe probe -o f.toml`)");
@@ -713,13 +723,15 @@ void register_run(CLI::App& app, Registry& r) {
   cmd->add_option("--sample-seed", a->sample_seed, "seed of the sampler");
   cmd->add_option("--logits", a->logits_out,
                   "write the logits of every step (prefill's last position, then each decode step; all sequences) "
-                  "to this file as f32 rows of vocab values (the first pass's with --repeat)");
+                  "to this file as f32 rows of vocab values (the first pass's with --repeat)")
+      ->check(non_empty());
   cmd->add_flag("--per-op", a->per_op, "measured and predicted time of every kernel");
   cmd->add_option("--repeat", a->repeat,
                   "run prefill and decode N times and report each phase's fastest pass (and its kernels); "
                   "the JSON lists every pass")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (tuned for the same --backend)");
+  cmd->add_option("--tuning", a->tuning, "kernel parameters from `lathe tune -o FILE` (tuned for the same --backend)")
+      ->check(non_empty());
   cmd->add_option("--format", a->format, "table (or text) or json")->check(CLI::IsMember({"table", "text", "json"}));
   cmd->add_option("--cache-dir", a->cache_dir, kCacheDirHelp);
   cmd->add_flag("--no-cache", a->no_cache, "compile every kernel, read and write no cache");

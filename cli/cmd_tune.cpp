@@ -33,7 +33,10 @@ std::string params_text(const std::map<std::string, int64_t>& p) {
   return s;
 }
 
-int run_tune(const TuneArgs& a) {
+int run_tune(const TuneArgs& args) {
+  TuneArgs a = args;  // MODEL from the --plan file when not given, as in run
+  if (a.model.empty() && !a.plan.plan_file.empty()) a.model = a.plan.plan_spec().model.value_or("");
+  if (a.model.empty()) throw Error("no MODEL given (as an argument or in the --plan file)");
   if (a.backend != "cpu" && a.backend != "cuda")
     throw Error("--backend: expected cpu or cuda, got '" + a.backend + "'");
   const bool cuda = a.backend == "cuda";
@@ -221,7 +224,7 @@ void register_tune(CLI::App& app, Registry& r) {
   CLI::App* cmd = app.add_subcommand("tune",
                                      "Time candidate kernel parameters on the real backend; write "
                                      "the best per kernel to a tuning file");
-  cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file")->required();
+  cmd->add_option("MODEL", a->model, "built-in model name, model TOML or .gguf file (default: the --plan file's model)");
   cmd->add_option("HW", a->hardware,
                   "hardware spec the plan is made for (default cpu-host; with --backend cuda the detected GPU's)");
   cmd->add_option("--backend", a->backend,

@@ -498,8 +498,8 @@ void PlanFlags::add_to(CLI::App* cmd, bool with_passes) {
   cmd->add_option("--kv-layout", kv_layout, "KV layout: auto, LHTD, LTHD, TLHD, paged:N")->check(given_value);
   cmd->add_option("--act", act, "activation dtype: f32, f16, bf16 (default: f32 on CPUs, model dtype on GPUs)")
       ->check(given_value);
-  cmd->add_option("--tp", tp, "tensor-parallel degree")->check(CLI::Range(int64_t(1), int64_t(1024)));
-  cmd->add_option("--plan", plan_file, "plan TOML file (flags given here override it)");
+  tp_opt = cmd->add_option("--tp", tp, "tensor-parallel degree")->check(CLI::Range(int64_t(1), int64_t(1024)));
+  cmd->add_option("--plan", plan_file, "plan TOML file (flags given here override it)")->check(non_empty());
   if (!with_passes) return;
   passes_opt = cmd->add_option("--passes", passes,
                   "pass pipeline, comma separated (default: all; 'none' or '' runs no optimization pass)");
@@ -514,7 +514,7 @@ std::string PlanFlags::given() const {
   };
   add(!weights.empty(), "--weights"), add(!kv.empty(), "--kv"), add(!kv_layout.empty(), "--kv-layout");
   add(!act.empty(), "--act"), add(!passes.empty() || (passes_opt && passes_opt->count() > 0), "--passes");
-  add(tp != 1, "--tp"), add(!disable.empty(), "--no-pass"), add(no_fusion, "--no-fusion");
+  add(tp_given(), "--tp"), add(!disable.empty(), "--no-pass"), add(no_fusion, "--no-fusion");
   add(!plan_file.empty(), "--plan");
   return out;
 }
@@ -544,7 +544,7 @@ PlanOptions PlanFlags::resolve(PlanOptions o) const {
       throw Error("--act: expected f32, f16 or bf16, got '" + act + "'");
     o.act_dtype = d;
   }
-  if (tp != 1) o.tp = tp;
+  if (tp_given()) o.tp = tp;
   auto known = known_pass_names();
   auto check_pass = [&](const std::string& p, const char* flag) {
     if (std::find(known.begin(), known.end(), p) == known.end()) {
@@ -557,7 +557,9 @@ PlanOptions PlanFlags::resolve(PlanOptions o) const {
     std::string list = passes;
     if (list.empty() || list == "none") {
       o.passes = "none";
-    } else if (list != "default") {
+    } else if (list == "default") {  // over a plan file's pipeline, the default's
+      o.passes.reset();
+    } else {
       for (const std::string& p : split_commas(list, "--passes")) check_pass(p, "--passes");
       o.passes = list;
     }

@@ -190,6 +190,8 @@ struct PlanFlags {
   bool no_fusion = false;
   std::string plan_file;
   CLI::Option* passes_opt = nullptr;
+  CLI::Option* tp_opt = nullptr;  // --tp 1 given beside a plan file's tp (1 read as "not given")
+  bool tp_given() const { return (tp_opt && tp_opt->count() > 0) || tp != 1; }
 
   void add_to(CLI::App* cmd, bool with_passes = true);
   // Applies the flags on top of `base`.

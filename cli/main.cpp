@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "cli/common.h"
@@ -177,6 +178,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "lathe: error: out of memory\n");
+    return 2;
+  } catch (const std::system_error& e) {  // the system refused a thread, a lock, a file
+    std::fflush(stdout);
+    std::fprintf(stderr, "lathe: error: %s\n", e.what());
     return 2;
   }
 }

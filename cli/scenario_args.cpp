@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 #include <cstdio>
+#include <iostream>
 
 #include "ir/assert.h"
 
@@ -35,15 +36,23 @@ ScenarioSpec ScenarioArgs::resolve(ScenarioKind kind, const Workload& workload, 
     if (!plan.plan_file.empty()) throw Error("give --scenario or --plan, not both");
   }
   PlanSpec ps;
-  if (!plan.plan_file.empty())
+  if (!plan.plan_file.empty()) {
     ps = load_plan(plan.plan_file);
-  else
+    // These commands take their lengths and batches from their own flags and scenario
+    // files: a plan file's workload was ignored without a word (a warning, not an
+    // error: the built-in plans carry one).
+    if (ps.batch_given || ps.prompt_given || ps.gen_given)
+      std::cerr << "lathe: warning: " << plan.plan_file << ": [plan.workload] is ignored by the "
+                << scenario_kind_name(kind) << " simulation (its requests, batches and lengths come from its flags)\n";
+  } else {
     ps.options = s.options;
+  }
   req.model = !model.empty() ? model : s.model ? *s.model : ps.model.value_or("");
   req.hardware = !hardware.empty() ? hardware : s.hardware ? *s.hardware : ps.hardware.value_or("");
   if (req.hardware.empty() && default_hardware) req.hardware = default_hardware;
-  if (req.model.empty()) throw Error("no MODEL given (as an argument or in the scenario)");
-  if (req.hardware.empty()) throw Error("no HW given (as an argument or in the scenario)");
+  const char* from = plan.plan_file.empty() ? "the scenario" : "the --plan file";
+  if (req.model.empty()) throw Error(std::string("no MODEL given (as an argument or in ") + from + ")");
+  if (req.hardware.empty()) throw Error(std::string("no HW given (as an argument or in ") + from + ")");
   req.sets = sets;
   req.options = plan.resolve(ps.options);
   req.workload = workload;

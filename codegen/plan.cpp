@@ -294,6 +294,14 @@ void check_plan_attrs(const Graph& prefill, const Graph& decode, const std::stri
         if (n.attrs.has(key) && g.attrs.has(model_key) && n.attrs.f(key) != g.attrs.f(model_key))
           fail(g, "node '" + n.name + "': " + key + " = " + attr_value_str(AttrValue(n.attrs.f(key))) +
                       ", but the graph's " + model_key + " is " + attr_value_str(AttrValue(g.attrs.f(model_key))));
+      // The attention scale is 1 / sqrt(head_dim), as lathe builds it (an edited one ran).
+      if (attention && n.attrs.has("scale") && g.attrs.i("head_dim", 0) > 0) {
+        const double want = 1.0 / std::sqrt(double(g.attrs.i("head_dim", 0)));
+        if (std::fabs(n.attrs.f("scale") - want) > 1e-12 * want)
+          fail(g, "node '" + n.name + "': scale = " + attr_value_str(AttrValue(n.attrs.f("scale"))) +
+                      ", but attention scales by 1 / sqrt(head_dim " + std::to_string(g.attrs.i("head_dim", 0)) +
+                      ") = " + attr_value_str(AttrValue(want)));
+      }
     }
   }
   for (const char* k : {"B", "final_context", "layers", "heads", "kv_heads", "head_dim", "hidden", "vocab", "tp",

@@ -301,6 +301,18 @@ void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
     if (*ps != "default" && *ps != "none") {
       std::vector<std::string> names;
       for (std::string_view n : known_pass_names()) names.emplace_back(n);
+      // An empty item is refused, as --passes refuses it (" , ," ran no pass).
+      {
+        size_t start = 0;
+        for (;;) {
+          const size_t comma = std::min(ps->find(',', start), ps->size());
+          if (ps->find_first_not_of(' ', start) >= comma)
+            r.fail_at(*t.get("pipeline"), "pipeline", "an empty item in the list");
+          if (comma == ps->size()) break;
+          start = comma + 1;
+        }
+      }
+      std::vector<std::string> seen;
       for (const std::string& p : split_pass_list(*ps)) {
         if (std::find(names.begin(), names.end(), p) == names.end()) {
           std::string hint = closest_match(p, names);
@@ -308,6 +320,15 @@ void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
                     "unknown pass '" + p + "'" +
                         (hint.empty() ? "; passes: " + join(names) : " (did you mean '" + hint + "'?)"));
         }
+        // Repeats and a pass after memory-plan, located (the pass manager named neither
+        // the file nor the key, and check said OK).
+        if (std::find(seen.begin(), seen.end(), p) != seen.end())
+          r.fail_at(*t.get("pipeline"), "pipeline", "pass '" + p + "' appears twice");
+        if (!seen.empty() && seen.back() == "memory-plan")
+          r.fail_at(*t.get("pipeline"), "pipeline",
+                    "pass 'memory-plan' must come last (it places the final graph's buffers), but '" + p +
+                        "' comes after it");
+        seen.push_back(p);
       }
     }
     o.passes = *ps;

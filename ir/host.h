@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 namespace lathe {
 
@@ -18,5 +21,21 @@ int available_cpus();
 // cpu,cpuacct/); and `cpus` capped by a quota, at least 1.
 double cgroup_cpu_quota(const std::string& proc_self_cgroup, const std::string& sys_root);
 int cpus_under_quota(int cpus, double quota);
+
+// Starts up to `n` threads, thread i running fn(i), into `pool`; returns how many
+// started. A thread the system cannot create ends the loop instead of throwing past
+// the joinable ones already started (std::terminate: exit 134 at --threads 1024 under a
+// memory limit); callers whose work is shared from a counter go on with those started.
+template <class F>
+int start_threads(std::vector<std::thread>& pool, int n, F fn, int first = 0) {
+  for (int i = first; i < first + n; ++i) {
+    try {
+      pool.emplace_back(fn, i);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  return int(pool.size());
+}
 
 }  // namespace lathe

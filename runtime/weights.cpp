@@ -12,6 +12,7 @@
 #include "ir/assert.h"
 #include "ir/buffers.h"
 #include "ir/hash.h"
+#include "ir/host.h"
 
 namespace lathe {
 
@@ -239,7 +240,7 @@ WeightStore WeightStore::build(const std::vector<const Graph*>& graphs, const We
     }
   };
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker, i);
+  start_threads(pool, threads - 1, worker, 1);  // as many as start; this one works too
   worker(0);
   for (std::thread& t : pool) t.join();
   for (const std::string& e : errors)

@@ -517,7 +517,7 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
         for (size_t i = next++; i < n; i = next++) f(i);
       };
       std::vector<std::thread> pool;
-      for (int i = 1; i < std::min<int>(threads, int(n)); ++i) pool.emplace_back(work);
+      start_threads(pool, std::min<int>(threads, int(n)) - 1, [&](int) { work(); });  // as many as start
       work();
       for (std::thread& th : pool) th.join();
     };
@@ -694,7 +694,9 @@ SweepSummary run_sweep(const SweepSpace& s, const SweepOptions& o) {
       write_ready(false);
     }
   } else {
-    for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
+    // As many workers as start (the others' tallies stay unstarted); none: an error.
+    if (start_threads(pool, threads, worker) == 0)
+      throw Error("sweep: could not start a worker thread (give fewer --threads)");
     while (written < blocks && !failed) write_ready(true);
   }
   for (std::thread& th : pool) th.join();

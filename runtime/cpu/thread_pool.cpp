@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <system_error>
+
+#include "ir/assert.h"
+#include "ir/host.h"
 
 namespace lathe {
 
@@ -14,7 +19,33 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker(i); });
+  oversubscribed_ = threads > available_cpus();
+  for (int i = 1; i < std::max(1, threads); ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker(i); });
+    } catch (const std::system_error& e) {
+      // The workers started so far are stopped and joined (destroying them joinable
+      // called std::terminate: exit 134 at --threads 1024 under a memory limit).
+      const size_t started = workers_.size();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+        generation_.fetch_add(1);
+      }
+      wake_.notify_all();
+      for (std::thread& t : workers_) t.join();
+      workers_.clear();
+      throw Error("could not start worker thread " + std::to_string(started + 2) + " of " + std::to_string(threads) +
+                  " (" + e.what() + "); give fewer --threads");
+    }
+  }
+}
+
+void ThreadPool::relax() const {
+  if (oversubscribed_)
+    std::this_thread::yield();
+  else
+    cpu_relax();
 }
 
 ThreadPool::~ThreadPool() {
@@ -44,7 +75,7 @@ void ThreadPool::worker(int index) {
     // sleeping thread costs tens of microseconds on a virtual machine, so the spin is
     // timed (a PAUSE takes 10-150 cycles depending on the CPU), not counted.
     long gen = generation_.load(std::memory_order_acquire);
-    if (gen == seen) {
+    if (gen == seen && !oversubscribed_) {
       const auto until = std::chrono::steady_clock::now() + kSpin;
       for (int spin = 1; gen == seen; ++spin) {
         cpu_relax();
@@ -84,7 +115,7 @@ void ThreadPool::parallel_for(long n, long grain, Body body, void* closure) {
   }
   wake_.notify_all();
   work(0);
-  while (busy_.load(std::memory_order_acquire) != 0) cpu_relax();
+  while (busy_.load(std::memory_order_acquire) != 0) relax();
 }
 
 void ThreadPool::run(void* pool, long n, long grain, Body body, void* closure) {

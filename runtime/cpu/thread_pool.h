@@ -29,7 +29,12 @@ class ThreadPool {
 
  private:
   static constexpr std::chrono::microseconds kSpin{2000};
+  // More threads than the CPUs this process may use: a spinning thread holds a CPU a
+  // descheduled worker needs (decode ran 1,000x slower at 4 threads on 2 CPUs), so
+  // workers sleep between jobs and the caller yields while it waits.
+  bool oversubscribed_ = false;
   void worker(int index);
+  void relax() const;
   void work(int thread);
 
   std::vector<std::thread> workers_;

@@ -2125,5 +2125,44 @@ cmp -s "$tmp/io/rows-stdout.csv" "$tmp/io/s1.csv" || bad "sweep -o /dev/stdout: 
 expect_rc 0 "$LATHE" simulate tiny a100-80g --prompt 64 --gen 8 --trace "$tmp/io/t2.json"
 grep -q "^lathe simulate: tiny on a100-80g" "$tmp/out" || bad "simulate's report left stdout: $(head -2 "$tmp/out")"
 
+# Plan files: --tp 1 and --passes default override a file's tp and pipeline (1 and
+# "default" read as "not given"); run and tune take MODEL from the file; a file's gen 0
+# is refused by run as the flag is; pipeline lists are checked where they are written.
+printf '[plan]\nmodel = "llama-3-8b"\nhardware = "a100-80g"\ntp = 2\npipeline = "none"\n' >"$tmp/io/ptp.toml"
+expect_rc 0 "$LATHE" simulate --plan "$tmp/io/ptp.toml" --tp 1 --passes default --format json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['tp'] == 1 and '0 passes' not in d['options'], (d['tp'], d['options'])" "$tmp/out" || bad "--tp 1 / --passes default beside a plan file: $(head -c 300 "$tmp/out")"
+printf '[plan]\nmodel = "tiny"\nhardware = "cpu-host"\n[plan.workload]\nprompt = 8\ngen = 3\n' >"$tmp/io/prun.toml"
+expect_rc 0 "$LATHE" run --plan "$tmp/io/prun.toml"
+grep -q "tiny" "$tmp/out" || bad "run --plan without MODEL: $(head -3 "$tmp/out")"
+printf '[plan]\nmodel = "tiny"\nhardware = "cpu-host"\n[plan.workload]\nprompt = 8\ngen = 0\n' >"$tmp/io/pg0.toml"
+expect_rc 2 "$LATHE" run --plan "$tmp/io/pg0.toml"
+grep -q "plan.workload.gen = 0 is outside" "$tmp/err" || bad "run with a plan file's gen 0: $(cat "$tmp/err")"
+for bad in '" , ,"' '"fuse-qkv,,kv-layout"' '"fuse-qkv, fuse-qkv"' '"memory-plan, fuse-qkv"'; do
+  printf '[plan]\nmodel = "tiny"\npipeline = %s\n' "$bad" >"$tmp/io/pp.toml"
+  expect_rc 2 "$LATHE" check "$tmp/io/pp.toml"
+  grep -q "pp.toml:3:[0-9]*: plan.pipeline: " "$tmp/err" || bad "plan pipeline $bad: $(cat "$tmp/err")"
+done
+expect_rc 0 "$LATHE" check "$tmp/io/ptp.toml"
+grep -q "pipeline          none (no optimization pass)" "$tmp/out" && grep -q "^  act " "$tmp/out" || bad "check of a plan omits its pipeline or act: $(cat "$tmp/out")"
+# serve-sim says a plan file's workload is not its own.
+expect_rc 0 "$LATHE" serve-sim --plan "$tmp/io/prun.toml" --requests 4
+grep -q "\[plan.workload\] is ignored by the serve simulation" "$tmp/err" || bad "serve-sim --plan with a workload: $(cat "$tmp/err")"
+# run: threads past what the host starts are an error, not an abort; an attention scale
+# edited in plan.json is refused; empty flag values are errors.
+expect_rc 2 bash -c "ulimit -v 4000000; exec \"$LATHE\" run tiny --threads 1024 --gen 2"
+grep -q "could not start worker thread" "$tmp/err" || bad "run --threads 1024 under a memory limit: $(tail -2 "$tmp/err")"
+expect_rc 0 "$LATHE" compile tiny cpu-host -o "$tmp/io/psc"
+python3 - "$tmp/io/psc/plan.json" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+t2, n = re.subn(r'scale = 0\.17677669529663\d*', 'scale = 1.0', t)  # in the plan's IR text
+assert n > 0, "no attention scale in the plan"
+open(sys.argv[1], "w").write(t2)
+PY
+expect_rc 2 "$LATHE" run "$tmp/io/psc" --gen 2
+grep -q "scale = 1.*, but attention scales by 1 / sqrt(head_dim" "$tmp/err" || bad "an edited attention scale: $(cat "$tmp/err")"
+expect_rc 2 "$LATHE" run tiny --logits ""
+expect_rc 2 "$LATHE" compile tiny cpu-host -o "$tmp/io/pe" --tuning ""
+
 [ $fail -eq 0 ] && echo "cli contract holds"
 exit $fail
