@@ -258,12 +258,21 @@ Target parse_target_toml(std::string_view text, std::string_view source_sv) {
 }
 
 void check_spec_reference(const TableReader& r, const TomlValue& at, std::string_view key, std::string_view folder,
-                          const std::string& ref) {
+                          const std::string& ref, bool check_names) {
   const std::string path = folder == "hardware" ? target_spec_base(ref) : ref;
   std::error_code ec;
-  if (looks_like_path(path) && !is_builtin_name(folder, path) && !std::filesystem::exists(path, ec))
+  if (path.empty() && check_names) r.fail_at(at, key, "an empty name");
+  if (is_builtin_name(folder, path) || std::filesystem::exists(path, ec)) return;
+  if (looks_like_path(path))
     r.fail_at(at, key,
               "no such file: " + path + " (a relative path is read beside this file, else from the working directory)");
+  if (!check_names) return;
+  // A name: located here (the commands named neither the file nor the line).
+  std::vector<std::string> names;
+  for (const BuiltinSpec& b : builtin_specs(folder)) names.push_back(b.name);
+  const std::string hint = closest_match(path, names);
+  r.fail_at(at, key, "'" + path + "' is neither a built-in " + (folder == "models" ? "model" : "hardware target") +
+                         " nor a file" + (hint.empty() ? "; built-in: " + join(names) : " (did you mean '" + hint + "'?)"));
 }
 
 void read_plan_options(TableReader& r, const TomlValue& t, PlanOptions& o) {
@@ -371,6 +380,19 @@ PlanSpec parse_plan_toml(std::string_view text, std::string_view source_sv) {
                     ": expected a boolean, got " + std::string(v.kind_name()));
       p.options.pass_enabled[k] = v.boolean;
     }
+  }
+  // attention = "flash" is the flash-attention pass's work: with the pass off it was a
+  // silent no-op, where weights, kv and kv_layout with their passes off are refused.
+  if (const TomlValue* a = t.get("attention"); a && a->kind == TomlValue::Kind::string && a->str == "flash") {
+    const PlanOptions& o = p.options;
+    bool listed = true;
+    if (o.passes && *o.passes != "default") {
+      const std::vector<std::string> list = split_pass_list(*o.passes);
+      listed = *o.passes != "none" && std::find(list.begin(), list.end(), "flash-attention") != list.end();
+    }
+    if (!listed || !o.pass_on("flash-attention"))
+      r.fail_at(*a, "attention", "\"flash\" needs the flash-attention pass, which this plan's pipeline or passes "
+                                 "leave out");
   }
   r.finish();
   return p;

@@ -338,8 +338,8 @@ SweepSpec parse_sweep_toml(std::string_view text, std::string_view source_sv) {
   for (std::string& h : s.hardware) h = resolve_spec_reference(h, source);
   const char* mk = t.get("models") ? "models" : "model";
   const char* hk = t.get("hardware") ? "hardware" : "hw";
-  for (const std::string& m : s.models) check_spec_reference(r, *t.get(mk), mk, "models", m);
-  for (const std::string& h : s.hardware) check_spec_reference(r, *t.get(hk), hk, "hardware", h);
+  for (const std::string& m : s.models) check_spec_reference(r, *t.get(mk), mk, "models", m, false);
+  for (const std::string& h : s.hardware) check_spec_reference(r, *t.get(hk), hk, "hardware", h, false);
 
   if (auto v = ax.integers("batch", 1, 1 << 20)) s.batch = *v;
   if (auto v = ax.integers("prompt", 1, 1 << 24)) s.prompt = *v;

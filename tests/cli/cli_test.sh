@@ -2144,6 +2144,21 @@ for bad in '" , ,"' '"fuse-qkv,,kv-layout"' '"fuse-qkv, fuse-qkv"' '"memory-plan
 done
 expect_rc 0 "$LATHE" check "$tmp/io/ptp.toml"
 grep -q "pipeline          none (no optimization pass)" "$tmp/out" && grep -q "^  act " "$tmp/out" || bad "check of a plan omits its pipeline or act: $(cat "$tmp/out")"
+# A plan file's unknown or empty model name is located (the commands named no line).
+printf '[plan]\nmodel = "tinyy"\nhardware = "cpu-host"\n' >"$tmp/io/pm.toml"
+expect_rc 2 "$LATHE" simulate --plan "$tmp/io/pm.toml"
+grep -q "pm.toml:2:9: plan.model: 'tinyy' is neither a built-in model nor a file (did you mean 'tiny'?)" "$tmp/err" || bad "plan with an unknown model: $(cat "$tmp/err")"
+printf '[plan]\nmodel = ""\n' >"$tmp/io/pm.toml"
+expect_rc 2 "$LATHE" check "$tmp/io/pm.toml"
+grep -q "pm.toml:2:9: plan.model: an empty name" "$tmp/err" || bad "plan with an empty model: $(cat "$tmp/err")"
+# attention = "flash" with the pass off is refused, as weights/kv/kv_layout are.
+printf '[plan]\nmodel = "tiny"\nattention = "flash"\n[plan.passes]\nflash-attention = false\n' >"$tmp/io/pf.toml"
+expect_rc 2 "$LATHE" check "$tmp/io/pf.toml"
+grep -q "pf.toml:3:[0-9]*: plan.attention: \"flash\" needs the flash-attention pass" "$tmp/err" || bad "attention flash without its pass: $(cat "$tmp/err")"
+printf '[plan]\nmodel = "tiny"\nattention = "flash"\npipeline = "none"\n' >"$tmp/io/pf.toml"
+expect_rc 2 "$LATHE" check "$tmp/io/pf.toml"
+printf '[plan]\nmodel = "tiny"\nattention = "flash"\npipeline = "fuse-qkv, flash-attention"\n' >"$tmp/io/pf.toml"
+expect_rc 0 "$LATHE" check "$tmp/io/pf.toml"
 # serve-sim says a plan file's workload is not its own.
 expect_rc 0 "$LATHE" serve-sim --plan "$tmp/io/prun.toml" --requests 4
 grep -q "\[plan.workload\] is ignored by the serve simulation" "$tmp/err" || bad "serve-sim --plan with a workload: $(cat "$tmp/err")"
