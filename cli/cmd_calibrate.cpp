@@ -410,6 +410,15 @@ int run_calibrate(const CalibrateArgs& a) {
     also("the error on the held-out runs rose (" + pct(res.test_before) + " -> " + pct(res.test_after) +
          "): the fitted factors do not carry over to runs they were not fitted to; record more runs (other "
          "formats, batches, prompts) or keep the spec as given");
+  {
+    std::string ends;
+    for (const FittedFactor& f : res.factors)
+      if (f.at_bound) ends += (ends.empty() ? "" : ", ") + f.key + " " + fmt_double(f.after, 4);
+    if (!ends.empty())
+      also("fitted to the end of its search range: " + ends +
+           " (the runs do not pin it down, or the cost model cannot express what they measured; record more "
+           "varied runs, or keep the spec's value)");
+  }
   if (train.size() < 3)
     also("only " + std::to_string(train.size()) + " fitted run" + (train.size() == 1 ? "" : "s") +
          ": the factors that depend on a run's shape (the roofline exponent, the CPU size terms) are not pinned "
@@ -460,7 +469,7 @@ int run_calibrate(const CalibrateArgs& a) {
     j["factors"] = nlohmann::json::array();
     for (const FittedFactor& f : res.factors)
       j["factors"].push_back(
-          {{"key", f.key}, {"before", f.before}, {"after", f.after}, {"fitted", f.used}});
+          {{"key", f.key}, {"before", f.before}, {"after", f.after}, {"fitted", f.used}, {"at_bound", f.at_bound}});
     j["phases"] = nlohmann::json::array();
     for (const auto* set : {&res.train, &res.test})
       for (const PhaseError& e : *set)
@@ -480,7 +489,7 @@ int run_calibrate(const CalibrateArgs& a) {
   Table f({"factor", "before", "after", ""});
   for (const FittedFactor& x : res.factors)
     f.add({x.key, fmt_double(x.before, 4), fmt_double(x.after, 4),
-           x.used ? "" : "(no kernel depends on it: kept)"});
+           !x.used ? "(no kernel depends on it: kept)" : x.at_bound ? "(at the end of its range: not pinned down)" : ""});
   os << f.text("  ") << "\n";
   Table t({"run", "phase", "set", "measured ms", "before ms", "error", "after ms", "error"});
   for (const auto* set : {&res.train, &res.test})

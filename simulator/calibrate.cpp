@@ -282,9 +282,12 @@ CalibrationResult calibrate(const Target& start, const std::vector<MeasuredRun>&
   for (size_t i = 0; i < std::size(kParams); ++i)
     if (!used[i]) set(cur, kParams[i].key, get(start, kParams[i].key));
   res.fitted = cur;
-  for (size_t i = 0; i < std::size(kParams); ++i)
-    res.factors.push_back(
-        {kParams[i].key, get(start, kParams[i].key), get(cur, kParams[i].key), bool(used[i])});
+  for (size_t i = 0; i < std::size(kParams); ++i) {
+    const Param& p = kParams[i];
+    const double after = get(cur, p.key);
+    const bool at_bound = used[i] && (after >= p.hi * (1 - 1e-9) || (p.log_scale && after <= p.lo * (1 + 1e-9)));
+    res.factors.push_back({p.key, get(start, p.key), after, bool(used[i]), at_bound});
+  }
   res.train = phase_errors(tr, before ? *before : start, cur);
   res.test = phase_errors(te, before ? *before : start, cur);
   res.train_before = mean_abs_error(res.train, false);

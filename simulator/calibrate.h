@@ -56,6 +56,11 @@ struct FittedFactor {
   std::string key;  // "efficiency.gemm", "launch_overhead_us"
   double before = 0, after = 0;
   bool used = true;  // some training kernel depends on it
+  // Fitted to an end of its search range that no real machine sits at (an efficiency
+  // of 0.005 or 1.5, 200 us of launch overhead, the largest half-size or exponent):
+  // the runs do not pin it down, or the model cannot express what they measured. The
+  // natural ends (0 for the additive terms, exponent 1) are not flagged.
+  bool at_bound = false;
 };
 
 struct CalibrationResult {

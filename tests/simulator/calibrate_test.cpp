@@ -88,7 +88,24 @@ TEST(Calibrate, RecoversAKnownTargetFromSyntheticRuns) {
     if (!f.used) {
       EXPECT_EQ(f.before, f.after) << f.key << " has no kernel to fit it and must keep its value";
     }
+    EXPECT_FALSE(f.at_bound) << f.key << " = " << f.after;
   }
+}
+
+// A factor the runs push past its search range ends at the range's end and is flagged
+// (the spec was written with launch overhead at 200 us and nothing said so).
+TEST(Calibrate, FlagsAFactorFittedToTheEndOfItsRange) {
+  Target truth = load_target("cpu-host");
+  truth.launch_overhead_us = 600;  // past the fitted range's 200
+  Plans p = synthetic_runs(truth);
+  CalibrationResult r = calibrate(load_target("cpu-host"), p.runs, {});
+  bool flagged = false;
+  for (const FittedFactor& f : r.factors)
+    if (f.key == std::string("launch_overhead_us")) {
+      EXPECT_DOUBLE_EQ(f.after, 200.0);
+      flagged = f.at_bound;
+    }
+  EXPECT_TRUE(flagged);
 }
 
 // The CPU model's size dependences are fitted too: sgemm's efficiency falling at few
